@@ -1,0 +1,74 @@
+"""The cua_rl error hierarchy.
+
+Every error the library raises on purpose derives from :class:`CuaRLError`, so callers can catch the
+whole family at once. A message states what was received and what is allowed.
+"""
+
+from __future__ import annotations
+
+__all__ = [
+    "ActionError",
+    "ActionParseError",
+    "BackendError",
+    "CalibrationError",
+    "ConfigError",
+    "CuaRLError",
+    "DependencyNotInstalled",
+    "JudgeError",
+    "TaskSpecError",
+    "TraceFormatError",
+]
+
+
+class CuaRLError(Exception):
+    """Base class of every error cua_rl raises on purpose."""
+
+
+class BackendError(CuaRLError):
+    """The desktop is gone or broken (connection lost, VM died, simulator crashed).
+
+    CUAEnv truncates the episode and marks it ``info["env_error"]``; such an episode never gets a
+    reward and never reaches a PPO update.
+    """
+
+
+class ActionError(CuaRLError):
+    """The desktop rejected an action (click outside the screen, unknown key, ...).
+
+    CUAEnv reports it in ``info["action_error"]`` and the episode goes on.
+    """
+
+
+class ActionParseError(ActionError, ValueError):
+    """A text action could not be parsed into a typed action."""
+
+
+class TaskSpecError(CuaRLError, ValueError):
+    """A task specification is malformed (unknown family, missing or invalid field)."""
+
+
+class JudgeError(CuaRLError):
+    """A judge could not produce a verdict (timeout, malformed answer, server error)."""
+
+
+class CalibrationError(CuaRLError, ValueError):
+    """Calibration data or estimates are unusable (for example D = 1 - e+ - e- <= 0)."""
+
+
+class ConfigError(CuaRLError, ValueError):
+    """A configuration file or object is invalid (unknown key, wrong type, out of range)."""
+
+
+class TraceFormatError(CuaRLError, ValueError):
+    """A trace file is malformed."""
+
+
+class DependencyNotInstalled(CuaRLError, ImportError):
+    """An optional dependency is missing; the message names the extra that provides it."""
+
+    def __init__(self, package: str, extra: str) -> None:
+        super().__init__(
+            f"{package!r} is not installed; install it with `pip install 'cua-rl[{extra}]'`"
+        )
+        self.package = package
+        self.extra = extra
