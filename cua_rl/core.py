@@ -16,9 +16,36 @@ import numpy as np
 if TYPE_CHECKING:
     from cua_rl.actions import Action
 
-__all__ = ["EndReason", "EpisodeResult", "Observation", "Step", "Task", "Trajectory"]
+__all__ = [
+    "EndReason",
+    "EpisodeResult",
+    "Observation",
+    "Step",
+    "Task",
+    "Trajectory",
+    "check_screenshot",
+]
 
 EndReason = Literal["done", "fail", "max_steps", "env_error"]
+
+
+def check_screenshot(value: object, name: str = "screenshot") -> None:
+    """Raise ValueError unless ``value`` is an H x W x 3 uint8 numpy array.
+
+    Args:
+        value: The candidate screenshot.
+        name: How to call it in the message.
+    """
+    ok = (
+        isinstance(value, np.ndarray)
+        and value.dtype == np.uint8
+        and value.ndim == 3
+        and value.shape[2] == 3
+    )
+    if not ok:
+        shape = getattr(value, "shape", None)
+        dtype = getattr(value, "dtype", type(value).__name__)
+        raise ValueError(f"{name} must be an HxWx3 uint8 array, got shape={shape} dtype={dtype}")
 
 
 @dataclass(frozen=True, eq=False)
@@ -40,14 +67,7 @@ class Observation:
     time: float = 0.0
 
     def __post_init__(self) -> None:
-        s = self.screenshot
-        if not isinstance(s, np.ndarray) or s.dtype != np.uint8 or s.ndim != 3 or s.shape[2] != 3:
-            shape = getattr(s, "shape", None)
-            dtype = getattr(s, "dtype", type(s).__name__)
-            raise ValueError(
-                "Observation.screenshot must be an HxWx3 uint8 array, "
-                f"got shape={shape} dtype={dtype}"
-            )
+        check_screenshot(self.screenshot, "Observation.screenshot")
 
     @property
     def size(self) -> tuple[int, int]:

@@ -25,6 +25,7 @@ else
   userns=()
   [ "$(id -u)" -ne 0 ] && userns=(--user --map-root-user)
   if probe=$(unshare "${userns[@]}" --net sh -c 'ip link set lo up' 2>&1); then
+    export CUA_RL_NETNS=1
     exec unshare "${userns[@]}" --net bash -c 'ip link set lo up && exec "$@"' offline "$@"
   fi
   why="cannot create a network namespace: ${probe:-unshare failed}"
