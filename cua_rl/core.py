@@ -113,6 +113,13 @@ class Task:
     def __hash__(self) -> int:
         return hash(self.id)
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A mappingproxy can be neither pickled nor deep-copied; rebuild from a plain dict so
+        # tasks (and trajectories holding them) cross process boundaries and survive SB3's
+        # deepcopy of step infos.
+        fields = (self.id, self.instruction, self.domain, self.os, dict(self.config))
+        return (type(self), (*fields, self.max_steps, self.vocabulary))
+
 
 @dataclass(frozen=True, eq=False)
 class Step:

@@ -73,8 +73,15 @@ class WeightedReward:
 
     def __call__(self, trajectory: Trajectory) -> float | None:
         """The weighted sum, or None when a component with nonzero weight is None."""
+        return self.combine(self.components(trajectory))
+
+    def combine(self, components: Mapping[str, float | None]) -> float | None:
+        """The weighted sum of already computed components (as returned by :meth:`components`).
+
+        Lets a caller that logs every component (CUAEnv) score each source only once.
+        """
         total = 0.0
-        for key, value in self.components(trajectory).items():
+        for key, value in components.items():
             weight = self.sources[key][1]
             if weight == 0.0:
                 continue

@@ -27,24 +27,21 @@ class TaskSource(Protocol):
 
 
 class FixedTasks:
-    """Cycles through, or samples uniformly from, a fixed list of tasks.
+    """Draws uniformly, with the env's generator, from a fixed list of tasks.
+
+    The draw is a pure function of the generator, so an env seed reproduces the task sequence.
+    To sweep every task once in order (evaluation), pass ``options={"task": task}`` to
+    ``CUAEnv.reset`` instead.
 
     Args:
         tasks: The tasks; at least one.
-        shuffle: Sample uniformly with the env's generator instead of cycling in order.
     """
 
-    def __init__(self, tasks: Sequence[Task], *, shuffle: bool = False) -> None:
+    def __init__(self, tasks: Sequence[Task]) -> None:
         if not tasks:
             raise TaskSpecError("FixedTasks needs at least one task, got an empty sequence")
         self.tasks = tuple(tasks)
-        self.shuffle = shuffle
-        self._next = 0
 
     def sample(self, rng: np.random.Generator) -> Task:
-        """Return the next task in order, or a uniform draw when ``shuffle`` is set."""
-        if self.shuffle:
-            return self.tasks[int(rng.integers(len(self.tasks)))]
-        task = self.tasks[self._next % len(self.tasks)]
-        self._next += 1
-        return task
+        """A uniform draw from the tasks."""
+        return self.tasks[int(rng.integers(len(self.tasks)))]

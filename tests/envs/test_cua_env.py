@@ -1,0 +1,466 @@
+"""CUAEnv over FakeBackend: episode flow, terminal rewards, action errors, budget, env errors."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import gymnasium as gym
+import numpy as np
+import pytest
+
+from cua_rl.actions import Done, Hotkey, Type, Wait, to_pyautogui
+from cua_rl.core import EpisodeResult, Task, Trajectory
+from cua_rl.envs.cua_env import INSTRUCTION_MAX_LENGTH, CUAEnv, RejectedAction
+from cua_rl.errors import BackendError, ConfigError, CuaRLError
+from cua_rl.rewards.base import GroundTruthReward, WeightedReward
+from cua_rl.tasks.base import FixedTasks
+from cua_rl.testing import FakeBackend, fake_oracle, fake_tasks
+
+FINAL_KEYS = {
+    "end_reason",
+    "env_error",
+    "ground_truth",
+    "reward_components",
+    "scorable",
+    "unscorable_reason",
+    "episode",
+    "trajectory",
+}
+
+
+def make_env(backend: FakeBackend | None = None, **kwargs: Any) -> CUAEnv:
+    tasks = kwargs.pop("tasks", FixedTasks(fake_tasks(8)))
+    return CUAEnv(backend or FakeBackend(), tasks, **kwargs)
+
+
+def run(env: CUAEnv, actions: list[Any]) -> list[tuple[Any, ...]]:
+    return [env.step(a) for a in actions]
+
+
+class Constant:
+    """A reward source returning a fixed value."""
+
+    def __init__(self, name: str, value: float | None) -> None:
+        self.name = name
+        self.value = value
+        self.calls = 0
+
+    def __call__(self, trajectory: Trajectory) -> float | None:
+        self.calls += 1
+        return self.value
+
+
+class NoChecker(FakeBackend):
+    """A backend without a benchmark checker."""
+
+    def ground_truth(self, task: Task) -> float | None:
+        return None
+
+
+# -- spaces and reset --------------------------------------------------------------------------
+
+
+def test_spaces_follow_the_screen() -> None:
+    env = make_env(FakeBackend((100, 60)))
+    screenshot = env.observation_space["screenshot"]
+    assert isinstance(screenshot, gym.spaces.Box)
+    assert screenshot.shape == (60, 100, 3) and screenshot.dtype == np.uint8
+    assert isinstance(env.observation_space["instruction"], gym.spaces.Text)
+    assert isinstance(env.action_space, gym.spaces.Text)
+    assert env.action_space.max_length == 4096
+    assert {" ", "\n", "\t", "(", "'"} <= set(env.action_space.character_set)
+    assert env.screen_size == (100, 60)
+
+
+def test_reset_returns_task_info_and_an_observation_in_space() -> None:
+    task = fake_tasks(3)[2]
+    env = make_env()
+    obs, info = env.reset(seed=0, options={"task": task})
+    assert obs in env.observation_space
+    assert obs["instruction"] == "Click the blue button."
+    assert info["task_id"] == "fake/click/2"
+    assert info["instruction"] == task.instruction
+    assert (info["os"], info["domain"], info["step"]) == ("fake", "fake_click", 0)
+    assert info["title"] == "Fake desktop - fake/click/2"
+    assert "button 'blue'" in info["a11y"]
+    assert env.task is task and env.step_budget == task.max_steps
+
+
+def test_same_seed_draws_the_same_tasks() -> None:
+    def ids(seed: int) -> list[str]:
+        env = make_env()
+        first = env.reset(seed=seed)[1]["task_id"]
+        return [first] + [env.reset()[1]["task_id"] for _ in range(5)]
+
+    assert ids(3) == ids(3)
+    assert len(set(ids(3) + ids(4))) > 1
+
+
+def test_reset_option_errors() -> None:
+    env = make_env()
+    with pytest.raises(ConfigError, match=r"unknown option\(s\) \['tsak'\]; allowed: \['task'\]"):
+        env.reset(options={"tsak": fake_tasks(1)[0]})
+    with pytest.raises(ConfigError, match="needs a Task, got str"):
+        env.reset(options={"task": "fake/click/0"})
+
+
+def test_constructor_errors() -> None:
+    with pytest.raises(ConfigError, match="max_steps must be >= 1 or None, got 0"):
+        make_env(max_steps=0)
+    with pytest.raises(ConfigError, match=r"render_mode must be None or one of .* got 'human'"):
+        make_env(render_mode="human")
+    with pytest.raises(ConfigError, match=r"distinct names.*duplicated: \['ground_truth'\]"):
+        make_env(extra_rewards=[GroundTruthReward()])
+
+
+def test_non_ascii_instruction_is_mapped_into_the_text_space() -> None:
+    base = fake_tasks(1)[0]
+    task = Task(
+        id="fake/x", instruction="Öffne café “x” – 猫", domain="d", os="fake", config=base.config
+    )
+    env = make_env()
+    obs, info = env.reset(options={"task": task})
+    assert obs["instruction"] == "Offne cafe ?x? ? ?"
+    assert obs in env.observation_space
+    assert info["instruction"] == task.instruction  # the original stays in info
+    long = Task(id="fake/y", instruction="a" * 5000, domain="d", os="fake", config=base.config)
+    assert len(env.reset(options={"task": long})[0]["instruction"]) == INSTRUCTION_MAX_LENGTH
+
+
+# -- episode flow and rewards ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("index", [0, 3, 4, 7])
+def test_oracle_episode_gets_reward_one_at_the_last_step_only(index: int) -> None:
+    task = fake_tasks(8)[index]
+    env = make_env()
+    env.reset(options={"task": task})
+    results = run(env, list(fake_oracle(task, env.screen_size)))
+    rewards = [r[1] for r in results]
+    assert rewards == [0.0] * (len(results) - 1) + [1.0]
+    for _, _, terminated, truncated, info in results[:-1]:
+        assert not terminated and not truncated
+        assert info["action_error"] is None
+        assert not FINAL_KEYS & set(info)
+    _, _, terminated, truncated, info = results[-1]
+    assert terminated is True and truncated is False
+    assert set(info) >= FINAL_KEYS
+    assert info["end_reason"] == "done"
+    assert info["reward_components"] == {"ground_truth": 1.0}
+    assert info["ground_truth"] == 1.0
+    assert info["scorable"] is True and info["unscorable_reason"] is None
+    assert info["env_error"] is None
+    episode = info["episode"]
+    assert isinstance(episode, EpisodeResult)
+    assert episode == EpisodeResult(
+        task_id=task.id,
+        os="fake",
+        domain=task.domain,
+        length=len(results),
+        end_reason="done",
+        reward=1.0,
+        components={"ground_truth": 1.0},
+        ground_truth=1.0,
+    )
+    trajectory = info["trajectory"]
+    assert isinstance(trajectory, Trajectory)
+    assert trajectory.task is task and len(trajectory) == len(results)
+    assert [s.action for s in trajectory.steps] == list(fake_oracle(task, env.screen_size))
+    assert [s.index for s in trajectory.steps] == list(range(len(results)))
+
+
+def test_done_without_solving_scores_zero_and_is_scorable() -> None:
+    env = make_env()
+    env.reset(options={"task": fake_tasks(1)[0]})
+    _, reward, terminated, truncated, info = env.step("DONE")
+    assert (reward, terminated, truncated) == (0.0, True, False)
+    assert info["reward_components"] == {"ground_truth": 0.0}
+    assert info["scorable"] is True and info["episode"].reward == 0.0
+
+
+def test_fail_terminates_and_is_scored_by_the_checker() -> None:
+    task = fake_tasks(1)[0]
+    env = make_env()
+    env.reset(options={"task": task})
+    env.step(fake_oracle(task)[0])  # solve it, then give up anyway
+    _, reward, terminated, truncated, info = env.step("FAIL")
+    assert (reward, terminated, truncated, info["end_reason"]) == (1.0, True, False, "fail")
+
+
+def test_text_and_typed_actions_are_equivalent() -> None:
+    task = fake_tasks(5)[4]
+    env = make_env()
+    env.reset(options={"task": task})
+    text = run(env, ["pyautogui.write('red')", "pyautogui.press('enter')", "DONE"])
+    env.reset(options={"task": task})
+    typed = run(env, [Type("red"), Hotkey(("enter",)), Done()])
+    assert [r[1] for r in text] == [r[1] for r in typed] == [0.0, 0.0, 1.0]
+    for (obs_a, *_), (obs_b, *_) in zip(text, typed, strict=True):
+        assert np.array_equal(obs_a["screenshot"], obs_b["screenshot"])
+    steps = typed[-1][4]["trajectory"].steps
+    assert [s.action_text for s in steps] == [
+        to_pyautogui(Type("red")),
+        "pyautogui.press('enter')",
+        "DONE",
+    ]
+
+
+def test_osworld_dict_actions_are_parsed() -> None:
+    env = make_env()
+    env.reset(options={"task": fake_tasks(1)[0]})
+    _, _, _, _, info = env.step({"action_type": "WAIT"})
+    assert info["action_error"] is None
+
+
+# -- action errors -----------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("action", "message"),
+    [
+        ("this is not an action (((", r"cannot parse an action from 'this is not an action"),
+        ("", "the text is empty"),
+        ("pyautogui.click(400, 10)", r"click at \(400, 10\) is outside the 320x200 screen"),
+        ("pyautogui.press('volumeup')", "unknown key 'volumeup'"),
+        (RejectedAction("slot", "text slot 5 is empty"), "text slot 5 is empty"),
+    ],
+)
+def test_action_errors_are_reported_and_the_step_counts(action: Any, message: str) -> None:
+    backend = FakeBackend()
+    env = make_env(backend, max_steps=2)
+    first, _ = env.reset(options={"task": fake_tasks(1)[0]})
+    obs, reward, terminated, truncated, info = env.step(action)
+    assert info["action_error"] is not None
+    assert (reward, terminated, truncated) == (0.0, False, False)
+    assert re.search(message, info["action_error"]), info["action_error"]
+    assert info["step"] == 1 and len(env.steps) == 1
+    assert env.steps[0].action_error == info["action_error"]
+    assert np.array_equal(obs["screenshot"], backend.observe().screenshot)
+    assert np.array_equal(obs["screenshot"], first["screenshot"])
+    # The error step counts towards the budget: one more step ends the episode.
+    *_, truncated, info = env.step("WAIT")
+    assert truncated and info["end_reason"] == "max_steps"
+
+
+def test_wait_is_always_valid() -> None:
+    env = make_env()
+    env.reset(options={"task": fake_tasks(1)[0]})
+    for action in ["WAIT", "wait", Wait(), Wait(0.0)]:
+        assert env.step(action)[4]["action_error"] is None
+
+
+def test_step_rejects_non_action_types() -> None:
+    env = make_env()
+    env.reset()
+    with pytest.raises(TypeError, match="expects an action string.*got int: 3"):
+        env.step(3)
+
+
+# -- budget and end of episode -----------------------------------------------------------------
+
+
+def test_task_budget_truncates_with_terminal_reward() -> None:
+    task = fake_tasks(1, max_steps=3)[0]
+    env = make_env()
+    env.reset(options={"task": task})
+    results = run(env, ["WAIT"] * 3)
+    assert [r[1] for r in results] == [0.0, 0.0, 0.0]
+    assert [(r[2], r[3]) for r in results] == [(False, False), (False, False), (False, True)]
+    info = results[-1][4]
+    assert info["end_reason"] == "max_steps" and info["scorable"] is True
+    assert info["reward_components"] == {"ground_truth": 0.0}
+
+
+def test_budget_override_and_solving_on_the_last_step() -> None:
+    task = fake_tasks(1, max_steps=10)[0]
+    env = make_env(max_steps=2)
+    env.reset(options={"task": task})
+    assert env.step_budget == 2
+    click = fake_oracle(task)[0]
+    results = run(env, ["WAIT", click])
+    assert [r[1] for r in results] == [0.0, 1.0]
+    assert results[-1][3] is True and results[-1][4]["end_reason"] == "max_steps"
+
+
+def test_done_on_the_last_budget_step_terminates_rather_than_truncates() -> None:
+    env = make_env(max_steps=1)
+    env.reset(options={"task": fake_tasks(1)[0]})
+    _, _, terminated, truncated, info = env.step("DONE")
+    assert (terminated, truncated, info["end_reason"]) == (True, False, "done")
+
+
+def test_step_outside_an_episode_raises() -> None:
+    env = make_env()
+    with pytest.raises(gym.error.ResetNeeded, match="reset was never called"):
+        env.step("WAIT")
+    env.reset()
+    env.step("DONE")
+    with pytest.raises(gym.error.ResetNeeded, match=r"ended with end_reason='done'\); call reset"):
+        env.step("WAIT")
+    env.reset()
+    env.step("WAIT")
+
+
+# -- env errors --------------------------------------------------------------------------------
+
+
+def test_backend_error_mid_episode_truncates_and_is_unscorable() -> None:
+    extra = Constant("judge", 1.0)
+    backend = FakeBackend(fail_at_step=1)
+    env = make_env(backend, extra_rewards=[extra])
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    obs0, *_ = env.step(fake_oracle(task)[0])  # solves the task...
+    obs, reward, terminated, truncated, info = env.step("WAIT")  # ...then the VM dies
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert info["env_error"] == "FakeBackend: simulated VM failure at step 1"
+    assert info["end_reason"] == "env_error"
+    assert info["scorable"] is False
+    assert info["unscorable_reason"] == "env error: FakeBackend: simulated VM failure at step 1"
+    assert info["reward_components"] == {"ground_truth": None, "judge": None}
+    assert extra.calls == 0  # no reward source is called for a cut episode
+    assert info["ground_truth"] is None
+    assert info["episode"].reward is None and info["episode"].env_error == info["env_error"]
+    trajectory = info["trajectory"]
+    assert trajectory.env_error == info["env_error"] and trajectory.end_reason == "env_error"
+    assert len(trajectory) == 2
+    assert np.array_equal(obs["screenshot"], obs0["screenshot"])  # the last observation received
+    with pytest.raises(gym.error.ResetNeeded):
+        env.step("WAIT")
+    backend.fail_at_step = None
+    env.reset(options={"task": task})  # a fresh VM
+
+
+def test_backend_error_on_the_first_step() -> None:
+    env = make_env(FakeBackend(fail_at_step=0))
+    first, _ = env.reset(options={"task": fake_tasks(1)[0]})
+    obs, reward, terminated, truncated, info = env.step("WAIT")
+    assert (reward, terminated, truncated, info["scorable"]) == (0.0, False, True, False)
+    assert info["action_error"] is None and len(info["trajectory"]) == 1
+    assert np.array_equal(obs["screenshot"], first["screenshot"])
+
+
+def test_backend_error_in_the_checker_is_an_env_error() -> None:
+    class DyingChecker(FakeBackend):
+        def ground_truth(self, task: Task) -> float | None:
+            raise BackendError("checker lost the VM")
+
+    env = make_env(DyingChecker())
+    env.reset()
+    _, reward, terminated, truncated, info = env.step("DONE")
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    assert info["env_error"] == "checker lost the VM" and info["scorable"] is False
+
+
+def test_backend_error_at_reset_propagates() -> None:
+    env = make_env(FakeBackend(fail_at_reset=True))
+    with pytest.raises(BackendError, match="simulated VM failure at reset"):
+        env.reset(options={"task": fake_tasks(1)[0]})
+    with pytest.raises(
+        gym.error.ResetNeeded, match="the last reset failed, for task 'fake/click/0'"
+    ):
+        env.step("WAIT")
+
+
+def test_wrong_screenshot_size_is_an_env_error() -> None:
+    class Shrinking(FakeBackend):
+        @property
+        def screen_size(self) -> tuple[int, int]:
+            return (100, 100)
+
+    with pytest.raises(BackendError, match=r"shape \(200, 320, 3\), expected \(100, 100, 3\)"):
+        make_env(Shrinking()).reset()
+
+
+# -- reward sources ----------------------------------------------------------------------------
+
+
+def test_weighted_primary_and_extra_sources_are_all_reported() -> None:
+    judge = Constant("judge", 0.25)
+    missing = Constant("structural", None)
+    reward = WeightedReward({"ground_truth": (GroundTruthReward(), 1.0), "judge": (judge, 2.0)})
+    env = make_env(reward=reward, extra_rewards=[missing])
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    *_, (_, r, _, _, info) = run(env, list(fake_oracle(task)))
+    assert r == pytest.approx(1.0 * 1.0 + 2.0 * 0.25)
+    assert info["reward_components"] == {
+        "weighted": pytest.approx(1.5),
+        "ground_truth": 1.0,
+        "judge": 0.25,
+        "structural": None,
+    }
+    assert info["scorable"] is True  # only the primary source decides
+    assert judge.calls == 1 and missing.calls == 1  # every source is called exactly once
+    assert info["episode"].components == info["reward_components"]
+
+
+def test_unscorable_primary_is_never_a_silent_zero() -> None:
+    env = make_env(NoChecker())
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    *_, (_, reward, terminated, _, info) = run(env, list(fake_oracle(task)))
+    assert reward == 0.0 and terminated
+    assert info["scorable"] is False
+    assert info["reward_components"] == {"ground_truth": None}
+    assert info["episode"].reward is None
+    assert info["unscorable_reason"] == (
+        "primary reward source 'ground_truth' returned None (unscorable; ground_truth=None)"
+    )
+
+
+def test_weighted_primary_with_a_none_part_is_unscorable() -> None:
+    reward = WeightedReward({"judge": (Constant("judge", None), 1.0)}, name="combo")
+    env = make_env(reward=reward)
+    env.reset()
+    info = env.step("DONE")[4]
+    assert info["reward_components"] == {"combo": None, "judge": None}
+    assert info["scorable"] is False and "'combo' returned None" in info["unscorable_reason"]
+
+
+def test_non_finite_reward_raises() -> None:
+    env = make_env(reward=Constant("broken", float("nan")))
+    env.reset()
+    with pytest.raises(CuaRLError, match="reward source 'broken' returned nan"):
+        env.step("DONE")
+
+
+# -- observations, render, close ---------------------------------------------------------------
+
+
+def test_returned_observations_are_copies() -> None:
+    env = make_env()
+    obs, _ = env.reset()
+    obs["screenshot"][:] = 0
+    step_obs, *_, info = env.step("DONE")
+    step_obs["screenshot"][:] = 0
+    trajectory = info["trajectory"]
+    assert trajectory.initial.screenshot.max() > 0
+    assert trajectory.final_observation.screenshot.max() > 0
+
+
+def test_render_returns_the_last_screenshot() -> None:
+    env = make_env(render_mode="rgb_array")
+    assert env.render() is None
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    obs, *_ = env.step(fake_oracle(task)[0])
+    frame = env.render()
+    assert frame is not None and np.array_equal(frame, obs["screenshot"])
+    assert make_env().render() is None
+
+
+def test_close_closes_the_backend_once() -> None:
+    closes = []
+
+    class Counting(FakeBackend):
+        def close(self) -> None:
+            closes.append(1)
+            super().close()
+
+    env = make_env(Counting())
+    env.reset()
+    env.close()
+    env.close()
+    assert closes == [1]
