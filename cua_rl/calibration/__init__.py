@@ -1,0 +1,67 @@
+"""Judge calibration: labelled sets, error-rate estimators with intervals, Calibration, report.
+
+The main entry point is :func:`estimate_calibration` (verdicts + labels -> :class:`Calibration`);
+:func:`calibrate_judge` runs a judge over a labelled set first.
+"""
+
+from cua_rl.calibration.calibration import (
+    SCHEMA_VERSION,
+    Calibration,
+    calibrate_judge,
+    estimate_calibration,
+    stratum_label,
+)
+from cua_rl.calibration.estimators import (
+    ConfusionCounts,
+    binomial_interval,
+    bootstrap_rates,
+    bootstrap_statistic,
+    clopper_pearson_interval,
+    confusion_counts,
+    d_interval,
+    percentile_interval,
+    rogan_gladen,
+    rogan_gladen_se,
+    wilson_interval,
+    z_value,
+)
+from cua_rl.calibration.labelled import (
+    LABELLED_KEYS,
+    LabelledExample,
+    check_both_classes,
+    check_disjoint,
+    load_labelled,
+    save_labelled,
+    split_by_task,
+)
+from cua_rl.calibration.report import plot_calibration, render_markdown, write_report
+
+__all__ = [
+    "LABELLED_KEYS",
+    "SCHEMA_VERSION",
+    "Calibration",
+    "ConfusionCounts",
+    "LabelledExample",
+    "binomial_interval",
+    "bootstrap_rates",
+    "bootstrap_statistic",
+    "calibrate_judge",
+    "check_both_classes",
+    "check_disjoint",
+    "clopper_pearson_interval",
+    "confusion_counts",
+    "d_interval",
+    "estimate_calibration",
+    "load_labelled",
+    "percentile_interval",
+    "plot_calibration",
+    "render_markdown",
+    "rogan_gladen",
+    "rogan_gladen_se",
+    "save_labelled",
+    "split_by_task",
+    "stratum_label",
+    "wilson_interval",
+    "write_report",
+    "z_value",
+]

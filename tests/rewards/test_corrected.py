@@ -1,0 +1,193 @@
+"""CorrectedReward: (r̃ − ê₋)/D̂ per stratum, unbiased where the raw verdict is not."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Sequence
+
+import numpy as np
+import pytest
+
+from cua_rl.calibration import Calibration, estimate_calibration
+from cua_rl.core import Observation, Task, Trajectory
+from cua_rl.errors import CalibrationError
+from cua_rl.judges import JudgeRequest, SimulatedJudge, Verdict
+from cua_rl.rewards import (
+    CorrectedReward,
+    GroundTruthReward,
+    RewardSource,
+    WeightedReward,
+    estimate_success,
+)
+
+SHOT = Observation(np.zeros((2, 2, 3), np.uint8))
+E_POS, E_NEG = 0.15, 0.25  # raw bias e_neg(1 - p) - e_pos p vanishes only at p = 0.625
+
+
+def _traj(
+    name: str,
+    truth: float | None,
+    os: str = "ubuntu",
+    domain: str = "calc",
+    env_error: str | None = None,
+) -> Trajectory:
+    task = Task(id=name, instruction="do", domain=domain, os=os)
+    return Trajectory(
+        task=task,
+        initial=SHOT,
+        steps=(),
+        end_reason="done",
+        ground_truth=truth,
+        env_error=env_error,
+    )
+
+
+def _calibrate(judge: SimulatedJudge, n: int, os: str = "ubuntu", **kwargs: object) -> Calibration:
+    labels = np.r_[np.ones(n, int), np.zeros(n, int)]
+    requests = [
+        JudgeRequest(
+            "do", (SHOT.screenshot,), task_id=f"cal-{os}-{i}", os=os, ground_truth=float(y)
+        )
+        for i, y in enumerate(labels)
+    ]
+    return estimate_calibration(judge.judge(requests), labels, **kwargs)  # type: ignore[arg-type]
+
+
+@pytest.fixture(scope="module")
+def judge() -> SimulatedJudge:
+    return SimulatedJudge(E_POS, E_NEG, seed=21)
+
+
+@pytest.fixture(scope="module")
+def calibration(judge: SimulatedJudge) -> Calibration:
+    return _calibrate(judge, 4000)
+
+
+@pytest.mark.parametrize("p", [0.1, 0.3, 0.5, 0.8])
+def test_corrected_mean_is_unbiased_and_raw_mean_is_not(
+    p: float, judge: SimulatedJudge, calibration: Calibration
+) -> None:
+    rng = np.random.default_rng(int(p * 100))
+    truths = (rng.random(20_000) < p).astype(float)
+    trajectories = [_traj(f"eval-{p}-{i}", t) for i, t in enumerate(truths)]
+    reward = CorrectedReward(judge, calibration)
+    corrected = np.array(reward.score_batch(trajectories), dtype=float)
+    raw = np.array([1.0 if v and v.success else 0.0 for v in reward.last_verdicts])
+    # The four cases share one calibration, so their errors are correlated: a 99% interval keeps
+    # the chance of any miss near 4%. The 95% coverage is checked in test_estimate.py.
+    estimate = estimate_success(
+        reward.last_verdicts,  # type: ignore[arg-type]
+        calibration,
+        confidence=0.99,
+    )
+    lo, hi = estimate.interval_unclipped
+    # The mean corrected reward is the Rogan–Gladen estimate, and its interval holds the truth.
+    assert corrected.mean() == pytest.approx(estimate.unclipped, abs=1e-12)
+    assert lo <= p <= hi
+    # The raw mean is off by e_neg(1 - p) - e_pos p: outside the interval ...
+    assert not lo <= raw.mean() <= hi
+    # ... and its bias matches the formula with the true rates (4 binomial standard errors).
+    ybar = truths.mean()
+    bias = raw.mean() - ybar
+    se = np.sqrt((E_NEG * (1 - E_NEG) * (1 - ybar) + E_POS * (1 - E_POS) * ybar) / truths.size)
+    assert bias == pytest.approx(E_NEG * (1 - ybar) - E_POS * ybar, abs=4 * se)
+    assert abs(bias) > 0.04
+
+
+def test_values_and_none_on_errors(judge: SimulatedJudge, calibration: Calibration) -> None:
+    reward = CorrectedReward(judge, calibration)
+    assert isinstance(reward, RewardSource) and reward.name == "corrected"
+    values = reward.score_batch(
+        [
+            _traj("a", 1.0),
+            _traj("b", None),  # the simulated judge errs without ground truth
+            _traj("c", 1.0, env_error="VM died"),
+        ]
+    )
+    verdict = reward.last_verdicts[0]
+    assert verdict is not None
+    expected = (
+        (1 - calibration.e_neg) / calibration.D
+        if verdict.success
+        else -calibration.e_neg / calibration.D
+    )
+    assert values[0] == pytest.approx(expected)
+    assert values[1] is None and values[2] is None
+    assert reward.last_verdicts[2] is None
+    assert reward(_traj("d", 0.0, env_error="lost")) is None
+
+
+def test_refuses_a_calibration_for_another_judge(
+    judge: SimulatedJudge, calibration: Calibration, caplog: pytest.LogCaptureFixture
+) -> None:
+    other = SimulatedJudge(E_POS, E_NEG, seed=21, name="other")
+    with pytest.raises(
+        CalibrationError,
+        match=r"made for judge_id 'simulated:e_pos=0.15,e_neg=0.25', but the judge is "
+        r"'simulated:other'",
+    ):
+        CorrectedReward(other, calibration)
+    with caplog.at_level(logging.WARNING):
+        lenient = CorrectedReward(other, calibration, strict_judge_id=False)
+    assert "strict_judge_id=False" in caplog.text
+    assert lenient(_traj("x", 1.0)) is not None
+
+
+class CountingJudge:
+    def __init__(self, inner: SimulatedJudge) -> None:
+        self.inner, self.judge_id, self.calls = inner, inner.judge_id, 0
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        self.calls += 1
+        return self.inner.judge(requests)
+
+    def close(self) -> None:
+        pass
+
+
+def test_per_stratum_rates_and_one_call_per_batch() -> None:
+    inner = SimulatedJudge(0.1, 0.05, per_stratum={"windows": (0.3, 0.3)}, seed=4)
+    judge = CountingJudge(inner)
+    n = 3000
+    labels = np.r_[np.ones(n, int), np.zeros(n, int), np.ones(n, int), np.zeros(n, int)]
+    oses = ["ubuntu"] * (2 * n) + ["windows"] * (2 * n)
+    requests = [
+        JudgeRequest("do", (SHOT.screenshot,), task_id=f"cal-{i}", os=o, ground_truth=float(y))
+        for i, (y, o) in enumerate(zip(labels, oses, strict=True))
+    ]
+    cal = estimate_calibration(inner.judge(requests), labels, strata=oses)
+    reward = CorrectedReward(judge, cal)  # type: ignore[arg-type]
+    rng = np.random.default_rng(0)
+    p = 0.4
+    batch = [
+        _traj(f"ev-{i}", float(rng.random() < p), os="ubuntu" if i % 2 else "windows")
+        for i in range(20_000)
+    ]
+    values = reward.score_batch(batch)
+    assert judge.calls == 1
+    assert reward.last_calibrations[0] is cal.for_stratum("windows")
+    assert reward.last_calibration is cal.for_stratum("ubuntu")
+    truths = np.array([t.ground_truth for t in batch])
+    is_windows = np.array([t.task.os == "windows" for t in batch])
+    corrected = np.array(values, dtype=float)
+    pooled = CorrectedReward(judge, dataclasses.replace(cal, children={}))  # type: ignore[arg-type]
+    pooled_values = np.array(pooled.score_batch(batch), dtype=float)
+    for mask in (is_windows, ~is_windows):
+        se = corrected[mask].std() / np.sqrt(mask.sum())
+        assert corrected[mask].mean() == pytest.approx(truths[mask].mean(), abs=4 * se)
+    # One pooled rate mis-corrects the noisy stratum.
+    se = pooled_values[is_windows].std() / np.sqrt(is_windows.sum())
+    assert abs(pooled_values[is_windows].mean() - truths[is_windows].mean()) > 6 * se
+
+
+def test_composes_with_weighted_reward(judge: SimulatedJudge, calibration: Calibration) -> None:
+    combined = WeightedReward(
+        {"corrected": (CorrectedReward(judge, calibration), 1.0), "gt": (GroundTruthReward(), 0.0)}
+    )
+    value = combined(_traj("w", 1.0))
+    assert value in (
+        pytest.approx((1 - calibration.e_neg) / calibration.D),
+        pytest.approx(-calibration.e_neg / calibration.D),
+    )
+    assert combined(_traj("w", 1.0, env_error="lost")) is None
