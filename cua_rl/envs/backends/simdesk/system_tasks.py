@@ -1,0 +1,164 @@
+"""Desktop-shell task families: ``click_ok`` and ``close_window``."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from cua_rl.actions import Action
+from cua_rl.envs.backends.simdesk.apps import AppSpec
+from cua_rl.envs.backends.simdesk.desktop import Desktop
+from cua_rl.envs.backends.simdesk.editor import EditorApp
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, populate_home
+from cua_rl.envs.backends.simdesk.fs import HOME
+from cua_rl.envs.backends.simdesk.widgets import Button, Label
+from cua_rl.envs.backends.simdesk.windows import Window
+from cua_rl.errors import TaskSpecError
+
+if TYPE_CHECKING:
+    from cua_rl.envs.backends.simdesk.expert import Ops
+
+__all__ = ["APPS", "FAMILIES"]
+
+_MESSAGES = (
+    "Do you want to apply the changes?", "The operation finished successfully.",
+    "Your session will be restored.", "Printer is ready.",
+)
+_TITLES = ("Confirm", "Question", "Notice", "Warning")
+_FILES = ("notes.txt", "todo.txt", "report.txt")
+
+
+# -- click_ok --------------------------------------------------------------------------------
+def _ok_sample(rng: np.random.Generator) -> dict[str, Any]:
+    extra = ("Help", "Retry", "Details")[int(rng.integers(3))]
+    buttons = ["OK", "Cancel", extra]
+    order = rng.permutation(3)
+    return {"title": _TITLES[int(rng.integers(len(_TITLES)))],
+            "message": _MESSAGES[int(rng.integers(len(_MESSAGES)))],
+            "buttons": [buttons[int(i)] for i in order]}
+
+
+def _ok_validate(p: Params) -> None:
+    if "OK" not in p["buttons"] or not all(isinstance(b, str) for b in p["buttons"]):
+        raise TaskSpecError(f"family 'click_ok': param 'buttons' must include 'OK', got "
+                            f"{p['buttons']!r}")
+
+
+def _ok_setup(desk: Desktop, p: Params) -> None:
+    m = desk.m
+    bw = m.tx(110)
+    w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
+    h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
+    d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
+    msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
+
+    def press(label: str) -> None:
+        if label in ("Help", "Details"):
+            msg.set_text(f"{p['message']}\nClick OK to confirm.")
+            return
+        desk.state["dialog_result"] = label
+        desk.wm.close(d)
+
+    x = w - len(p["buttons"]) * (bw + m.pad)
+    for label in p["buttons"]:
+        primary = label == "OK"
+        enabled = not (primary and "button_disabled" in desk.bugs)
+        b = d.add(Button((x, h - m.button_h - m.pad, bw, m.button_h), label,
+                         lambda lab=label: press(lab), primary=primary, enabled=enabled))
+        if primary:
+            d.default_button = b
+        x += bw + m.pad
+    d.on_cancel = lambda: press("Close")
+    desk.open_window(d)
+
+
+def _ok_check(desk: Desktop, p: Params) -> bool:
+    return desk.state.get("dialog_result") == "OK"
+
+
+def _ok_plan(ops: Ops, p: Params) -> Action | None:
+    if "dialog_result" in ops.desk.state:
+        return None
+    wins = ops.desk.windows_titled(p["title"])
+    if not wins:
+        return None
+    return ops.click_widget(wins[0], wins[0].find("OK"))
+
+
+CLICK_OK = TaskFamily(
+    name="click_ok",
+    description="A dialog with several buttons; click OK.",
+    app=None,
+    params={"title": str, "message": str, "buttons": list},
+    sample_params=_ok_sample,
+    templates=("Click the OK button in the {title} dialog.", "Confirm the dialog by pressing OK.",
+               "Press OK in the '{title}' dialog box."),
+    setup=_ok_setup,
+    check=_ok_check,
+    vocabulary_fn=lambda p: (),
+    plan=_ok_plan,
+    min_steps=1,
+    validate=_ok_validate,
+)
+
+
+# -- close_window ----------------------------------------------------------------------------
+def _cw_sample(rng: np.random.Generator) -> dict[str, Any]:
+    n = int(rng.integers(2, 4))
+    files = [_FILES[int(i)] for i in rng.permutation(3)[:n]]
+    return {"files": files, "target": files[int(rng.integers(n))]}
+
+
+def _cw_validate(p: Params) -> None:
+    files = p["files"]
+    if not 2 <= len(files) <= 3 or not set(files) <= set(_FILES) or len(set(files)) != len(files):
+        raise TaskSpecError(f"family 'close_window': param 'files' must be 2-3 distinct names "
+                            f"from {list(_FILES)}, got {files!r}")
+    if p["target"] not in files:
+        raise TaskSpecError(f"family 'close_window': param 'target' must be one of {files!r}, "
+                            f"got {p['target']!r}")
+
+
+def _cw_setup(desk: Desktop, p: Params) -> None:
+    populate_home(desk)
+    for name in p["files"]:
+        EditorApp(desk, f"{HOME}/{name}")
+
+
+def _title(name: str) -> str:
+    return f"{name} - Editor"
+
+
+def _cw_check(desk: Desktop, p: Params) -> bool:
+    if desk.windows_titled(_title(p["target"])):
+        return False
+    return all(desk.windows_titled(_title(f)) for f in p["files"] if f != p["target"])
+
+
+def _cw_plan(ops: Ops, p: Params) -> Action | None:
+    wins = ops.desk.windows_titled(_title(p["target"]))
+    if not wins:
+        return None
+    return ops.click_close(wins[0])
+
+
+CLOSE_WINDOW = TaskFamily(
+    name="close_window",
+    description="Close the editor window with a given title among 2-3 open windows.",
+    app=None,
+    params={"files": list, "target": str},
+    sample_params=_cw_sample,
+    templates=("Close the window titled '{target} - Editor'.",
+               "Close the {target} editor window and leave the other windows open.",
+               "Only the window showing {target} should be closed."),
+    setup=_cw_setup,
+    check=_cw_check,
+    vocabulary_fn=lambda p: (),
+    plan=_cw_plan,
+    min_steps=1,
+    validate=_cw_validate,
+)
+
+APPS: tuple[AppSpec, ...] = ()
+FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLOSE_WINDOW)
