@@ -1,0 +1,362 @@
+"""A judge served by an OpenAI-compatible ``/v1/chat/completions`` server (vLLM, SGLang, ...).
+
+The prompt is the one of the local judge (:mod:`cua_rl.judges.prompts`), with each screenshot
+resized client-side to the judge's pixel bounds and sent as a base64 PNG. Requests use
+``temperature=0``, a small ``max_tokens``, and ask for ``logprobs`` with ``top_logprobs``. When the
+server returns them, p_success is the probability mass of YES-like tokens over YES-like plus
+NO-like tokens among the top log-probabilities of the first generated token, and the threshold
+rule decides; otherwise the answer text is parsed and ``p_success`` is None. The vote rule asks
+for ``n = k`` samples at the rule's temperature and seed.
+
+Transport is the stdlib (``http.client``, no proxy support), with a timeout per request, retries
+with exponential backoff and jitter on connection errors, timeouts, 429 and 5xx (honouring
+``Retry-After``), and a thread pool bounding the requests in flight. A request that still fails
+is a verdict with ``error``; a server that answers 404 (wrong ``base_url`` or model name), 401 or
+403 raises :class:`~cua_rl.errors.JudgeError` for the whole batch, since every request would fail.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import math
+import os
+import random
+import threading
+import time
+import urllib.parse
+from collections.abc import Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+import numpy as np
+
+from cua_rl.errors import ConfigError, JudgeError
+from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.config import JudgeConfig, VoteRule
+from cua_rl.judges.prompts import (
+    answer_counts,
+    answer_of_token,
+    openai_messages,
+    parse_answer,
+    prompt_text,
+    select_screenshots,
+)
+
+__all__ = ["OpenAIJudge", "p_success_from_logprobs"]
+
+logger = logging.getLogger(__name__)
+
+_FATAL = {
+    401: "the server refused the API key (401)",
+    403: "the server refused access (403)",
+    404: "the server has no such endpoint or model (404)",
+}
+
+
+def p_success_from_logprobs(logprobs: Any) -> float | None:
+    """YES mass / (YES + NO mass) among the first generated token's top log-probabilities.
+
+    Args:
+        logprobs: A choice's ``logprobs`` object from a chat-completions response
+            (``{"content": [{"token", "logprob", "top_logprobs": [{"token", "logprob"}, ...]}]}``).
+
+    Returns:
+        The probability, or None when the object is missing or malformed, or no YES-like or
+        NO-like token is among the top log-probabilities.
+
+    Example:
+        >>> top = [{"token": t, "logprob": math.log(p)}
+        ...        for t, p in [("YES", 0.6), ("Yes", 0.2), ("NO", 0.1), ("The", 0.05)]]
+        >>> lp = {"content": [{"token": "YES", "logprob": math.log(0.6), "top_logprobs": top}]}
+        >>> round(p_success_from_logprobs(lp), 6)
+        0.888889
+    """
+    try:
+        first = logprobs["content"][0]
+        top = first["top_logprobs"]
+        yes = no = 0.0
+        for entry in top:
+            answer = answer_of_token(str(entry["token"]))
+            mass = math.exp(float(entry["logprob"]))
+            if answer is True:
+                yes += mass
+            elif answer is False:
+                no += mass
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError):
+        return None
+    if yes + no <= 0.0 or not math.isfinite(yes + no):
+        return None
+    return yes / (yes + no)
+
+
+class _Fatal(Exception):
+    """A response that means every request will fail (carried out of the worker threads)."""
+
+
+class OpenAIJudge:
+    """A judge that asks an OpenAI-compatible chat-completions server.
+
+    Args:
+        config: The judge configuration (``kind="openai"``); ``config.model`` is the served
+            model name sent in each request.
+        base_url: The server's API base, e.g. ``http://127.0.0.1:8000/v1`` (``/v1`` is appended
+            when the path does not end with it).
+        api_key_env: Name of the environment variable holding the API key (sent as a Bearer
+            token, never logged); None for servers without keys.
+        timeout_s: Socket timeout of each attempt, in seconds.
+        max_retries: Retries after the first attempt, on connection errors, timeouts, 429, 5xx.
+        backoff_s: Base of the exponential backoff: attempt i waits about
+            ``backoff_s * 2**i``, times a random factor in [0.5, 1) (jitter).
+        max_backoff_s: Cap on one wait (also on ``Retry-After``).
+        max_concurrency: Most requests in flight at once.
+        max_tokens: Tokens generated per answer (threshold rule).
+        top_logprobs: How many top log-probabilities to ask for (0 disables ``logprobs``).
+        seed: Seed of the backoff jitter.
+
+    Attributes:
+        judge_id: ``config.judge_id``.
+        n_attempts: HTTP attempts made so far.
+        n_retries: Attempts that were retries.
+        n_failed: Requests that ended as verdicts with ``error``.
+
+    Raises:
+        ConfigError: For a wrong kind, URL or setting, or an ``api_key_env`` that is not set.
+    """
+
+    def __init__(
+        self,
+        config: JudgeConfig,
+        base_url: str,
+        *,
+        api_key_env: str | None = None,
+        timeout_s: float = 60.0,
+        max_retries: int = 3,
+        backoff_s: float = 0.5,
+        max_backoff_s: float = 8.0,
+        max_concurrency: int = 8,
+        max_tokens: int = 4,
+        top_logprobs: int = 20,
+        seed: int = 0,
+    ) -> None:
+        if config.kind != "openai":
+            raise ConfigError(f"OpenAIJudge needs a config with kind='openai', got {config.kind!r}")
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:
+            raise ConfigError(
+                f"timeout_s must be > 0 and backoff times >= 0, got timeout_s={timeout_s}, "
+                f"backoff_s={backoff_s}, max_backoff_s={max_backoff_s}"
+            )
+        for name, value, low in (
+            ("max_retries", max_retries, 0),
+            ("max_concurrency", max_concurrency, 1),
+            ("max_tokens", max_tokens, 1),
+            ("top_logprobs", top_logprobs, 0),
+        ):
+            if not (isinstance(value, int) and value >= low):
+                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        self._api_key: str | None = None
+        if api_key_env is not None:
+            self._api_key = os.environ.get(api_key_env) or None
+            if self._api_key is None:
+                raise ConfigError(f"api_key_env names {api_key_env!r}, which is not set or empty")
+        self.config = config
+        self.judge_id = config.judge_id
+        self.api_key_env = api_key_env
+        self.timeout_s = float(timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.max_concurrency = max_concurrency
+        self.max_tokens = max_tokens
+        self.top_logprobs = min(top_logprobs, 20)
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        prefix = parts.path.rstrip("/")
+        if not prefix.endswith("/v1"):
+            prefix += "/v1"
+        self._path = prefix + "/chat/completions"
+        self.base_url = f"{parts.scheme}://{parts.netloc}{prefix}"
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self.n_attempts = 0
+        self.n_retries = 0
+        self.n_failed = 0
+
+    # -- the Judge protocol ------------------------------------------------------------------
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        """One verdict per request, in order; at most ``max_concurrency`` requests in flight.
+
+        Raises:
+            JudgeError: If the server answers 404, 401 or 403 (mis-configured server or key).
+        """
+        if not requests:
+            return []
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="judge-http")
+        futures: list[Future[Verdict]] = [self._pool.submit(self._one, r) for r in requests]
+        try:
+            return [f.result() for f in futures]
+        except _Fatal as exc:
+            for f in futures:
+                f.cancel()
+            raise JudgeError(str(exc)) from None
+
+    def close(self) -> None:
+        """Stop the worker threads (idempotent)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def prompt_parts(self, request: JudgeRequest) -> tuple[str, tuple[np.ndarray, ...]]:
+        """The prompt text and the screenshots this judge sends for ``request`` (cache key)."""
+        shots = select_screenshots(request, self.config.last_k)
+        return prompt_text(request.instruction, len(shots), self.config.prompt_version), shots
+
+    def summary(self) -> dict[str, float]:
+        """Counters for the logger under ``judge/``."""
+        return {
+            "judge/http_attempts": float(self.n_attempts),
+            "judge/http_retries": float(self.n_retries),
+            "judge/http_failed": float(self.n_failed),
+        }
+
+    # -- one request ---------------------------------------------------------------------------
+
+    def body(self, request: JudgeRequest) -> dict[str, Any]:
+        """The JSON body sent for one request."""
+        cfg = self.config
+        body: dict[str, Any] = {
+            "model": cfg.model,
+            "messages": openai_messages(
+                request,
+                version=cfg.prompt_version,
+                last_k=cfg.last_k,
+                min_pixels=cfg.min_pixels,
+                max_pixels=cfg.max_pixels,
+            ),
+        }
+        rule = cfg.decision
+        if isinstance(rule, VoteRule):
+            body.update(
+                n=rule.k,
+                temperature=float(rule.temperature),
+                seed=rule.seed,
+                max_tokens=rule.max_new_tokens,
+            )
+        else:
+            body.update(n=1, temperature=0.0, max_tokens=self.max_tokens)
+            if self.top_logprobs > 0:
+                body.update(logprobs=True, top_logprobs=self.top_logprobs)
+        return body
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _post(self, payload: bytes) -> tuple[int, bytes, str | None]:
+        conn_cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
+        conn = conn_cls(self._host, self._port, timeout=self.timeout_s)
+        try:
+            conn.request("POST", self._path, body=payload, headers=self._headers())
+            response = conn.getresponse()
+            return response.status, response.read(), response.getheader("Retry-After")
+        finally:
+            conn.close()
+
+    def _wait(self, attempt: int, retry_after: str | None) -> None:
+        with self._lock:
+            jitter = self._rng.uniform(0.5, 1.0)
+        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * jitter
+        if retry_after is not None:
+            with contextlib.suppress(ValueError):
+                delay = max(delay, min(float(retry_after), self.max_backoff_s))
+        time.sleep(delay)
+
+    def _count(self, retry: bool) -> None:
+        with self._lock:
+            self.n_attempts += 1
+            self.n_retries += int(retry)
+
+    def _one(self, request: JudgeRequest) -> Verdict:
+        payload = json.dumps(self.body(request)).encode("utf-8")
+        last = "no attempt made"
+        retry_after: str | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt > 0:
+                self._wait(attempt - 1, retry_after)
+            retry_after = None
+            self._count(retry=attempt > 0)
+            try:
+                status, data, retry_after = self._post(payload)
+            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timeout
+                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                continue
+            if status == 200:
+                return self._verdict(data)
+            snippet = data[:300].decode("utf-8", "replace")
+            if status in _FATAL:
+                raise _Fatal(
+                    f"{_FATAL[status]} at {self.base_url}/chat/completions for model "
+                    f"{self.config.model!r}: {snippet}. Check base_url (the API base, ending in "
+                    "/v1), the served model name"
+                    + (f" and the key in ${self.api_key_env}" if self.api_key_env else "")
+                )
+            last = f"HTTP {status}: {snippet}"
+            if status != 429 and status < 500:
+                return self._failed(last)
+        return self._failed(f"failed after {self.max_retries + 1} attempts: {last}")
+
+    def _failed(self, message: str, raw: str = "") -> Verdict:
+        with self._lock:
+            self.n_failed += 1
+        logger.warning("judge request failed: %s", message)
+        return Verdict(
+            success=False, p_success=None, raw=raw, judge_id=self.judge_id, error=message
+        )
+
+    def _verdict(self, data: bytes) -> Verdict:
+        try:
+            payload = json.loads(data)
+            choices = payload["choices"]
+            texts = [c["message"]["content"] or "" for c in choices]
+        except (ValueError, KeyError, TypeError) as exc:
+            snippet = data[:200].decode("utf-8", "replace")
+            return self._failed(f"malformed response ({type(exc).__name__}: {exc}): {snippet!r}")
+        rule = self.config.decision
+        if isinstance(rule, VoteRule):
+            raw = json.dumps(texts, ensure_ascii=False)
+            if len(texts) != rule.k:
+                return self._failed(f"asked for n={rule.k} answers, got {len(texts)}", raw)
+            yes, no, bad = answer_counts(texts)
+            decided = rule.decide(yes, no)
+            if decided is None:
+                return self._failed(
+                    f"only {yes + no} of {rule.k} answers are YES or NO ({bad} unparsable); "
+                    f"need at least {rule.k // 2 + 1}",
+                    raw,
+                )
+            success, share = decided
+            return Verdict(success=success, p_success=share, raw=raw, judge_id=self.judge_id)
+        if not texts:
+            return self._failed("the response has no choices")
+        raw = texts[0]
+        p = p_success_from_logprobs(choices[0].get("logprobs"))
+        if p is not None:
+            return Verdict(success=rule.decide(p), p_success=p, raw=raw, judge_id=self.judge_id)
+        parsed = parse_answer(raw)
+        if parsed is None:
+            return self._failed(f"unparsable answer {raw[:100]!r} (expected YES or NO)", raw)
+        return Verdict(success=parsed, p_success=None, raw=raw, judge_id=self.judge_id)
+
+    def __repr__(self) -> str:
+        return f"OpenAIJudge({self.judge_id!r}, base_url={self.base_url!r})"

@@ -1,0 +1,315 @@
+"""A real, local OpenAI-compatible chat-completions server for tests of served judges.
+
+:class:`FakeOpenAIServer` is a stdlib ``ThreadingHTTPServer`` bound to 127.0.0.1 on an ephemeral
+port, run in a background thread. It implements ``POST /v1/chat/completions`` (with
+``logprobs`` / ``top_logprobs`` and ``n``) and ``GET /v1/models``. Answers come from a scripted
+policy that maps the request's images and text to P(YES) (by default :func:`green_policy`: YES
+when the final screenshot is mostly green). Failures can be injected: the first N requests
+answered with an error status, a delay (longer than a client's timeout), malformed JSON, a fixed
+answer text, no logprobs, or 404 everywhere. The server counts requests, records their headers
+and bodies, and tracks the maximum number of requests in flight at once.
+
+Example:
+    >>> with FakeOpenAIServer() as server:
+    ...     base_url = server.url  # "http://127.0.0.1:<port>/v1"
+"""
+
+from __future__ import annotations
+
+import base64
+import io
+import json
+import logging
+import math
+import random
+import threading
+import time
+from collections.abc import Callable, Sequence
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Literal
+
+import numpy as np
+from PIL import Image
+
+__all__ = ["FakeOpenAIServer", "Policy", "ServerMode", "green_policy"]
+
+logger = logging.getLogger(__name__)
+
+#: Maps (images of the request in order, its text) to P(YES).
+Policy = Callable[[Sequence[np.ndarray], str], float]
+
+ServerMode = Literal["ok", "malformed", "not_found"]
+
+# How the server spreads probability mass over answer tokens (sums to 1 with "other").
+_YES_SPLIT = (("YES", 0.6), ("Yes", 0.25), ("yes", 0.05))
+_NO_SPLIT = (("NO", 0.6), ("No", 0.25), ("no", 0.05))
+_OTHER = (("The", 0.06), ("I", 0.04))
+
+
+def green_policy(images: Sequence[np.ndarray], text: str) -> float:
+    """P(YES) = 0.9 when the last image's mean colour is green-dominant, else 0.1."""
+    del text
+    mean = images[-1].reshape(-1, 3).mean(axis=0)
+    return 0.9 if mean[1] > mean[0] and mean[1] > mean[2] else 0.1
+
+
+def _decode_image(url: str) -> np.ndarray:
+    if not url.startswith("data:image/") or "base64," not in url:
+        raise ValueError(f"only base64 data URLs are supported, got {url[:40]!r}")
+    data = base64.b64decode(url.split("base64,", 1)[1])
+    with Image.open(io.BytesIO(data)) as img:
+        return np.asarray(img.convert("RGB"))
+
+
+def _parse_messages(messages: Any) -> tuple[list[np.ndarray], str]:
+    images: list[np.ndarray] = []
+    texts: list[str] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            texts.append(content)
+            continue
+        for part in content:
+            if part["type"] == "image_url":
+                images.append(_decode_image(part["image_url"]["url"]))
+            elif part["type"] == "text":
+                texts.append(part["text"])
+    return images, "\n".join(texts)
+
+
+def _top_logprobs(p_yes: float, n: int) -> list[dict[str, Any]]:
+    entries = [(t, w * p_yes) for t, w in _YES_SPLIT]
+    entries += [(t, w * (1.0 - p_yes)) for t, w in _NO_SPLIT]
+    entries += list(_OTHER)
+    entries = [(t, m) for t, m in entries if m > 0.0]
+    entries.sort(key=lambda e: -e[1])
+    return [{"token": t, "logprob": math.log(m), "bytes": list(t.encode())} for t, m in entries[:n]]
+
+
+class FakeOpenAIServer:
+    """A scripted OpenAI-compatible server on 127.0.0.1 (context manager).
+
+    Args:
+        policy: Maps a request's images and text to P(YES).
+        model: The model name listed by ``/v1/models`` (requests for other names still work).
+        mode: ``ok``; ``malformed`` (200 with a body that is not JSON); ``not_found`` (404 on
+            every path).
+        fail_first: Answer the first N chat requests with ``fail_status``.
+        fail_status: Status of those failures (503 by default; 429 and 400 are useful too).
+        retry_after: If set, a ``Retry-After`` header (seconds) on those failures.
+        delay_s: Sleep this long before answering each chat request.
+        logprobs: Whether answers carry logprobs when the request asks for them.
+        answer_text: If set, the answer's text regardless of the policy (e.g. ``"Maybe"``).
+
+    Attributes:
+        requests: Chat-completion requests received (failed ones included).
+        max_in_flight: Most chat requests handled at the same time.
+        headers: Headers of each chat request, in arrival order.
+        bodies: JSON bodies of each chat request, in arrival order.
+    """
+
+    def __init__(
+        self,
+        policy: Policy = green_policy,
+        *,
+        model: str = "fake-judge",
+        mode: ServerMode = "ok",
+        fail_first: int = 0,
+        fail_status: int = 503,
+        retry_after: float | None = None,
+        delay_s: float = 0.0,
+        logprobs: bool = True,
+        answer_text: str | None = None,
+    ) -> None:
+        if mode not in ("ok", "malformed", "not_found"):
+            raise ValueError(f"mode must be 'ok', 'malformed' or 'not_found', got {mode!r}")
+        self.policy = policy
+        self.model = model
+        self.mode = mode
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.retry_after = retry_after
+        self.delay_s = delay_s
+        self.logprobs = logprobs
+        self.answer_text = answer_text
+        self.requests = 0
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self.headers: list[dict[str, str]] = []
+        self.bodies: list[dict[str, Any]] = []
+        self._lock = threading.Lock()
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("FakeOpenAIServer is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL for clients: ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> FakeOpenAIServer:
+        """Bind 127.0.0.1 on an ephemeral port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (idempotent); delayed handlers wake up."""
+        self._stopping.set()
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+        if self._thread is not None:
+            self._thread.join(timeout=5.0)
+            self._thread = None
+
+    def __enter__(self) -> FakeOpenAIServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- request handling (called from handler threads) -----------------------------------------
+
+    def _enter(self, headers: dict[str, str], body: dict[str, Any]) -> int:
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.headers.append(headers)
+            self.bodies.append(body)
+            return self.requests
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        images, text = _parse_messages(body["messages"])
+        if not images:
+            raise ValueError("the request has no image")
+        p_yes = float(self.policy(images, text))
+        n = int(body.get("n", 1))
+        temperature = float(body.get("temperature", 1.0))
+        rng = random.Random(body.get("seed", 0))
+        want_logprobs = bool(body.get("logprobs")) and self.logprobs
+        top_n = int(body.get("top_logprobs", 0) or 0)
+        choices = []
+        for index in range(n):
+            yes = rng.random() < p_yes if temperature > 0 else p_yes >= 0.5
+            content = self.answer_text if self.answer_text is not None else "YES" if yes else "NO"
+            choice: dict[str, Any] = {
+                "index": index,
+                "message": {"role": "assistant", "content": content},
+                "finish_reason": "stop",
+                "logprobs": None,
+            }
+            if want_logprobs:
+                chosen = "YES" if yes else "NO"
+                mass = dict(_YES_SPLIT)["YES"] * (p_yes if yes else 1.0 - p_yes)
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "token": chosen,
+                            "logprob": math.log(max(mass, 1e-12)),
+                            "bytes": list(chosen.encode()),
+                            "top_logprobs": _top_logprobs(p_yes, top_n),
+                        }
+                    ]
+                }
+            choices.append(choice)
+        return {
+            "id": f"chatcmpl-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": body.get("model", self.model),
+            "choices": choices,
+            "usage": {"prompt_tokens": 0, "completion_tokens": n, "total_tokens": n},
+        }
+
+
+def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            logger.debug("fake openai server: " + format, *args)
+
+        def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(len(payload)))
+                for key, value in (extra or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                pass
+
+        def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(obj).encode(), extra)
+
+        def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
+            self._json(status, {"error": {"message": message, "code": status}}, extra)
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            if server.mode != "not_found" and self.path.rstrip("/") == "/v1/models":
+                self._json(200, {"object": "list", "data": [{"id": server.model}]})
+            else:
+                self._error(404, f"no route {self.path}")
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            length = int(self.headers.get("Content-Length", 0))
+            raw = self.rfile.read(length)
+            if server.mode == "not_found" or self.path.rstrip("/") != "/v1/chat/completions":
+                self._error(404, f"no route {self.path}")
+                return
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._error(400, "request body is not JSON")
+                return
+            number = server._enter(dict(self.headers.items()), body)
+            try:
+                if server.delay_s > 0 and server._stopping.wait(server.delay_s):
+                    return
+                if number <= server.fail_first:
+                    extra = (
+                        {"Retry-After": str(server.retry_after)}
+                        if server.retry_after is not None
+                        else None
+                    )
+                    self._error(server.fail_status, "injected failure", extra)
+                    return
+                if server.mode == "malformed":
+                    self._send(200, b'{"choices": [ this is not json')
+                    return
+                try:
+                    completion = server._completion(body)
+                except (KeyError, TypeError, ValueError) as exc:
+                    self._error(400, f"bad request: {exc}")
+                    return
+                self._json(200, completion)
+            finally:
+                server._leave()
+
+    return Handler
