@@ -20,12 +20,12 @@ $(VENV)/.torch: constraints.txt | $(BIN)/python
 	$(PIP) torch==2.14.1 torchvision==0.29.1
 	@touch $@
 
-$(VENV)/.core: pyproject.toml $(VENV)/.torch
+$(VENV)/.core: pyproject.toml constraints.txt $(VENV)/.torch
 	$(PIP) -e .
 	@touch $@
 
-$(VENV)/.dev: pyproject.toml $(VENV)/.core
-	$(PIP) -e '.[dev]'
+$(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
+	$(PIP) -e '.[dev,vlm]'
 	@touch $@
 
 demo: $(VENV)/.core
