@@ -93,7 +93,6 @@ def test_preview_png_mid_episode(tmp_path: Path):
     _, observations, ok = run_expert(b, task)
     assert ok
     mid = observations[len(observations) // 2].screenshot
-    Image.fromarray(mid).save("/tmp/simdesk_preview.png")
     Image.fromarray(mid).save(tmp_path / "preview.png")
     assert Image.open(tmp_path / "preview.png").size == (1280, 720)
     # a plausible desktop: many distinct colours, dark taskbar strip, light window body
