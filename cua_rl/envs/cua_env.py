@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import logging
-import math
 import string
 import typing
 import unicodedata
@@ -26,8 +25,9 @@ from gymnasium import spaces
 from cua_rl.actions import Action, Done, Fail, parse_action, to_pyautogui
 from cua_rl.core import EndReason, EpisodeResult, Observation, Step, Task, Trajectory
 from cua_rl.envs.backends.base import DesktopBackend
-from cua_rl.errors import ActionError, BackendError, ConfigError, CuaRLError
-from cua_rl.rewards.base import GroundTruthReward, RewardSource, WeightedReward
+from cua_rl.errors import ActionError, BackendError, ConfigError
+from cua_rl.rewards.base import GroundTruthReward, RewardSource
+from cua_rl.rewards.scoring import EpisodeScore, component_names, score_trajectories
 from cua_rl.tasks.base import TaskSource
 
 __all__ = [
@@ -124,8 +124,11 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         ``env_error``), ``env_error`` (str or None), ``ground_truth`` (float or None),
         ``reward_components`` (name -> float or None: the primary source, the parts of a
         ``WeightedReward`` primary, every extra source), ``scorable`` (bool),
-        ``unscorable_reason`` (str or None), ``episode`` (:class:`~cua_rl.core.EpisodeResult`)
-        and ``trajectory`` (:class:`~cua_rl.core.Trajectory`).
+        ``unscorable_reason`` (str or None), ``judge_verdicts`` (source name ->
+        :class:`~cua_rl.judges.base.Verdict` for sources that judged the episode),
+        ``reward_pending`` (True when ``defer_rewards`` left the scoring to a vector wrapper),
+        ``episode`` (:class:`~cua_rl.core.EpisodeResult`) and ``trajectory``
+        (:class:`~cua_rl.core.Trajectory`).
 
     Memory:
         The trajectory keeps every full screenshot (the judge needs them): about
@@ -142,6 +145,10 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         extra_rewards: More sources, computed and reported in ``info["reward_components"]`` only.
         max_steps: Step budget overriding every task's ``max_steps``.
         render_mode: None or ``"rgb_array"`` (``render()`` returns the last screenshot).
+        defer_rewards: Do not score finished episodes here: return 0.0 with
+            ``info["reward_pending"] = True`` and let :class:`cua_rl.envs.vector.BatchRewards`
+            (gymnasium vector envs) or :class:`cua_rl.envs.vector.BatchRewardsVecEnv` (SB3) score
+            every episode that ended in the same vector step with one judge call.
 
     Raises:
         ConfigError: ``max_steps`` < 1, an unknown render mode, or two reward components share a
@@ -159,6 +166,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         extra_rewards: Sequence[RewardSource] = (),
         max_steps: int | None = None,
         render_mode: str | None = None,
+        defer_rewards: bool = False,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError(f"CUAEnv max_steps must be >= 1 or None, got {max_steps}")
@@ -173,7 +181,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self.extra_rewards: tuple[RewardSource, ...] = tuple(extra_rewards)
         self.max_steps = max_steps
         self.render_mode = render_mode
-        self._component_names = self._check_component_names()
+        self.defer_rewards = defer_rewards
+        self._component_names = component_names(self.reward_source, self.extra_rewards)
 
         width, height = backend.screen_size
         self.observation_space = spaces.Dict(
@@ -333,19 +342,6 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
 
     # -- internals ------------------------------------------------------------------------------
 
-    def _check_component_names(self) -> tuple[str, ...]:
-        names = [self.reward_source.name]
-        if isinstance(self.reward_source, WeightedReward):
-            names.extend(self.reward_source.sources)
-        names.extend(source.name for source in self.extra_rewards)
-        duplicates = sorted({n for n in names if names.count(n) > 1})
-        if duplicates:
-            raise ConfigError(
-                f"CUAEnv reward components must have distinct names, got {names} "
-                f"(duplicated: {duplicates})"
-            )
-        return tuple(names)
-
     def _checked(self, observation: Observation) -> Observation:
         width, height = self.backend.screen_size
         if observation.screenshot.shape != (height, width, 3):
@@ -442,20 +438,15 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self._ended = True
         self._why_no_episode = f"the episode ended with end_reason={end_reason!r}"
 
-        components: dict[str, float | None]
-        if env_error is not None:
-            components = dict.fromkeys(self._component_names)
-            primary = None
-            reason: str | None = f"env error: {env_error}"
+        if self.defer_rewards and env_error is None:
+            score = EpisodeScore(
+                None,
+                dict.fromkeys(self._component_names),
+                unscorable_reason="reward deferred to a batching vector wrapper (BatchRewards)",
+            )
         else:
-            components = self._score(trajectory)
-            primary = components[self.reward_source.name]
-            reason = None
-            if primary is None:
-                reason = (
-                    f"primary reward source {self.reward_source.name!r} returned None "
-                    f"(unscorable; ground_truth={ground_truth})"
-                )
+            score = score_trajectories([trajectory], self.reward_source, self.extra_rewards)[0]
+        components, primary, reason = score.components, score.reward, score.unscorable_reason
         episode = EpisodeResult(
             task_id=task.id,
             os=task.os,
@@ -474,32 +465,9 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
             "reward_components": components,
             "scorable": primary is not None,
             "unscorable_reason": reason,
+            "judge_verdicts": score.verdicts,
+            "reward_pending": self.defer_rewards and env_error is None,
             "episode": episode,
             "trajectory": trajectory,
         }
         return (0.0 if primary is None else primary), end_reason, info
-
-    def _score(self, trajectory: Trajectory) -> dict[str, float | None]:
-        """Call every reward source once; name -> value."""
-        components: dict[str, float | None] = {}
-        primary = self.reward_source
-        if isinstance(primary, WeightedReward):
-            parts = {k: _checked_reward(k, v) for k, v in primary.components(trajectory).items()}
-            components[primary.name] = _checked_reward(primary.name, primary.combine(parts))
-            components.update(parts)
-        else:
-            components[primary.name] = _checked_reward(primary.name, primary(trajectory))
-        for source in self.extra_rewards:
-            components[source.name] = _checked_reward(source.name, source(trajectory))
-        return components
-
-
-def _checked_reward(name: str, value: float | None) -> float | None:
-    if value is None:
-        return None
-    result = float(value)
-    if not math.isfinite(result):
-        raise CuaRLError(
-            f"reward source {name!r} returned {value!r}; expected a finite float or None"
-        )
-    return result
