@@ -58,8 +58,8 @@ def test_task_spec_errors():
     b = SimDeskBackend(SimDeskConfig(width=640, height=400))
     with pytest.raises(TaskSpecError, match="config is missing 'family'"):
         b.reset(Task("x", "do it", "d", "simdesk", {}))
-    with pytest.raises(TaskSpecError, match="unknown SimDesk task family 'files_rename'"):
-        b.reset(Task("x", "do it", "d", "simdesk", {"family": "files_rename", "params": {},
+    with pytest.raises(TaskSpecError, match="unknown SimDesk task family 'files_bogus'"):
+        b.reset(Task("x", "do it", "d", "simdesk", {"family": "files_bogus", "params": {},
                                                      "seed": 0}))
     with pytest.raises(TaskSpecError, match="param 'target' must be one of"):
         b.reset(Task("x", "do it", "d", "simdesk", {

@@ -42,8 +42,8 @@ def test_simdesk_tasks_is_a_deterministic_task_source():
     src = SimDeskTasks()
     assert isinstance(src, TaskSource)
     r1, r2 = np.random.default_rng(5), np.random.default_rng(5)
-    seq1 = [src.sample(r1).id for _ in range(20)]
-    seq2 = [src.sample(r2).id for _ in range(20)]
+    seq1 = [src.sample(r1).id for _ in range(200)]
+    seq2 = [src.sample(r2).id for _ in range(200)]
     assert seq1 == seq2
     assert {i.split("/")[1] for i in seq1} == set(FAMILIES)
     only = SimDeskTasks(["click_ok"])

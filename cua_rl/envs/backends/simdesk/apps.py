@@ -63,6 +63,11 @@ class App:
         return self.window
 
     @property
+    def url(self) -> str | None:
+        """The address a browser-like app shows (``Observation.url`` while it is focused)."""
+        return None
+
+    @property
     def is_open(self) -> bool:
         """Whether the main window is still open."""
         return self.window is not None and self.window in self.desk.wm.windows

@@ -97,11 +97,11 @@ class SimDeskBackend:
         return self.observe()
 
     def observe(self) -> Observation:
-        """The current screenshot (a copy), a11y tree, focused title and simulated time."""
+        """The current screenshot (a copy), a11y tree, focused title, URL and simulated time."""
         desk, comp = self._live()
         frame = comp.render()
         return Observation(screenshot=frame.copy(), a11y=desk.a11y_text(), title=desk.title(),
-                           url=None, time=float(desk.time))
+                           url=desk.url(), time=float(desk.time))
 
     def render_full(self) -> np.ndarray:
         """A from-scratch render of the current state (equals ``observe().screenshot``)."""

@@ -8,7 +8,10 @@ from cua_rl.errors import TaskSpecError
 
 __all__ = ["KNOWN_BUGS", "SimDeskConfig"]
 
-KNOWN_BUGS: frozenset[str] = frozenset({"search_empty", "save_fails", "button_disabled"})
+KNOWN_BUGS: frozenset[str] = frozenset({
+    "search_empty", "save_fails", "button_disabled",
+    "validation_wrong",
+})
 """Product bugs SimDesk can inject (see :class:`SimDeskConfig.bugs`)."""
 
 

@@ -88,6 +88,9 @@ class Desktop:
         self.pressed: tuple[int, int] | None = None
         self.icons = self._layout_icons()
         self.events: list[str] = []
+        self.tickers: list[Callable[[], None]] = []
+        """Per-step callbacks of apps (e.g. a countdown), run by :meth:`tick` after loading
+        screens; a callback may remove itself."""
 
     # -- layout ------------------------------------------------------------------------------
     @property
@@ -200,7 +203,7 @@ class Desktop:
         return f"{t // 3600:02d}:{t // 60 % 60:02d}:{t % 60:02d}"
 
     def tick(self, extra_seconds: float = 0.0) -> None:
-        """End of a step: advance the clock, loading screens, toasts and exogenous popups."""
+        """End of a step: advance the clock, loading screens, app tickers, toasts and popups."""
         lo, hi = self.config.step_seconds
         self.time += int(self.rng.integers(lo, hi + 1)) + max(0.0, extra_seconds)
         self.steps += 1
@@ -215,6 +218,8 @@ class Desktop:
                     done.window.invalidate()
                     if done.window in self.wm.windows:
                         done.then()
+        for fn in list(self.tickers):
+            fn()
         for toast in [w for w in self.wm.windows if w.kind == "toast"]:
             toast.ttl -= 1
             if toast.ttl <= 0:
@@ -264,6 +269,11 @@ class Desktop:
     def title(self) -> str:
         """Title of the focused window, or ``Desktop``."""
         return self.wm.focused.title if self.wm.focused is not None else "Desktop"
+
+    def url(self) -> str | None:
+        """The URL shown by the focused window's app (a browser), or None."""
+        w = self.wm.focused
+        return w.app.url if w is not None and isinstance(w.app, App) else None
 
     def a11y_nodes(self) -> list[A11yNode]:
         """The accessibility tree as a list of nodes in paint order."""

@@ -9,14 +9,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from types import MappingProxyType, ModuleType
 
-from cua_rl.envs.backends.simdesk import editor_tasks, system_tasks
+from cua_rl.envs.backends.simdesk import (
+    editor_tasks,
+    files_tasks,
+    settings_tasks,
+    system_tasks,
+    webform_tasks,
+)
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.family import TaskFamily
 from cua_rl.errors import TaskSpecError
 
 __all__ = ["APPS", "FAMILIES", "MODULES", "get_family"]
 
-MODULES: tuple[ModuleType, ...] = (editor_tasks, system_tasks)
+MODULES: tuple[ModuleType, ...] = (editor_tasks, system_tasks, webform_tasks, settings_tasks,
+                                  files_tasks)
 """Modules that contribute apps and families, in icon order."""
 
 
