@@ -25,7 +25,8 @@ def test_make_task_fields():
     assert t.vocabulary == (p["find"], p["replace"], p["save_as"], "notes.txt")
     assert p["find"] in t.instruction and t.instruction.isascii()
     assert make_task("editor_replace_save_as", 7) == t
-    assert t.max_steps == 3 * FAMILIES["editor_replace_save_as"].min_steps + 10
+    assert t.max_steps == 3 * FAMILIES["editor_replace_save_as"].min_steps + 10  # 40 > 20
+    assert make_task("click_ok", 7).max_steps == 20  # the floor for short families
     explicit = make_task("editor_find", 1, params={"word": "apple"}, max_steps=9)
     assert explicit.config["params"] == {"word": "apple"} and explicit.max_steps == 9
 

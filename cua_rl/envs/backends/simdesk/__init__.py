@@ -17,11 +17,16 @@ Module map: ``config`` (SimDeskConfig), ``render`` (themes, metrics, cached text
 time, loading screens, popups), ``input`` (action dispatch), ``compositor`` (dirty-rect
 rendering), ``fs`` (virtual filesystem), ``apps`` (App, AppSpec), ``family`` (TaskFamily),
 ``registry`` (APPS, FAMILIES), ``tasks`` (make_task, SimDeskTasks), ``expert`` (Ops,
-SimDeskExpert, run_expert), ``backend`` (SimDeskBackend); apps: ``editor`` (+ ``editor_tasks``);
-shell families: ``system_tasks``.
+SimDeskExpert, run_expert), ``backend`` (SimDeskBackend); apps: ``editor`` (+ ``editor_tasks``),
+``files`` (+ ``files_tasks``), ``settings`` (+ ``settings_tasks``), ``webform`` (the Browser, +
+``webform_tasks``); shell families: ``system_tasks``. 17 task families in all.
 
-Extension points (phase 2: files, settings, webform). The engine (everything above except the
-app and family modules) is not edited to add an app.
+Engine hooks apps may use: ``desk.tickers`` (callables run once at the end of every step, e.g.
+the Settings app's keep/revert countdown) and ``App.url`` (the Browser's address, reported in
+``Observation.url`` while its window is focused).
+
+Extension points. The engine (everything above except the app and family modules) is not edited
+to add an app.
 
 1. **An app** -- one module, e.g. ``files.py``:
 

@@ -24,7 +24,8 @@ def make_task(
         family: A registered family name.
         seed: Seeds the parameters, the instruction template and the desktop at reset.
         params: Explicit parameters instead of sampled ones (validated).
-        max_steps: Step budget (default ``3 * min_steps + 10``).
+        max_steps: Step budget (default ``max(20, 3 * min_steps + 10)``: slack for loading
+            screens, popups and a corrected mistake).
 
     Returns:
         A Task with id ``simdesk/<family>/<seed>``, os ``simdesk`` and domain ``family``.
@@ -43,7 +44,7 @@ def make_task(
         domain=family,
         os="simdesk",
         config={"family": family, "params": p, "seed": int(seed)},
-        max_steps=max_steps if max_steps is not None else 3 * fam.min_steps + 10,
+        max_steps=max_steps if max_steps is not None else max(20, 3 * fam.min_steps + 10),
         vocabulary=fam.vocabulary(p),
     )
 
