@@ -36,6 +36,7 @@ test: $(VENV)/.dev
 
 bench: $(VENV)/.dev
 	scripts/offline.sh $(BIN)/python benchmarks/bench_env.py
+	scripts/offline.sh $(BIN)/python benchmarks/bench_calibration.py
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check cua_rl tests benchmarks

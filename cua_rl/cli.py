@@ -1,4 +1,4 @@
-"""The ``cua-rl`` command line: ``cua-rl demo`` (more subcommands arrive with their parts)."""
+"""The ``cua-rl`` command line: ``demo`` and ``calibrate`` (more arrive with their parts)."""
 
 from __future__ import annotations
 
@@ -40,6 +40,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     demo.add_argument("--width", type=int, default=1280, help="screen width")
     demo.add_argument("--height", type=int, default=720, help="screen height")
     demo.set_defaults(func=_demo)
+
+    from cua_rl.calibration.cli import add_calibrate_parser
+
+    add_calibrate_parser(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)

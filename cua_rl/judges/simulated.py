@@ -187,6 +187,24 @@ class SimulatedJudge:
             judge_id=self.judge_id,
         )
 
+    def prompt_parts(self, request: JudgeRequest) -> tuple[str, tuple[np.ndarray, ...]]:
+        """Everything a SIMULATED verdict depends on, for :class:`~cua_rl.judges.cache.CachedJudge`.
+
+        Unlike a model judge, the simulated one reads the task id, the stratum and the ground
+        truth, so they are all part of the "prompt" the cache key hashes.
+        """
+        text = json.dumps(
+            {
+                "instruction": request.instruction,
+                "task_id": request.task_id,
+                "os": request.os,
+                "domain": request.domain,
+                "ground_truth": request.ground_truth,
+            },
+            sort_keys=True,
+        )
+        return text, request.screenshots
+
     def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
         """One SIMULATED verdict per request, in order (deterministic per request)."""
         return [self._one(r) for r in requests]

@@ -152,3 +152,18 @@ def test_near_success_raises_the_false_positive_rate() -> None:
     bad = SimulatedJudge(near_success=lambda r: 1.5)
     with pytest.raises(ValueError, match=r"near_success must return a score in \[0, 1\], got 1.5"):
         bad.judge([_request(0, 0.0)])
+
+
+def test_cache_key_covers_everything_the_simulated_verdict_reads() -> None:
+    from cua_rl.judges.cache import CachedJudge, VerdictCache
+
+    shot = np.zeros((4, 4, 3), np.uint8)
+    base = dict(instruction="x", screenshots=(shot,), task_id="t", os="a", domain="d")
+    cached = CachedJudge(SimulatedJudge(e_pos=0.0, e_neg=0.0), VerdictCache(":memory:"))
+    success = JudgeRequest(**base, ground_truth=1.0)
+    failure = JudgeRequest(**base, ground_truth=0.0)
+    assert cached.key(success) != cached.key(failure)
+    first, second = cached.judge([success, failure])
+    assert first.success and not second.success, "a cache keyed on pixels alone would merge them"
+    again = cached.judge([failure])[0]
+    assert again.cached and not again.success
