@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import pytest
 
-from cua_rl.actions import Click, Done, Fail, Type, Wait
+from cua_rl.actions import Done, Fail, Hotkey, Type, Wait
 from cua_rl.envs.backends.simdesk import (
     FAMILIES,
+    Ops,
     SimDeskBackend,
     SimDeskConfig,
     SimDeskExpert,
@@ -15,22 +16,13 @@ from cua_rl.envs.backends.simdesk import (
 )
 from cua_rl.envs.backends.simdesk.editor import EditorApp
 
-CLEAN = SimDeskConfig(width=640, height=400)
-NOISY = SimDeskConfig(width=640, height=400, loading_prob=0.5, popup_rate=0.2, jitter=20,
-                      theme_jitter=True)
+from .helpers import CLEAN, LOADING, NOISY, assert_expert_succeeds, bugged, launch
 
 
 @pytest.mark.parametrize("cfg", [CLEAN, NOISY], ids=["clean", "noisy"])
 @pytest.mark.parametrize("family", sorted(FAMILIES))
 def test_expert_succeeds_on_every_seed(family: str, cfg: SimDeskConfig):
-    b = SimDeskBackend(cfg)
-    for seed in range(10):
-        task = make_task(family, seed)
-        actions, obs, ok = run_expert(b, task)
-        assert ok, (family, seed, actions)
-        assert isinstance(actions[-1], Done)
-        n = sum(not isinstance(a, (Done, Wait)) for a in actions)
-        assert n >= FAMILIES[family].min_steps
+    assert_expert_succeeds(cfg, family)
 
 
 def test_replace_save_as_takes_at_least_six_steps():
@@ -44,7 +36,7 @@ def test_replace_save_as_takes_at_least_six_steps():
      ("button_disabled", "editor_replace_save_as"), ("button_disabled", "click_ok")],
 )
 def test_injected_bug_makes_the_expert_fail(bug: str, family: str):
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({bug})))
+    b = SimDeskBackend(bugged(bug))
     for seed in range(4):
         task = make_task(family, seed)
         actions, _, ok = run_expert(b, task)
@@ -55,7 +47,7 @@ def test_injected_bug_makes_the_expert_fail(bug: str, family: str):
 
 
 def test_save_fails_looks_like_success_on_screen():
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({"save_fails"})))
+    b = SimDeskBackend(bugged("save_fails"))
     task = make_task("editor_replace_save_as", 2)
     actions, obs, ok = run_expert(b, task)
     assert not ok and isinstance(actions[-1], Done)
@@ -63,8 +55,7 @@ def test_save_fails_looks_like_success_on_screen():
 
 
 def test_loading_screen_appears_and_expert_waits():
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, loading_prob=1.0,
-                                     loading_steps=(2, 2)))
+    b = SimDeskBackend(LOADING)
     task = make_task("editor_type", 0)
     actions, obs, ok = run_expert(b, task)
     assert ok
@@ -73,8 +64,7 @@ def test_loading_screen_appears_and_expert_waits():
     # during loading, clicks do nothing and are not errors
     b.reset(task)
     assert b.desk is not None
-    x, y, w, h = b.desk.icon_image_rect(b.desk.icons[0])
-    b.step(Click(x + w // 2, y + h // 2, clicks=2))
+    launch(b, "editor")
     b.step(Type("ignored"))
     (ed,) = b.desk.apps_of(EditorApp)
     assert ed.text.text == "" and b.desk.loading is not None
@@ -135,3 +125,19 @@ def test_give_up_emits_fail_or_done_early():
         a = SimDeskExpert(b, task, give_up=1.0, seed=s).next_action()
         ends.add(type(a).__name__ if isinstance(a, (Done, Fail)) else "act")
     assert ends <= {"Done", "Fail", "act"} and {"Done", "Fail"} & ends
+
+
+def test_ops_app_or_launch_and_fill(backend: SimDeskBackend):
+    desk = backend.desk
+    assert desk is not None
+    ops = Ops(desk)
+    app, act = ops.app_or_launch(EditorApp)
+    assert app is None and act == ops.launch("editor")
+    backend.step(act)
+    second = EditorApp(desk)
+    assert ops.app_or_launch(EditorApp) == (second, None)  # the newest instance
+    assert ops.fill(second.main, (second.text, "")) is None
+    assert ops.fill(second.main, (second.text, ""), (second.text, "hi")) == Type("hi")
+    backend.step(Type("hi"))
+    assert ops.fill(second.main, (second.text, "hi")) is None
+    assert ops.fill(second.main, (second.text, "ho")) == Hotkey(("ctrl", "a"))

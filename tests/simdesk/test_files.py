@@ -2,18 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
-import numpy as np
 import pytest
-from PIL import Image
 
-from cua_rl.actions import Action, Click, Done, Drag, Fail, Hotkey, Type, Wait
+from cua_rl.actions import Click, Done, Drag, Fail, Hotkey, Type, Wait
 from cua_rl.envs.backends.simdesk import (
     FAMILIES,
     SimDeskBackend,
     SimDeskConfig,
-    SimDeskExpert,
     make_task,
     run_expert,
 )
@@ -24,21 +19,26 @@ from cua_rl.envs.backends.simdesk.fs import HOME
 from cua_rl.envs.backends.simdesk.input import apply_action
 from cua_rl.errors import TaskSpecError
 
-CLEAN = SimDeskConfig(width=640, height=400)
-NOISY = SimDeskConfig(width=640, height=400, loading_prob=0.5, popup_rate=0.2, jitter=20,
-                      theme_jitter=True)
+from .helpers import (
+    CLEAN,
+    LOADING,
+    NOISY,
+    assert_incremental_equals_full,
+    assert_preview,
+    assert_replay_identical,
+    bugged,
+    launch,
+)
+
 FILES_FAMILIES = sorted(name for name, fam in FAMILIES.items() if fam.app == "files")
 RENAME = {"file": "apple.txt", "folder": "Home", "new_name": "pear.txt"}
 DOCS, ARCHIVE = f"{HOME}/Documents", f"{HOME}/Archive"
 
 
 def _launch(b: SimDeskBackend) -> FilesApp:
-    desk = b.desk
-    assert desk is not None
-    icon = next(i for i in desk.icons if i.spec.name == "files")
-    x, y, w, h = desk.icon_image_rect(icon)
-    b.step(Click(x + w // 2, y + h // 2, clicks=2))
-    return desk.apps_of(FilesApp)[-1]
+    launch(b, "files")
+    assert b.desk is not None
+    return b.desk.apps_of(FilesApp)[-1]
 
 
 def _start(cfg: SimDeskConfig = CLEAN) -> tuple[SimDeskBackend, Desktop, FilesApp]:
@@ -257,8 +257,7 @@ def test_new_folder_starts_an_inline_rename():
 
 
 def test_loading_screens_when_opening_a_big_folder_and_moving():
-    b, desk, app = _start(SimDeskConfig(width=640, height=400, loading_prob=1.0,
-                                        loading_steps=(2, 2)))
+    b, desk, app = _start(LOADING)
     assert "Starting Files..." in (b.observe().a11y or "")
     b.step(Wait())
     b.step(Wait())
@@ -277,17 +276,7 @@ def test_loading_screens_when_opening_a_big_folder_and_moving():
     assert desk.fs.exists(f"{ARCHIVE}/apple.txt")
 
 
-@pytest.mark.parametrize("cfg", [CLEAN, NOISY], ids=["clean", "noisy"])
-@pytest.mark.parametrize("family", FILES_FAMILIES)
-def test_expert_succeeds_on_ten_seeds(family: str, cfg: SimDeskConfig):
-    b = SimDeskBackend(cfg)
-    for seed in range(10):
-        task = make_task(family, seed)
-        actions, _, ok = run_expert(b, task)
-        assert ok and isinstance(actions[-1], Done), (family, seed, actions)
-        assert sum(not isinstance(a, (Done, Wait)) for a in actions) >= FAMILIES[family].min_steps
-
-
+# the expert's success on ten seeds, clean and noisy: test_expert.py (every family)
 def test_move_expert_uses_drag_and_drop_and_cut_and_paste():
     b, ways = SimDeskBackend(CLEAN), set()
     for seed in range(10):
@@ -304,7 +293,7 @@ def test_move_expert_uses_drag_and_drop_and_cut_and_paste():
     ("save_fails", "files_move", Done), ("save_fails", "files_new_folder", Done),
 ])
 def test_injected_bugs_make_the_expert_fail_the_checker(bug: str, family: str, end: type):
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({bug})))
+    b = SimDeskBackend(bugged(bug))
     for seed in range(4):
         actions, _, ok = run_expert(b, make_task(family, seed))
         assert not ok and isinstance(actions[-1], end), (bug, family, seed)
@@ -312,7 +301,7 @@ def test_injected_bugs_make_the_expert_fail_the_checker(bug: str, family: str, e
 
 
 def test_save_fails_looks_like_success_but_changes_nothing():
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({"save_fails"})))
+    b = SimDeskBackend(bugged("save_fails"))
     actions, obs, ok = run_expert(b, make_task("files_rename", 0, params=RENAME))
     assert not ok and isinstance(actions[-1], Done) and b.desk is not None
     (app,) = b.desk.apps_of(FilesApp)
@@ -322,7 +311,7 @@ def test_save_fails_looks_like_success_but_changes_nothing():
 
 
 def test_button_disabled_blocks_buttons_and_keys():
-    b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({"button_disabled"})))
+    b = SimDeskBackend(bugged("button_disabled"))
     b.reset(make_task("files_rename", 0, params=RENAME))
     app = _launch(b)
     b.step(Click(*_row(app, "apple.txt")))
@@ -333,34 +322,13 @@ def test_button_disabled_blocks_buttons_and_keys():
     assert app.renaming is None and app.delete_dialog is None
 
 
-def _steps(actions: list[Action]) -> list[Action]:
-    return [a for a in actions if not isinstance(a, (Done, Fail))]
-
-
 def test_same_seed_and_actions_give_identical_observations():
-    task = make_task("files_move", 3)
-    actions, first, _ = run_expert(SimDeskBackend(NOISY), task, mistakes=0.2, hesitation=0.2)
-    b = SimDeskBackend(NOISY)
-    again = [b.reset(task)] + [b.step(a) for a in _steps(actions)]
-    assert len(again) == len(first) > 3
-    for x, y in zip(first, again, strict=True):
-        assert x.screenshot.tobytes() == y.screenshot.tobytes()
-        assert (x.a11y, x.title, x.time) == (y.a11y, y.title, y.time)
+    assert_replay_identical(NOISY, make_task("files_move", 3), 3, mistakes=0.2, hesitation=0.2)
 
 
 @pytest.mark.parametrize("family", FILES_FAMILIES)
 def test_incremental_frame_equals_full_render_every_step(family: str):
-    b = SimDeskBackend(NOISY)
-    task = make_task(family, 5)
-    obs = b.reset(task)
-    assert np.array_equal(obs.screenshot, b.render_full())
-    expert = SimDeskExpert(b, task, mistakes=0.2, hesitation=0.2, seed=5)
-    for _ in range(task.max_steps):
-        a = expert.next_action()
-        if isinstance(a, (Done, Fail)):
-            break
-        obs = b.step(a)
-        assert np.array_equal(obs.screenshot, b.render_full()), (family, a)
+    assert_incremental_equals_full(SimDeskBackend(NOISY), make_task(family, 5))
 
 
 def test_checkers_reject_any_other_change():
@@ -431,7 +399,4 @@ def test_preview_png_mid_task():
                                                   "dest": "Documents/Drafts"})
         _, observations, ok = run_expert(b, task)
         assert ok
-        mid = observations[len(observations) // 2].screenshot
-        Image.fromarray(mid).save(out)
-        assert Image.open(Path(out)).size == (w, h)
-        assert len(np.unique(mid.reshape(-1, 3), axis=0)) > 50
+        assert_preview(observations[len(observations) // 2].screenshot, out, (w, h))

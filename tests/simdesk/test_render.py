@@ -5,57 +5,32 @@ from __future__ import annotations
 from pathlib import Path
 
 import numpy as np
-from PIL import Image
 
-from cua_rl.actions import Action, Click, Done, Fail, Hotkey, Type, Wait
-from cua_rl.core import Observation
-from cua_rl.envs.backends.simdesk import (
-    SimDeskBackend,
-    SimDeskConfig,
-    SimDeskExpert,
-    make_task,
-    run_expert,
+from cua_rl.actions import Hotkey, Type, Wait
+from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task, run_expert
+
+from .helpers import (
+    assert_incremental_equals_full,
+    assert_preview,
+    assert_replay_identical,
+    launch,
+    replay,
 )
 
-NOISY = SimDeskConfig(width=640, height=400, loading_prob=0.5, popup_rate=0.3, jitter=15,
-                      theme_jitter=True)
-
-
-def _replay(cfg: SimDeskConfig, family: str, seed: int, actions: list[Action]
-            ) -> list[Observation]:
-    b = SimDeskBackend(cfg)
-    task = make_task(family, seed)
-    out = [b.reset(task)]
-    out.extend(b.step(a) for a in actions)
-    return out
+NOISIER = SimDeskConfig(width=640, height=400, loading_prob=0.5, popup_rate=0.3, jitter=15,
+                        theme_jitter=True)
 
 
 def test_same_seed_and_actions_give_identical_observations():
     task = make_task("editor_replace_save_as", 4)
-    actions, first, ok = run_expert(SimDeskBackend(NOISY), task, mistakes=0.2, hesitation=0.2)
-    steps = [a for a in actions if not isinstance(a, (Done, Fail))]
-    again = _replay(NOISY, "editor_replace_save_as", 4, steps)
-    assert len(again) == len(first) > 4
-    for a, b in zip(first, again, strict=True):
-        assert a.screenshot.tobytes() == b.screenshot.tobytes()
-        assert (a.a11y, a.title, a.time) == (b.a11y, b.title, b.time)
-    other = _replay(NOISY, "editor_replace_save_as", 5, steps[:1])
+    steps, first = assert_replay_identical(NOISIER, task, 4, mistakes=0.2, hesitation=0.2)
+    other = replay(NOISIER, make_task("editor_replace_save_as", 5), steps[:1])
     assert other[0].screenshot.tobytes() != first[0].screenshot.tobytes()
 
 
 def test_incremental_frame_equals_full_render_every_step():
     for family, seed in (("editor_replace_save_as", 1), ("close_window", 2), ("editor_find", 3)):
-        b = SimDeskBackend(NOISY)
-        task = make_task(family, seed)
-        obs = b.reset(task)
-        assert np.array_equal(obs.screenshot, b.render_full())
-        expert = SimDeskExpert(b, task, mistakes=0.2, hesitation=0.2, seed=seed)
-        for _ in range(task.max_steps):
-            a = expert.next_action()
-            if isinstance(a, (Done, Fail)):
-                break
-            obs = b.step(a)
-            assert np.array_equal(obs.screenshot, b.render_full()), (family, seed, a)
+        assert_incremental_equals_full(SimDeskBackend(NOISIER), make_task(family, seed))
 
 
 def test_observation_is_a_copy_and_clock_changes(backend: SimDeskBackend):
@@ -72,7 +47,7 @@ def test_observation_is_a_copy_and_clock_changes(backend: SimDeskBackend):
 
 
 def test_a11y_tree_lists_widgets_with_bounds(backend: SimDeskBackend):
-    obs = backend.step(Click(*_icon_center(backend), clicks=2))
+    launch(backend, "editor")
     obs = backend.step(Type("hi"))
     lines = (obs.a11y or "").splitlines()
     assert lines[0].startswith('desktop "SimDesk" @(0,0,640,400)')
@@ -81,27 +56,19 @@ def test_a11y_tree_lists_widgets_with_bounds(backend: SimDeskBackend):
     assert obs.title == "*Untitled - Editor"
 
 
-def _icon_center(b: SimDeskBackend) -> tuple[int, int]:
-    assert b.desk is not None
-    x, y, w, h = b.desk.icon_image_rect(b.desk.icons[0])
-    return x + w // 2, y + h // 2
-
-
 def test_preview_png_mid_episode(tmp_path: Path):
     b = SimDeskBackend(SimDeskConfig(popup_rate=0.3))
     task = make_task("editor_replace_save_as", 3)
     _, observations, ok = run_expert(b, task)
     assert ok
     mid = observations[len(observations) // 2].screenshot
-    Image.fromarray(mid).save(tmp_path / "preview.png")
-    assert Image.open(tmp_path / "preview.png").size == (1280, 720)
     # a plausible desktop: many distinct colours, dark taskbar strip, light window body
-    assert len(np.unique(mid.reshape(-1, 3), axis=0)) > 50
+    assert_preview(mid, tmp_path / "preview.png", (1280, 720))
     assert mid[-5].mean() < 80
 
 
 def test_hotkeys_cover_editor_shortcuts(backend: SimDeskBackend):
-    backend.step(Click(*_icon_center(backend), clicks=2))
+    launch(backend, "editor")
     for keys in (("ctrl", "f"), ("escape",), ("ctrl", "shift", "s"), ("escape",), ("ctrl", "o"),
                  ("escape",), ("ctrl", "s")):
         obs = backend.step(Hotkey(keys))

@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 from PIL import Image
 
-from cua_rl.actions import Action, Click, Done, Fail, Hotkey, Type, Wait
+from cua_rl.actions import Click, Done, Fail, Hotkey, Type, Wait
 from cua_rl.envs.backends.simdesk import (
     FAMILIES,
     SimDeskBackend,
@@ -32,9 +32,16 @@ from cua_rl.envs.backends.simdesk.widgets import Checkbox, Dropdown, Widget
 from cua_rl.envs.backends.simdesk.windows import Window
 from cua_rl.errors import TaskSpecError
 
-CLEAN = SimDeskConfig(width=640, height=400)
-NOISY = SimDeskConfig(width=640, height=400, loading_prob=0.5, popup_rate=0.2, jitter=20,
-                      theme_jitter=True)
+from .helpers import (
+    CLEAN,
+    NOISY,
+    assert_incremental_equals_full,
+    assert_preview,
+    assert_replay_identical,
+    bugged,
+    launch,
+)
+
 OURS = sorted(f.name for f in settings_tasks.FAMILIES)
 # Night light off, everything else at its default, Resolution 1920 x 1080, theme Light
 TOGGLE = {"setting": "Night light", "state": "on"}
@@ -45,12 +52,9 @@ def _open(cfg: SimDeskConfig = CLEAN, family: str = "settings_toggle",
     """A backend reset to a settings task, with the app launched from its desktop icon."""
     b = SimDeskBackend(cfg)
     b.reset(make_task(family, 0, params=params or TOGGLE))
-    desk = b.desk
-    assert desk is not None
-    (icon,) = [i for i in desk.icons if i.spec.name == "settings"]
-    x, y, w, h = desk.icon_image_rect(icon)
-    b.step(Click(x + w // 2, y + h // 2, clicks=2))
-    (app,) = desk.apps_of(SettingsApp)
+    launch(b, "settings")
+    assert b.desk is not None
+    (app,) = b.desk.apps_of(SettingsApp)
     return b, app
 
 
@@ -247,17 +251,7 @@ def test_every_element_has_an_a11y_node():
 
 
 # -- task families and the expert --------------------------------------------------------------
-@pytest.mark.parametrize("cfg", [CLEAN, NOISY], ids=["clean", "noisy"])
-@pytest.mark.parametrize("family", OURS)
-def test_expert_succeeds_on_every_family(family: str, cfg: SimDeskConfig):
-    b = SimDeskBackend(cfg)
-    for seed in range(10):
-        task = make_task(family, seed)
-        actions, _, ok = run_expert(b, task)
-        assert ok and isinstance(actions[-1], Done), (family, seed, actions)
-        assert sum(not isinstance(a, (Done, Wait)) for a in actions) >= FAMILIES[family].min_steps
-
-
+# the expert's success on ten seeds, clean and noisy: test_expert.py (every family)
 def test_min_steps_are_reached_by_the_clean_expert():
     b = SimDeskBackend(CLEAN)
     cases = [("settings_toggle", TOGGLE),
@@ -274,7 +268,7 @@ def test_min_steps_are_reached_by_the_clean_expert():
 @pytest.mark.parametrize("family", OURS)
 def test_injected_bugs_make_the_expert_fail(family: str):
     for bug, end in (("button_disabled", Fail), ("save_fails", Done)):
-        b = SimDeskBackend(SimDeskConfig(width=640, height=400, bugs=frozenset({bug})))
+        b = SimDeskBackend(bugged(bug))
         for seed in range(3):
             actions, obs, ok = run_expert(b, make_task(family, seed))
             assert not ok and isinstance(actions[-1], end), (bug, family, seed)
@@ -329,35 +323,16 @@ def test_parse_changes_doctest():
 
 
 # -- rendering ---------------------------------------------------------------------------------
-def _steps(actions: list[Action]) -> list[Action]:
-    return [a for a in actions if not isinstance(a, (Done, Fail))]
-
-
 def test_same_seed_and_actions_give_identical_observations():
-    task = make_task("settings_multi", 4)
-    actions, first, _ = run_expert(SimDeskBackend(NOISY), task, mistakes=0.2, hesitation=0.2)
-    b = SimDeskBackend(NOISY)
-    again = [b.reset(task)] + [b.step(a) for a in _steps(actions)]
-    assert len(again) == len(first) > 6
-    for x, y in zip(first, again, strict=True):
-        assert x.screenshot.tobytes() == y.screenshot.tobytes()
-        assert (x.a11y, x.title, x.time) == (y.a11y, y.title, y.time)
+    assert_replay_identical(NOISY, make_task("settings_multi", 4), 6, mistakes=0.2,
+                            hesitation=0.2)
 
 
 @pytest.mark.parametrize("family", OURS)
 def test_incremental_frame_equals_full_render_every_step(family: str):
-    b = SimDeskBackend(NOISY)
+    b = SimDeskBackend(NOISY)  # one backend for both seeds (its render caches carry over)
     for seed in range(2):
-        task = make_task(family, seed)
-        obs = b.reset(task)
-        assert np.array_equal(obs.screenshot, b.render_full())
-        expert = SimDeskExpert(b, task, mistakes=0.2, hesitation=0.2, seed=seed)
-        for _ in range(task.max_steps):
-            a = expert.next_action()
-            if isinstance(a, (Done, Fail)):
-                break
-            obs = b.step(a)
-            assert np.array_equal(obs.screenshot, b.render_full()), (family, seed, a)
+        assert_incremental_equals_full(b, make_task(family, seed))
 
 
 def test_preview_png_mid_task(tmp_path: Path):
@@ -368,6 +343,4 @@ def test_preview_png_mid_task(tmp_path: Path):
     assert ok
     mid = observations[-4].screenshot
     Image.fromarray(mid).save("/tmp/settings_app_preview.png")
-    Image.fromarray(mid).save(tmp_path / "preview.png")
-    assert Image.open(tmp_path / "preview.png").size == (1280, 720)
-    assert len(np.unique(mid.reshape(-1, 3), axis=0)) > 50
+    assert_preview(mid, tmp_path / "preview.png", (1280, 720))

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import doctest
+
 import numpy as np
 
 from cua_rl.envs.backends.base import DesktopBackend
@@ -11,6 +13,7 @@ from cua_rl.envs.backends.simdesk import (
     SimDeskBackend,
     SimDeskConfig,
     SimDeskTasks,
+    family,
     make_task,
 )
 from cua_rl.tasks.base import TaskSource
@@ -58,3 +61,13 @@ def test_backend_satisfies_protocol_and_ground_truth():
     obs = b.reset(task)
     assert obs.size == (640, 400) and obs.title == task.config["params"]["title"]
     assert b.ground_truth(task) == 0.0
+
+
+def test_family_helpers():
+    assert doctest.testmod(family).failed == 0
+    rng, ref = np.random.default_rng(7), np.random.default_rng(7)
+    seq = ("a", "b", "c", "d", "e")
+    assert [family.pick(rng, seq) for _ in range(20)] == [
+        seq[int(ref.integers(5))] for _ in range(20)]
+    assert family.no_vocabulary({"x": 1}) == ()
+    assert FAMILIES["click_ok"].vocabulary({}) == ()  # the default vocabulary_fn

@@ -60,13 +60,14 @@ to add an app.
 
 2. **Task families** -- in the app's module or a ``<app>_tasks.py`` next to it, build
    :class:`~.family.TaskFamily` objects: ``name``, ``description``, ``app``, ``params``
-   (name -> type, validated), ``sample_params(rng) -> dict``, ASCII ``templates``
-   (``str.format`` over params), ``setup(desk, params)`` (runs without loading screens; use
-   ``family.populate_home`` for the standard files; store anything the checker needs in
-   ``desk.state``; ``desk.state["initial_fs"]`` is a snapshot taken after set-up),
-   ``check(desk, params) -> bool`` on internal state (never pixels), ``vocabulary_fn``,
-   ``plan``, ``min_steps`` (Done excluded), optional ``validate(params)`` raising
-   ``TaskSpecError`` naming the field. The module exports ``APPS: tuple[AppSpec, ...]`` and
+   (name -> type, validated), ``sample_params(rng) -> dict`` (``family.pick`` draws one
+   element), ASCII ``templates`` (``str.format`` over params), ``setup(desk, params)`` (runs
+   without loading screens; use ``family.populate_home`` for the standard files; store anything
+   the checker needs in ``desk.state``; ``desk.state["initial_fs"]`` is a snapshot taken after
+   set-up), ``check(desk, params) -> bool`` on internal state (never pixels), ``plan``,
+   ``min_steps`` (Done excluded), optional ``vocabulary_fn`` (default: nothing to type) and
+   ``validate(params)`` raising ``TaskSpecError`` naming the field (``family.param_error``
+   words it). The module exports ``APPS: tuple[AppSpec, ...]`` and
    ``FAMILIES: tuple[TaskFamily, ...]``; add the module to ``registry.MODULES`` (one line).
 
 3. **An expert plan** -- ``plan(ops, params) -> Action | None``: return the next action toward
@@ -74,8 +75,9 @@ to add an app.
    app's widgets and dialogs), or ``None`` when the goal is *visibly* reached (so that an
    injected bug that only looks like success makes the expert declare Done and fail the
    checker). Build actions with :class:`~.expert.Ops` (``click_widget``, ``click_rect``,
-   ``click_close``, ``key``, ``type_into``, ``menu``, ``launch``, ``focus_window``): they
-   dismiss covering popups, raise covered windows and close blocking dialogs first. Keep the
+   ``click_close``, ``key``, ``type_into``, ``fill``, ``menu``, ``launch``, ``app_or_launch``,
+   ``focus_window``): they dismiss covering popups, raise covered windows and close blocking
+   dialogs first. Keep the
    plan a function of the screen state (no memory), so that it re-plans after mistakes.
    :class:`~.expert.SimDeskExpert` adds loading waits, hesitation, mistakes, giving up and a
    stuck detector (the same action four times in a row -> ``Fail``).

@@ -10,7 +10,7 @@ from cua_rl.actions import Action
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.desktop import Desktop
 from cua_rl.envs.backends.simdesk.editor import APP, EditorApp
-from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, populate_home
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, param_error, pick, populate_home
 from cua_rl.envs.backends.simdesk.fs import HOME, WORDS
 from cua_rl.envs.backends.simdesk.textwidgets import TextField
 from cua_rl.envs.backends.simdesk.widgets import ListView
@@ -25,26 +25,23 @@ NOTES = "notes.txt"
 
 
 def _word(rng: np.random.Generator, avoid: tuple[str, ...] = ()) -> str:
-    pool = [w for w in WORDS if w not in avoid]
-    return pool[int(rng.integers(len(pool)))]
+    return pick(rng, [w for w in WORDS if w not in avoid])
 
 
 def _check_word(family: str, key: str, value: str) -> None:
     if not value or not value.isascii() or "\n" in value:
-        raise TaskSpecError(f"family {family!r}: param {key!r} must be a non-empty ASCII word, "
-                            f"got {value!r}")
+        raise param_error(family, key, "a non-empty ASCII word", value)
 
 
 def open_file_plan(ops: Ops, name: str) -> tuple[EditorApp | None, Action | None]:
     """Progress toward an editor showing ``name``: (the editor, None) once it is open, else
     (None, the next action: launch the editor, Ctrl+O, double-click the file's row)."""
-    eds = ops.desk.apps_of(EditorApp)
-    for ed in eds:
+    for ed in ops.desk.apps_of(EditorApp):
         if ed.path == f"{HOME}/{name}":
             return ed, None
-    if not eds:
-        return None, ops.launch("editor")
-    ed = eds[-1]
+    ed, act = ops.app_or_launch(EditorApp)
+    if ed is None:
+        return None, act
     if ed.open_dialog is not None:
         lv = ed.dialog_widgets["open_list"]
         assert isinstance(lv, ListView)
@@ -60,7 +57,7 @@ def _type_sample(rng: np.random.Generator) -> dict[str, Any]:
     a, b, c = (_word(rng) for _ in range(3))
     forms = (f"The {a} is next to the {b}.", f"Buy a {a} and a {b} today.",
              f"My {a} likes the {b} and the {c}.", f"Remember the {a} near the {b}.")
-    return {"sentence": forms[int(rng.integers(len(forms)))]}
+    return {"sentence": pick(rng, forms)}
 
 
 def _type_setup(desk: Desktop, p: Params) -> None:
@@ -72,10 +69,9 @@ def _type_check(desk: Desktop, p: Params) -> bool:
 
 
 def _type_plan(ops: Ops, p: Params) -> Action | None:
-    eds = ops.desk.apps_of(EditorApp)
-    if not eds:
-        return ops.launch("editor")
-    ed = eds[-1]
+    ed, act = ops.app_or_launch(EditorApp)
+    if ed is None:
+        return act
     if ed.text.text.strip() == p["sentence"]:
         return None
     return ops.type_into(ed.main, ed.text, p["sentence"])
@@ -121,9 +117,8 @@ def _find_plan(ops: Ops, p: Params) -> Action | None:
         return None
     if not ed.find_visible:
         return ops.key(ed.main, "ctrl", "f")
-    if ed.find_field.text != p["word"]:
-        return ops.type_into(ed.main, ed.find_field, p["word"])
-    return ops.click_widget(ed.main, ed.find_button)
+    return (ops.fill(ed.main, (ed.find_field, p["word"]))
+            or ops.click_widget(ed.main, ed.find_button))
 
 
 EDITOR_FIND = TaskFamily(
@@ -149,7 +144,7 @@ def _rsa_sample(rng: np.random.Generator) -> dict[str, Any]:
     find = _word(rng)
     replace = _word(rng, (find,))
     names = ("notes_v2.txt", "clean_notes.txt", f"{replace}_notes.txt", "summary.txt")
-    return {"find": find, "replace": replace, "save_as": names[int(rng.integers(len(names)))]}
+    return {"find": find, "replace": replace, "save_as": pick(rng, names)}
 
 
 def _rsa_validate(p: Params) -> None:
@@ -159,8 +154,8 @@ def _rsa_validate(p: Params) -> None:
         raise TaskSpecError("family 'editor_replace_save_as': param 'replace' must not contain "
                             f"'find' ({p['find']!r} in {p['replace']!r})")
     if p["save_as"] == NOTES or "/" in p["save_as"]:
-        raise TaskSpecError("family 'editor_replace_save_as': param 'save_as' must be a new file "
-                            f"name other than {NOTES!r}, got {p['save_as']!r}")
+        raise param_error("editor_replace_save_as", "save_as",
+                          f"a new file name other than {NOTES!r}", p["save_as"])
 
 
 def _rsa_setup(desk: Desktop, p: Params) -> None:
@@ -191,19 +186,14 @@ def _rsa_plan(ops: Ops, p: Params) -> Action | None:
             return ops.key(ed.main, "ctrl", "h")
         what, with_ = ed.dialog_widgets["replace_find"], ed.dialog_widgets["replace_with"]
         assert isinstance(what, TextField) and isinstance(with_, TextField)
-        if what.text != p["find"]:
-            return ops.type_into(d, what, p["find"])
-        if with_.text != p["replace"]:
-            return ops.type_into(d, with_, p["replace"])
-        return ops.click_widget(d, d.find("Replace all"))
+        return (ops.fill(d, (what, p["find"]), (with_, p["replace"]))
+                or ops.click_widget(d, d.find("Replace all")))
     d = ed.save_dialog
     if d is None:
         return ops.menu(ed.main, "File", "Save As...")
     field = ed.dialog_widgets["save_field"]
     assert isinstance(field, TextField)
-    if field.text != p["save_as"]:
-        return ops.type_into(d, field, p["save_as"])
-    return ops.click_widget(d, d.find("Save"))
+    return ops.fill(d, (field, p["save_as"])) or ops.click_widget(d, d.find("Save"))
 
 
 EDITOR_REPLACE_SAVE_AS = TaskFamily(

@@ -10,12 +10,13 @@ and a stuck detector on top of any plan.
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from cua_rl.actions import Action, Click, Done, Fail, Hotkey, Move, Type, Wait
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.simdesk.apps import App
 from cua_rl.envs.backends.simdesk.desktop import Desktop
 from cua_rl.envs.backends.simdesk.menus import MenuBar
 from cua_rl.envs.backends.simdesk.render import Rect, contains
@@ -27,6 +28,8 @@ if TYPE_CHECKING:
     from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 
 __all__ = ["Ops", "SimDeskExpert", "run_expert"]
+
+A = TypeVar("A", bound=App)
 
 
 class Ops:
@@ -134,6 +137,20 @@ class Ops:
         if field.text and not field.all_selected():
             return Hotkey(("ctrl", "a"))
         return Type(text)
+
+    def fill(self, window: Window, *fields: tuple[TextField | TextArea, str]) -> Action | None:
+        """The next action toward each ``(field, text)`` holding its text (the first field that
+        does not yet is typed into), None once they all do."""
+        for field, text in fields:
+            if field.text != text:
+                return self.type_into(window, field, text)
+        return None
+
+    def app_or_launch(self, cls: type[A]) -> tuple[A | None, Action | None]:
+        """(The newest running app of type ``cls``, None), or (None, the action that launches
+        it from its desktop icon, ``cls.name``)."""
+        apps = self.desk.apps_of(cls)
+        return (apps[-1], None) if apps else (None, self.launch(cls.name))
 
     def launch(self, app: str) -> Action:
         """Double-click the desktop icon of ``app``."""

@@ -1,10 +1,11 @@
-"""The task-family extension point: :class:`TaskFamily` and shared set-up helpers."""
+"""The task-family extension point: :class:`TaskFamily` and helpers shared by the families
+(sampling, parameter errors, set-up)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
@@ -16,13 +17,19 @@ if TYPE_CHECKING:
     from cua_rl.envs.backends.simdesk.desktop import Desktop
     from cua_rl.envs.backends.simdesk.expert import Ops
 
-__all__ = ["Params", "Plan", "TaskFamily", "populate_home"]
+__all__ = ["Params", "Plan", "TaskFamily", "no_vocabulary", "param_error", "pick", "populate_home"]
 
+T = TypeVar("T")
 Params = Mapping[str, Any]
 Plan = Callable[["Ops", Params], "Action | None"]
 """An expert plan: the next action toward the goal given the live desktop (through ``Ops``), or
 None when the goal is visibly reached. It must be reactive (a function of what is on screen), so
 that it re-plans after a mistake, a popup or a loading screen."""
+
+
+def no_vocabulary(params: Params) -> tuple[str, ...]:
+    """The vocabulary of a family whose tasks need nothing typed: ``()``."""
+    return ()
 
 
 @dataclass(frozen=True)
@@ -38,9 +45,9 @@ class TaskFamily:
         templates: Instruction templates (ASCII, ``str.format`` over the params).
         setup: Puts the desktop in the initial state (runs with loading screens disabled).
         check: The ground-truth checker on the simulator's internal state.
-        vocabulary_fn: Strings a compact policy would need to type.
         plan: The expert plan (see :data:`Plan`).
         min_steps: Fewest actions (Done excluded) an expert needs without noise.
+        vocabulary_fn: Strings a compact policy would need to type (default: none).
         validate: Extra parameter checks; raise TaskSpecError naming the field.
     """
 
@@ -52,9 +59,9 @@ class TaskFamily:
     templates: tuple[str, ...]
     setup: Callable[[Desktop, Params], None]
     check: Callable[[Desktop, Params], bool]
-    vocabulary_fn: Callable[[Params], tuple[str, ...]]
     plan: Plan
     min_steps: int
+    vocabulary_fn: Callable[[Params], tuple[str, ...]] = no_vocabulary
     validate: Callable[[Params], None] | None = None
 
     def instruction(self, params: Params, rng: np.random.Generator | None = None) -> str:
@@ -82,10 +89,7 @@ class TaskFamily:
                     f"family {self.name!r}: missing param {key!r}; required: {sorted(self.params)}"
                 )
             if not isinstance(out[key], typ):
-                raise TaskSpecError(
-                    f"family {self.name!r}: param {key!r} must be {typ.__name__}, "
-                    f"got {out[key]!r}"
-                )
+                raise param_error(self.name, key, typ.__name__, out[key])
         unknown = sorted(set(out) - set(self.params))
         if unknown:
             raise TaskSpecError(
@@ -94,6 +98,24 @@ class TaskFamily:
         if self.validate is not None:
             self.validate(out)
         return out
+
+
+def pick(rng: np.random.Generator, seq: Sequence[T]) -> T:
+    """An element of ``seq`` drawn uniformly with one ``rng.integers(len(seq))`` call.
+
+    >>> pick(np.random.default_rng(0), ("a", "b", "c"))
+    'c'
+    """
+    return seq[int(rng.integers(len(seq)))]
+
+
+def param_error(family: str, key: str, must: str, got: Any) -> TaskSpecError:
+    """The error for a parameter that breaks a rule, naming the family, the field and the value.
+
+    >>> str(param_error("editor_find", "word", "a non-empty ASCII word", ""))
+    "family 'editor_find': param 'word' must be a non-empty ASCII word, got ''"
+    """
+    return TaskSpecError(f"family {family!r}: param {key!r} must be {must}, got {got!r}")
 
 
 def populate_home(

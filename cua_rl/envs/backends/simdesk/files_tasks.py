@@ -24,7 +24,7 @@ from cua_rl.actions import Action, Click, Drag, Scroll
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.desktop import Desktop
 from cua_rl.envs.backends.simdesk.editor import EditorApp
-from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, populate_home
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, param_error, pick, populate_home
 from cua_rl.envs.backends.simdesk.files import (
     APP,
     TEXT_EXTS,
@@ -61,8 +61,7 @@ def folder_path(folder: str) -> str:
 def _file_name(rng: np.random.Generator, exts: tuple[str, ...], avoid: tuple[str, ...] = ()
                ) -> str:
     while True:
-        name = (WORDS[int(rng.integers(len(WORDS)))] + _SUFFIXES[int(rng.integers(len(_SUFFIXES)))]
-                + exts[int(rng.integers(len(exts)))])
+        name = pick(rng, WORDS) + pick(rng, _SUFFIXES) + pick(rng, exts)
         if name not in avoid:
             return name
 
@@ -101,8 +100,8 @@ def _place(desk: Desktop, folder: str, name: str | None = None) -> str:
 def _check_name(family: str, key: str, value: str, exts: tuple[str, ...] = ()) -> None:
     if (not value or not value.isascii() or not value.isprintable() or "/" in value
             or value.startswith(".") or value.strip() != value or len(value) > 40):
-        raise TaskSpecError(f"family {family!r}: param {key!r} must be a file or folder name "
-                            f"(ASCII, no '/', not hidden, at most 40 characters), got {value!r}")
+        raise param_error(family, key, "a file or folder name (ASCII, no '/', not hidden, at "
+                          "most 40 characters)", value)
     if value in _RESERVED:
         raise TaskSpecError(f"family {family!r}: param {key!r} must not be a standard folder "
                             f"name {_RESERVED}, got {value!r}")
@@ -115,8 +114,19 @@ def _check_folder(family: str, key: str, value: str) -> None:
     parts = value.split("/")
     if value != "Home" and (parts[0] in ("Home", "Trash") or any(
             not q or q.startswith(".") or not q.isascii() or not q.isprintable() for q in parts)):
-        raise TaskSpecError(f"family {family!r}: param {key!r} must be 'Home' or a folder path "
-                            f"relative to home such as 'Documents/Drafts', got {value!r}")
+        raise param_error(family, key, "'Home' or a folder path relative to home such as "
+                          "'Documents/Drafts'", value)
+
+
+def _check_differ(family: str, p: Params, key: str, other: str) -> None:
+    if p[key] == p[other]:
+        raise TaskSpecError(f"family {family!r}: param {key!r} must differ from {other!r}, "
+                            f"got {p[key]!r} twice")
+
+
+def _check_file_in_folder(family: str, p: Params, exts: tuple[str, ...] = ()) -> None:
+    _check_name(family, "file", p["file"], exts)
+    _check_folder(family, "folder", p["folder"])
 
 
 def _expect(desk: Desktop, change: Callable[[VirtualFS], object]) -> bool:
@@ -137,11 +147,6 @@ def _variant(p: Params) -> bool:
 
 
 # -- plan helpers ----------------------------------------------------------------------------
-def _app(ops: Ops) -> tuple[FilesApp | None, Action | None]:
-    apps = ops.desk.apps_of(FilesApp)
-    return (apps[-1], None) if apps else (None, ops.launch("files"))
-
-
 def _row(ops: Ops, app: FilesApp, name: str, clicks: int = 1) -> Action:
     """Click row ``name`` of the file list (scrolling it into view first)."""
     lv = app.list
@@ -201,7 +206,7 @@ def _select_then(ops: Ops, app: FilesApp, name: str, key: str, button: str, p: P
 def _rename_sample(rng: np.random.Generator) -> dict[str, Any]:
     file = _file_name(rng, (".txt", ".md", ".csv"))
     ext = "." + file.rpartition(".")[2]
-    return {"file": file, "folder": FOLDERS[int(rng.integers(len(FOLDERS)))],
+    return {"file": file, "folder": pick(rng, FOLDERS),
             "new_name": _file_name(rng, (ext,), (file,))}
 
 
@@ -209,9 +214,7 @@ def _rename_validate(p: Params) -> None:
     _check_name("files_rename", "file", p["file"])
     _check_name("files_rename", "new_name", p["new_name"])
     _check_folder("files_rename", "folder", p["folder"])
-    if p["new_name"] == p["file"]:
-        raise TaskSpecError(f"family 'files_rename': param 'new_name' must differ from 'file', "
-                            f"got {p['new_name']!r} twice")
+    _check_differ("files_rename", p, "new_name", "file")
 
 
 def _rename_setup(desk: Desktop, p: Params) -> None:
@@ -226,14 +229,12 @@ def _rename_check(desk: Desktop, p: Params) -> bool:
 
 
 def _rename_plan(ops: Ops, p: Params) -> Action | None:
-    app, act = _app(ops)
+    app, act = ops.app_or_launch(FilesApp)
     if app is None:
         return act
     folder, name, new = folder_path(p["folder"]), p["file"], p["new_name"]
     if app.renaming == name and app.folder == folder:
-        if app.rename_field.text != new:
-            return ops.type_into(app.main, app.rename_field, new)
-        return ops.key(app.main, "enter")
+        return ops.fill(app.main, (app.rename_field, new)) or ops.key(app.main, "enter")
     act = _goto(ops, app, folder)
     if act is not None or name not in app.list.items:
         return act  # None: the file is gone (renamed, or never there)
@@ -266,17 +267,12 @@ def _file_setup(desk: Desktop, p: Params) -> None:
     _place(desk, p["folder"], p["file"])
 
 
-def _delete_validate(p: Params) -> None:
-    _check_name("files_delete", "file", p["file"])
-    _check_folder("files_delete", "folder", p["folder"])
-
-
 def _delete_check(desk: Desktop, p: Params) -> bool:
     return _expect(desk, lambda fs: fs.delete(f"{folder_path(p['folder'])}/{p['file']}"))
 
 
 def _delete_plan(ops: Ops, p: Params) -> Action | None:
-    app, act = _app(ops)
+    app, act = ops.app_or_launch(FilesApp)
     if app is None:
         return act
     folder, name = folder_path(p["folder"]), p["file"]
@@ -296,16 +292,15 @@ FILES_DELETE = TaskFamily(
     app="files",
     params={"file": str, "folder": str},
     sample_params=lambda rng: {"file": _file_name(rng, (".txt", ".md", ".csv", ".log")),
-                               "folder": FOLDERS[int(rng.integers(len(FOLDERS)))]},
+                               "folder": pick(rng, FOLDERS)},
     templates=("Delete {file} from the {folder} folder using the Files app.",
                "Open Files, go to {folder} and move '{file}' to the Trash.",
                "Remove the file {file} in {folder}; leave every other file alone."),
     setup=_file_setup,
     check=_delete_check,
-    vocabulary_fn=lambda p: (),
     plan=_delete_plan,
     min_steps=4,
-    validate=_delete_validate,
+    validate=lambda p: _check_file_in_folder("files_delete", p),
 )
 
 
@@ -320,9 +315,7 @@ def _move_validate(p: Params) -> None:
     _check_name("files_move", "file", p["file"])
     for key in ("source", "dest"):
         _check_folder("files_move", key, p[key])
-    if p["source"] == p["dest"]:
-        raise TaskSpecError(f"family 'files_move': param 'dest' must differ from 'source', "
-                            f"got {p['dest']!r} twice")
+    _check_differ("files_move", p, "dest", "source")
 
 
 def _move_setup(desk: Desktop, p: Params) -> None:
@@ -348,7 +341,7 @@ def _drop_target(app: FilesApp, folder: str) -> Rect | None:
 
 
 def _move_plan(ops: Ops, p: Params) -> Action | None:
-    app, act = _app(ops)
+    app, act = ops.app_or_launch(FilesApp)
     if app is None:
         return act
     name, src, dst = p["file"], folder_path(p["source"]), folder_path(p["dest"])
@@ -379,7 +372,6 @@ FILES_MOVE = TaskFamily(
                "The file {file} in {source} belongs in {dest}: move it there with Files."),
     setup=_move_setup,
     check=_move_check,
-    vocabulary_fn=lambda p: (),
     plan=_move_plan,
     min_steps=2,
     validate=_move_validate,
@@ -387,11 +379,6 @@ FILES_MOVE = TaskFamily(
 
 
 # -- files_open ------------------------------------------------------------------------------
-def _open_validate(p: Params) -> None:
-    _check_name("files_open", "file", p["file"], TEXT_EXTS)
-    _check_folder("files_open", "folder", p["folder"])
-
-
 def _open_check(desk: Desktop, p: Params) -> bool:
     path = f"{folder_path(p['folder'])}/{p['file']}"
     return _expect(desk, lambda fs: None) and any(
@@ -402,7 +389,7 @@ def _open_plan(ops: Ops, p: Params) -> Action | None:
     folder, name = folder_path(p["folder"]), p["file"]
     if any(ed.path == f"{folder}/{name}" for ed in ops.desk.apps_of(EditorApp)):
         return None
-    app, act = _app(ops)
+    app, act = ops.app_or_launch(FilesApp)
     if app is None:
         return act
     act = _goto(ops, app, folder)
@@ -419,16 +406,15 @@ FILES_OPEN = TaskFamily(
     app="files",
     params={"file": str, "folder": str},
     sample_params=lambda rng: {"file": _file_name(rng, (".txt", ".md")),
-                               "folder": FOLDERS[int(rng.integers(len(FOLDERS)))]},
+                               "folder": pick(rng, FOLDERS)},
     templates=("Open {file} from the {folder} folder in the Files app.",
                "Use the file manager to open '{file}' (in {folder}) in the text editor.",
                "In Files, go to {folder} and open the file {file}."),
     setup=_file_setup,
     check=_open_check,
-    vocabulary_fn=lambda p: (),
     plan=_open_plan,
     min_steps=2,
-    validate=_open_validate,
+    validate=lambda p: _check_file_in_folder("files_open", p, TEXT_EXTS),
 )
 
 
@@ -452,14 +438,12 @@ def _nf_check(desk: Desktop, p: Params) -> bool:
 
 
 def _nf_plan(ops: Ops, p: Params) -> Action | None:
-    app, act = _app(ops)
+    app, act = ops.app_or_launch(FilesApp)
     if app is None:
         return act
     parent, name = folder_path(p["parent"]), p["name"]
     if app.renaming is not None and app.folder == parent and app.renaming.startswith("New Fol"):
-        if app.rename_field.text != name:
-            return ops.type_into(app.main, app.rename_field, name)
-        return ops.key(app.main, "enter")
+        return ops.fill(app.main, (app.rename_field, name)) or ops.key(app.main, "enter")
     act = _goto(ops, app, parent)
     if act is not None:
         return act
@@ -479,8 +463,8 @@ FILES_NEW_FOLDER = TaskFamily(
     description="Create a named folder inside a given folder with the Files app.",
     app="files",
     params={"name": str, "parent": str},
-    sample_params=lambda rng: {"name": _NEW_FOLDERS[int(rng.integers(len(_NEW_FOLDERS)))],
-                               "parent": FOLDERS[int(rng.integers(len(FOLDERS)))]},
+    sample_params=lambda rng: {"name": pick(rng, _NEW_FOLDERS),
+                               "parent": pick(rng, FOLDERS)},
     templates=("Create a new folder named {name} inside {parent}.",
                "In the Files app, make a folder called '{name}' in the {parent} folder.",
                "Add an empty folder {name} to {parent} using the file manager."),

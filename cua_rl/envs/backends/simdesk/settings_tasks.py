@@ -12,6 +12,7 @@ others), then clicks Apply and answers the display dialog.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
@@ -19,7 +20,7 @@ import numpy as np
 from cua_rl.actions import Action
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.desktop import Desktop
-from cua_rl.envs.backends.simdesk.family import Params, TaskFamily
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, no_vocabulary, param_error, pick
 from cua_rl.envs.backends.simdesk.fs import WORDS
 from cua_rl.envs.backends.simdesk.settings import (
     APP,
@@ -46,10 +47,6 @@ _NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9-]{0,23}")
 _MULTI_MIN = 6
 
 
-def _pick(rng: np.random.Generator, seq: tuple[Any, ...] | list[Any]) -> Any:
-    return seq[int(rng.integers(len(seq)))]
-
-
 def _bool(state: str) -> bool:
     return state == "on"
 
@@ -59,8 +56,8 @@ def _other(desk: Desktop, s: Setting, target: Value) -> Value:
     if isinstance(target, bool):
         return not target
     if s.kind == "text":
-        return _pick(desk.rng, [n for n in _DEVICE_NAMES if n != target])
-    return _pick(desk.rng, [o for o in s.options if o != target])
+        return pick(desk.rng, [n for n in _DEVICE_NAMES if n != target])
+    return pick(desk.rng, [o for o in s.options if o != target])
 
 
 def _setup(desk: Desktop, targets: dict[str, Value]) -> None:
@@ -72,9 +69,9 @@ def _setup(desk: Desktop, targets: dict[str, Value]) -> None:
         if s.kind in ("switch", "checkbox"):
             values[s.key] = bool(desk.rng.random() < 0.5)
         elif s.kind == "choice":
-            values[s.key] = _pick(desk.rng, s.options)
+            values[s.key] = pick(desk.rng, s.options)
         else:
-            values[s.key] = _pick(desk.rng, _DEVICE_NAMES)
+            values[s.key] = pick(desk.rng, _DEVICE_NAMES)
     for key, target in targets.items():
         values[key] = _other(desk, BY_KEY[key], target)
     init_settings(desk, values)
@@ -113,10 +110,9 @@ def settings_plan(ops: Ops, targets: dict[str, Value]) -> Action | None:
     target, else Revert), sets each target control (target pages in list order) and puts any
     other changed control back, then clicks Apply.
     """
-    apps = ops.desk.apps_of(SettingsApp)
-    if not apps:
-        return ops.launch("settings")
-    app = apps[0]
+    app, act = ops.app_or_launch(SettingsApp)  # a single instance
+    if app is None:
+        return act
     d = app.confirm_dialog
     if d is not None:
         ok = all(targets.get(k) == app.shown(k) for k in app.unconfirmed)
@@ -138,9 +134,27 @@ def settings_plan(ops: Ops, targets: dict[str, Value]) -> Action | None:
 def _check_choice(family: str, field: str, label: str, allowed: tuple[Setting, ...]) -> Setting:
     s = BY_LABEL.get(label)
     if s is None or s not in allowed:
-        raise TaskSpecError(f"family {family!r}: param {field!r} must be one of "
-                            f"{[a.label for a in allowed]}, got {label!r}")
+        raise param_error(family, field, f"one of {[a.label for a in allowed]}", label)
     return s
+
+
+def _settings_family(
+    *, name: str, description: str, params: dict[str, type],
+    sample_params: Callable[[np.random.Generator], dict[str, Any]], templates: tuple[str, ...],
+    targets: Callable[[Params], dict[str, Value]], min_steps: int,
+    validate: Callable[[Params], None],
+    vocabulary_fn: Callable[[Params], tuple[str, ...]] = no_vocabulary,
+) -> TaskFamily:
+    """A Settings family whose set-up (:func:`_setup`), checker (:func:`settings_check`) and
+    plan (:func:`settings_plan`) all work toward the settings ``targets(params)``."""
+    return TaskFamily(
+        name=name, description=description, app="settings", params=params,
+        sample_params=sample_params, templates=templates,
+        setup=lambda desk, p: _setup(desk, targets(p)),
+        check=lambda desk, p: settings_check(desk, targets(p)),
+        plan=lambda ops, p: settings_plan(ops, targets(p)),
+        min_steps=min_steps, vocabulary_fn=vocabulary_fn, validate=validate,
+    )
 
 
 # -- settings_toggle ---------------------------------------------------------------------------
@@ -151,24 +165,19 @@ def _toggle_targets(p: Params) -> dict[str, Value]:
 def _toggle_validate(p: Params) -> None:
     _check_choice("settings_toggle", "setting", p["setting"], _BOOLS)
     if p["state"] not in ("on", "off"):
-        raise TaskSpecError(f"family 'settings_toggle': param 'state' must be 'on' or 'off', "
-                            f"got {p['state']!r}")
+        raise param_error("settings_toggle", "state", "'on' or 'off'", p["state"])
 
 
-SETTINGS_TOGGLE = TaskFamily(
+SETTINGS_TOGGLE = _settings_family(
     name="settings_toggle",
     description="Turn one switch or checkbox of the Settings app on or off and apply it.",
-    app="settings",
     params={"setting": str, "state": str},
-    sample_params=lambda rng: {"setting": _pick(rng, _BOOLS).label,
-                               "state": _pick(rng, ("on", "off"))},
+    sample_params=lambda rng: {"setting": pick(rng, _BOOLS).label,
+                               "state": pick(rng, ("on", "off"))},
     templates=("Open Settings, turn {state} '{setting}' and apply the change.",
                "In the Settings app, switch {setting} {state}, then click Apply.",
                "Use Settings to turn {state} {setting}; make sure the change is applied."),
-    setup=lambda desk, p: _setup(desk, _toggle_targets(p)),
-    check=lambda desk, p: settings_check(desk, _toggle_targets(p)),
-    vocabulary_fn=lambda p: (),
-    plan=lambda ops, p: settings_plan(ops, _toggle_targets(p)),
+    targets=_toggle_targets,
     min_steps=3,
     validate=_toggle_validate,
 )
@@ -177,36 +186,32 @@ SETTINGS_TOGGLE = TaskFamily(
 # -- settings_dropdown -------------------------------------------------------------------------
 def _dropdown_sample(rng: np.random.Generator) -> dict[str, Any]:
     confirm = tuple(s for s in _CHOICES if s.confirm)
-    s = _pick(rng, confirm if rng.random() < 0.4 else _CHOICES)
-    return {"setting": s.label, "value": _pick(rng, s.options)}
+    s = pick(rng, confirm if rng.random() < 0.4 else _CHOICES)
+    return {"setting": s.label, "value": pick(rng, s.options)}
 
 
 def _dropdown_validate(p: Params) -> None:
     s = _check_choice("settings_dropdown", "setting", p["setting"], _CHOICES)
     if p["value"] not in s.options:
-        raise TaskSpecError(f"family 'settings_dropdown': param 'value' must be one of "
-                            f"{list(s.options)} for {s.label!r}, got {p['value']!r}")
+        raise param_error("settings_dropdown", "value", f"one of {list(s.options)} for {s.label!r}",
+                          p["value"])
 
 
 def _dropdown_targets(p: Params) -> dict[str, Value]:
     return {BY_LABEL[p["setting"]].key: p["value"]}
 
 
-SETTINGS_DROPDOWN = TaskFamily(
+SETTINGS_DROPDOWN = _settings_family(
     name="settings_dropdown",
     description="Choose a value in one drop-down of the Settings app, apply it and keep it "
                 "when the display settings ask for confirmation.",
-    app="settings",
     params={"setting": str, "value": str},
     sample_params=_dropdown_sample,
     templates=("Open Settings and set {setting} to {value}, then apply it.",
                "In Settings, change '{setting}' to '{value}' and apply (keep the change if "
                "asked).",
                "Set the {setting} setting to {value} in the Settings app and click Apply."),
-    setup=lambda desk, p: _setup(desk, _dropdown_targets(p)),
-    check=lambda desk, p: settings_check(desk, _dropdown_targets(p)),
-    vocabulary_fn=lambda p: (),
-    plan=lambda ops, p: settings_plan(ops, _dropdown_targets(p)),
+    targets=_dropdown_targets,
     min_steps=4,
     validate=_dropdown_validate,
 )
@@ -264,8 +269,8 @@ def _multi_sample(rng: np.random.Generator) -> dict[str, Any]:
         cats = [CATEGORIES[int(i)][0] for i in rng.permutation(len(CATEGORIES))]
         items: list[tuple[Setting, Value]] = []
         for cat in cats[: int(rng.integers(2, 4))]:
-            s = _pick(rng, tuple(x for x in (*_BOOLS, *_CHOICES) if x.category == cat))
-            items.append((s, _pick(rng, s.options) if s.kind == "choice"
+            s = pick(rng, tuple(x for x in (*_BOOLS, *_CHOICES) if x.category == cat))
+            items.append((s, pick(rng, s.options) if s.kind == "choice"
                           else bool(rng.random() < 0.5)))
         if _multi_steps(items) >= _MULTI_MIN:
             return {"changes": "; ".join(f"{s.label}: {s.show(v)}" for s, v in items)}
@@ -275,20 +280,16 @@ def _multi_targets(p: Params) -> dict[str, Value]:
     return {s.key: v for s, v in parse_changes(p["changes"])}
 
 
-SETTINGS_MULTI = TaskFamily(
+SETTINGS_MULTI = _settings_family(
     name="settings_multi",
     description="Change 2-3 settings on different pages of the Settings app, then apply them.",
-    app="settings",
     params={"changes": str},
     sample_params=_multi_sample,
     templates=("In Settings, make these changes and apply them: {changes}.",
                "Open the Settings app and configure the following, then click Apply: "
                "{changes}.",
                "Change these settings and apply (keep display changes if asked): {changes}."),
-    setup=lambda desk, p: _setup(desk, _multi_targets(p)),
-    check=lambda desk, p: settings_check(desk, _multi_targets(p)),
-    vocabulary_fn=lambda p: (),
-    plan=lambda ops, p: settings_plan(ops, _multi_targets(p)),
+    targets=_multi_targets,
     min_steps=_MULTI_MIN,
     validate=_multi_validate,
 )
@@ -299,30 +300,27 @@ _DEVICE_NAMES = ("simdesk-pc", "office-laptop", "home-desktop", "work-station", 
 
 
 def _rename_sample(rng: np.random.Generator) -> dict[str, Any]:
-    suffix = _pick(rng, ("pc", "laptop", "desktop", "tablet"))
-    return {"name": f"{_pick(rng, WORDS)}-{suffix}"}
+    suffix = pick(rng, ("pc", "laptop", "desktop", "tablet"))
+    return {"name": f"{pick(rng, WORDS)}-{suffix}"}
 
 
 def _rename_validate(p: Params) -> None:
     if not _NAME_RE.fullmatch(p["name"]):
-        raise TaskSpecError(f"family 'settings_rename_device': param 'name' must be 1-24 "
-                            f"letters, digits or '-' (not first), got {p['name']!r}")
+        raise param_error("settings_rename_device", "name",
+                          "1-24 letters, digits or '-' (not first)", p["name"])
 
 
-SETTINGS_RENAME_DEVICE = TaskFamily(
+SETTINGS_RENAME_DEVICE = _settings_family(
     name="settings_rename_device",
     description="Type a new device name on the System page of Settings and apply it.",
-    app="settings",
     params={"name": str},
     sample_params=_rename_sample,
     templates=("Rename this computer to '{name}' in Settings and apply the change.",
                "Open Settings, go to System and set the device name to {name}, then click "
                "Apply.",
                "Change the device name to \"{name}\" using the Settings app."),
-    setup=lambda desk, p: _setup(desk, {"device_name": p["name"]}),
-    check=lambda desk, p: settings_check(desk, {"device_name": p["name"]}),
+    targets=lambda p: {"device_name": p["name"]},
     vocabulary_fn=lambda p: (p["name"],),
-    plan=lambda ops, p: settings_plan(ops, {"device_name": p["name"]}),
     min_steps=6,
     validate=_rename_validate,
 )

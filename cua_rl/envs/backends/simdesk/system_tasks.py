@@ -10,7 +10,7 @@ from cua_rl.actions import Action
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.desktop import Desktop
 from cua_rl.envs.backends.simdesk.editor import EditorApp
-from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, populate_home
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, param_error, pick, populate_home
 from cua_rl.envs.backends.simdesk.fs import HOME
 from cua_rl.envs.backends.simdesk.widgets import Button, Label
 from cua_rl.envs.backends.simdesk.windows import Window
@@ -31,11 +31,10 @@ _FILES = ("notes.txt", "todo.txt", "report.txt")
 
 # -- click_ok --------------------------------------------------------------------------------
 def _ok_sample(rng: np.random.Generator) -> dict[str, Any]:
-    extra = ("Help", "Retry", "Details")[int(rng.integers(3))]
+    extra = pick(rng, ("Help", "Retry", "Details"))
     buttons = ["OK", "Cancel", extra]
     order = rng.permutation(3)
-    return {"title": _TITLES[int(rng.integers(len(_TITLES)))],
-            "message": _MESSAGES[int(rng.integers(len(_MESSAGES)))],
+    return {"title": pick(rng, _TITLES), "message": pick(rng, _MESSAGES),
             "buttons": [buttons[int(i)] for i in order]}
 
 
@@ -96,7 +95,6 @@ CLICK_OK = TaskFamily(
                "Press OK in the '{title}' dialog box."),
     setup=_ok_setup,
     check=_ok_check,
-    vocabulary_fn=lambda p: (),
     plan=_ok_plan,
     min_steps=1,
     validate=_ok_validate,
@@ -107,17 +105,16 @@ CLICK_OK = TaskFamily(
 def _cw_sample(rng: np.random.Generator) -> dict[str, Any]:
     n = int(rng.integers(2, 4))
     files = [_FILES[int(i)] for i in rng.permutation(3)[:n]]
-    return {"files": files, "target": files[int(rng.integers(n))]}
+    return {"files": files, "target": pick(rng, files)}
 
 
 def _cw_validate(p: Params) -> None:
     files = p["files"]
     if not 2 <= len(files) <= 3 or not set(files) <= set(_FILES) or len(set(files)) != len(files):
-        raise TaskSpecError(f"family 'close_window': param 'files' must be 2-3 distinct names "
-                            f"from {list(_FILES)}, got {files!r}")
+        raise param_error("close_window", "files", f"2-3 distinct names from {list(_FILES)}",
+                          files)
     if p["target"] not in files:
-        raise TaskSpecError(f"family 'close_window': param 'target' must be one of {files!r}, "
-                            f"got {p['target']!r}")
+        raise param_error("close_window", "target", f"one of {files!r}", p["target"])
 
 
 def _cw_setup(desk: Desktop, p: Params) -> None:
@@ -154,7 +151,6 @@ CLOSE_WINDOW = TaskFamily(
                "Only the window showing {target} should be closed."),
     setup=_cw_setup,
     check=_cw_check,
-    vocabulary_fn=lambda p: (),
     plan=_cw_plan,
     min_steps=1,
     validate=_cw_validate,

@@ -13,7 +13,7 @@ import numpy as np
 from cua_rl.actions import Action, Hotkey
 from cua_rl.envs.backends.simdesk.apps import AppSpec
 from cua_rl.envs.backends.simdesk.desktop import Desktop
-from cua_rl.envs.backends.simdesk.family import Params, TaskFamily
+from cua_rl.envs.backends.simdesk.family import Params, TaskFamily, param_error, pick
 from cua_rl.envs.backends.simdesk.fs import WORDS
 from cua_rl.envs.backends.simdesk.webform import (
     AGE_RANGE,
@@ -28,7 +28,6 @@ from cua_rl.envs.backends.simdesk.webform import (
     search_catalog,
     validate_signup,
 )
-from cua_rl.errors import TaskSpecError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.simdesk.expert import Ops
@@ -46,38 +45,30 @@ ADJECTIVES = ("Red", "Blue", "Green", "Small", "Large", "Classic", "Modern", "Vi
 ORDINALS = ("first", "second", "third")
 
 
-def _pick(rng: np.random.Generator, pool: tuple[str, ...]) -> str:
-    return pool[int(rng.integers(len(pool)))]
-
-
-def _fail(family: str, key: str, must: str, got: Any) -> TaskSpecError:
-    return TaskSpecError(f"family {family!r}: param {key!r} must be {must}, got {got!r}")
-
-
 # -- the sign-up form (webform_fill, webform_fix_errors) -------------------------------------
 def _signup_sample(rng: np.random.Generator) -> dict[str, Any]:
-    first, last = _pick(rng, FIRST_NAMES), _pick(rng, LAST_NAMES)
+    first, last = pick(rng, FIRST_NAMES), pick(rng, LAST_NAMES)
     return {"name": f"{first} {last}",
-            "email": f"{first.lower()}.{last.lower()}@{_pick(rng, DOMAINS)}",
-            "age": int(rng.integers(AGE_RANGE[0], 81)), "country": _pick(rng, COUNTRIES),
-            "plan": _pick(rng, PLANS), "newsletter": _pick(rng, ("yes", "no"))}
+            "email": f"{first.lower()}.{last.lower()}@{pick(rng, DOMAINS)}",
+            "age": int(rng.integers(AGE_RANGE[0], 81)), "country": pick(rng, COUNTRIES),
+            "plan": pick(rng, PLANS), "newsletter": pick(rng, ("yes", "no"))}
 
 
 def _signup_validate(family: str, p: Params) -> None:
     name = p["name"]
     if not name.strip() or name != name.strip() or not (name.isascii() and name.isprintable()) \
             or len(name) > 40:
-        raise _fail(family, "name", "a non-empty printable ASCII name of at most 40 characters "
-                    "without leading or trailing spaces", name)
+        raise param_error(family, "name", "a non-empty printable ASCII name of at most 40 "
+                          "characters without leading or trailing spaces", name)
     if not p["email"].isascii() or not email_valid(p["email"]):
-        raise _fail(family, "email", "a valid ASCII email address like name@example.com",
-                    p["email"])
+        raise param_error(family, "email", "a valid ASCII email address like name@example.com",
+                          p["email"])
     lo, hi = AGE_RANGE
     if isinstance(p["age"], bool) or not lo <= p["age"] <= hi:
-        raise _fail(family, "age", f"an int from {lo} to {hi}", p["age"])
+        raise param_error(family, "age", f"an int from {lo} to {hi}", p["age"])
     for key, allowed in (("country", COUNTRIES), ("plan", PLANS), ("newsletter", ("yes", "no"))):
         if p[key] not in allowed:
-            raise _fail(family, key, f"one of {list(allowed)}", p[key])
+            raise param_error(family, key, f"one of {list(allowed)}", p[key])
 
 
 def expected_submission(p: Params) -> dict[str, Any]:
@@ -90,17 +81,10 @@ def _signup_check(desk: Desktop, p: Params) -> bool:
     return desk.state.get("submissions") == [expected_submission(p)]
 
 
-def _browser(ops: Ops) -> tuple[BrowserApp | None, Action | None]:
-    """(the newest browser, None), or (None, launch it)."""
-    apps = ops.desk.apps_of(BrowserApp)
-    return (apps[-1], None) if apps else (None, ops.launch("browser"))
-
-
 def _goto(ops: Ops, app: BrowserApp, url: str) -> Action:
     """Type ``url`` into the address bar, then press Enter there."""
-    if app.address.text != url:
-        return ops.type_into(app.main, app.address, url)
-    return ops.focus_widget(app.main, app.address) or Hotkey(("enter",))
+    return (ops.fill(app.main, (app.address, url))
+            or ops.focus_widget(app.main, app.address) or Hotkey(("enter",)))
 
 
 def signup_plan(ops: Ops, p: Params) -> Action | None:
@@ -110,7 +94,7 @@ def signup_plan(ops: Ops, p: Params) -> Action | None:
         rec = app.last_submission
         if app.page == "thanks" and rec is not None and rec["name"] == p["name"]:
             return None
-    app, act = _browser(ops)
+    app, act = ops.app_or_launch(BrowserApp)
     if app is None:
         return act
     win, form = app.main, app.form
@@ -119,9 +103,10 @@ def signup_plan(ops: Ops, p: Params) -> Action | None:
         if signup is not None:
             return ops.click_widget(win, signup)
         return _goto(ops, app, SIGNUP_URL)
-    for key, text in (("name", p["name"]), ("email", p["email"]), ("age", str(p["age"]))):
-        if form.fields[key].text != text:
-            return ops.type_into(win, form.fields[key], text)
+    act = ops.fill(win, (form.fields["name"], p["name"]), (form.fields["email"], p["email"]),
+                   (form.fields["age"], str(p["age"])))
+    if act is not None:
+        return act
     dd = form.country
     if dd.selected != p["country"]:
         if dd.open:
@@ -176,28 +161,29 @@ def _bad_email(rng: np.random.Generator, email: str) -> str:
     local, _, domain = email.partition("@")
     forms = (f"{local}@{domain.rpartition('.')[0]}", f"{local}.{domain}",
              f"{local.replace('.', ' ')}@{domain}", f"{local}@@{domain}")
-    return _pick(rng, forms)
+    return pick(rng, forms)
 
 
 def _fix_sample(rng: np.random.Generator) -> dict[str, Any]:
     p = _signup_sample(rng)
     p["bad_email"] = _bad_email(rng, p["email"])
     bad_ages = ("12", "7", "150", "240", "abc", "-5")
-    p["bad_age"] = _pick(rng, bad_ages) if rng.random() < 0.6 else str(p["age"])
+    p["bad_age"] = pick(rng, bad_ages) if rng.random() < 0.6 else str(p["age"])
     return p
 
 
 def _fix_validate(p: Params) -> None:
     _signup_validate("webform_fix_errors", p)
     if not p["bad_email"].isascii() or email_valid(p["bad_email"]):
-        raise _fail("webform_fix_errors", "bad_email", "an invalid ASCII email address",
-                    p["bad_email"])
+        raise param_error("webform_fix_errors", "bad_email", "an invalid ASCII email address",
+                          p["bad_email"])
     bad_age, (lo, hi) = p["bad_age"], AGE_RANGE
     valid = {"name": "x", "email": "x@y.io", "country": "x", "terms": True}
     rejected = "age" in validate_signup({**valid, "age": bad_age})
     if not bad_age.isascii() or not (bad_age == str(p["age"]) or rejected):
-        raise _fail("webform_fix_errors", "bad_age",
-                    f"str(age) or an ASCII age the form rejects (outside {lo}..{hi})", bad_age)
+        raise param_error("webform_fix_errors", "bad_age",
+                          f"str(age) or an ASCII age the form rejects (outside {lo}..{hi})",
+                          bad_age)
 
 
 def _fix_setup(desk: Desktop, p: Params) -> None:
@@ -239,15 +225,15 @@ WEBFORM_FIX_ERRORS = TaskFamily(
 
 # -- webform_search --------------------------------------------------------------------------
 def _search_sample(rng: np.random.Generator) -> dict[str, Any]:
-    return {"query": _pick(rng, WORDS), "nth": _pick(rng, ORDINALS)}
+    return {"query": pick(rng, WORDS), "nth": pick(rng, ORDINALS)}
 
 
 def _search_validate(p: Params) -> None:
     q = p["query"]
     if not q.isascii() or not q.isalpha() or not q.islower():
-        raise _fail("webform_search", "query", "one lower-case ASCII word", q)
+        raise param_error("webform_search", "query", "one lower-case ASCII word", q)
     if p["nth"] not in ORDINALS:
-        raise _fail("webform_search", "nth", f"one of {list(ORDINALS)}", p["nth"])
+        raise param_error("webform_search", "nth", f"one of {list(ORDINALS)}", p["nth"])
 
 
 def _search_setup(desk: Desktop, p: Params) -> None:
@@ -256,8 +242,7 @@ def _search_setup(desk: Desktop, p: Params) -> None:
     adjs = [ADJECTIVES[int(i)] for i in rng.permutation(len(ADJECTIVES))]
     others = [w for w in WORDS if w != p["query"]]
     items = [f"{a} {p['query']}" for a in adjs[:hits]]
-    items += [f"{adjs[hits + i % 4]} {others[int(rng.integers(len(others)))]}"
-              for i in range(8)]
+    items += [f"{adjs[hits + i % 4]} {pick(rng, others)}" for i in range(8)]
     order = rng.permutation(len(items))
     desk.state["catalog"] = list(dict.fromkeys(items[int(i)] for i in order))
 
@@ -275,7 +260,7 @@ def _search_check(desk: Desktop, p: Params) -> bool:
 
 
 def _search_plan(ops: Ops, p: Params) -> Action | None:
-    app, act = _browser(ops)
+    app, act = ops.app_or_launch(BrowserApp)
     if app is None:
         return act
     win, n = app.main, ORDINALS.index(p["nth"])
@@ -291,9 +276,7 @@ def _search_plan(ops: Ops, p: Params) -> Action | None:
         if n >= len(page.results):
             return None  # visibly nothing to open
         return ops.click_widget(win, page.results[n])
-    if page.field.text != p["query"]:
-        return ops.type_into(win, page.field, p["query"])
-    return ops.click_widget(win, page.button)
+    return ops.fill(win, (page.field, p["query"])) or ops.click_widget(win, page.button)
 
 
 WEBFORM_SEARCH = TaskFamily(
