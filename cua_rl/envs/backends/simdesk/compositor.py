@@ -77,10 +77,12 @@ class Compositor:
             p.text_in((x, y, w, h), icon.spec.glyph, (255, 255, 255), size=max(10, h // 2))
             lr = (icon.rect[0], y + h + 2, icon.rect[2], m.line_h)
             p.text_in(lr, icon.spec.label, (255, 255, 255))
-        return np.asarray(img).copy()
+        return np.asarray(img)
 
     def _render_window(self, w: Window, active: bool) -> np.ndarray:
-        return np.asarray(w.render_image(self._painter, active)).copy()
+        # Layer images are only read (composited from), so Pillow's read-only array view is
+        # enough; the taskbar layer is written into (the clock) and keeps its own copy.
+        return np.asarray(w.render_image(self._painter, active))
 
     def _render_taskbar(self) -> np.ndarray:
         desk, m, t = self.desk, self.desk.m, self.desk.theme
@@ -109,7 +111,7 @@ class Compositor:
         y = (h - size) // 2 - 1
         self.textr.draw(img, x, y, head, size, t.taskbar_text)
         self.textr.draw(img, x + hw, y, tail, size, t.taskbar_text)
-        return np.asarray(img).copy()
+        return np.asarray(img)
 
     def _taskbar_key(self) -> object:
         d = self.desk
