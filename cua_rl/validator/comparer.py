@@ -1,0 +1,302 @@
+"""The combined state-equivalence decision: pixels, then accessibility text, then a model.
+
+**The combined decision** (:class:`StateComparer`). Tier-1 SAME is final. Otherwise, when both
+screens carry accessibility text with at least ``a11y_min_lines`` lines and ``use_a11y`` is on,
+equal :func:`~cua_rl.validator.a11y.a11y_key` means SAME and unequal DIFFERENT (the key ignores
+geometry, theme, clock, toasts and update popups). Otherwise an AMBIGUOUS pair (and a DIFFERENT
+one with ``tier2_on_different``) goes to the tier-2
+:class:`~cua_rl.validator.semantic.SemanticComparer` if there is one; without one, or when it
+fails, the pair is DIFFERENT: equal only when a tier says so.
+
+**Window jitter and theme noise across traces**, and what works without accessibility text:
+
+* clock: masked (a rectangle in ``Tier1Config.masks``, or detected from the training traces by
+  ``volatile.py``); pixels alone then suffice;
+* window jitter (moved / resized windows): pixels alone with ``max_shift`` >= the jitter see
+  through the moves, except the 1-3 tiles where a moved window covers or uncovers other content
+  (icons); those pairs stay AMBIGUOUS and need tier 2. Without ``max_shift`` a moved window is
+  DIFFERENT and the states of two runs do not merge;
+* colour theme / font size: nothing at the pixel level survives it. Tier 2 with
+  ``tier2_on_different=True`` (every pair tier 1 calls DIFFERENT costs a call, bounded while
+  learning by ``max_tier2_candidates`` per frame). (SimDesk draws the theme from the task seed,
+  so runs of one task instance share it; the tests swap colour channels to simulate it.)
+* toasts and popups over a state: AMBIGUOUS; tier 2 merges them with the state under them.
+  Pixels alone split the state, so a run with a toast over an essential screen FAILS;
+* loading screens: distinct screens, optional states whatever the tier.
+
+With accessibility text (SimDesk, AT-SPI on real desktops) geometry, theme, clock, toasts and
+update popups are all invisible to the key, and no model is needed; it is then the deciding
+tier for every pair tier 1 does not call SAME (tier 2 is not asked). When no tier can merge the
+screens of one state across runs, learning fails loudly (no shared start or terminal state)
+rather than silently.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import OrderedDict
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+from cua_rl.errors import ConfigError
+from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, a11y_key
+from cua_rl.validator.equivalence import (
+    Equivalence,
+    FrameFeatures,
+    Tier1Config,
+    Tier1Result,
+    compare_tier1,
+    prepare,
+)
+from cua_rl.validator.semantic import SemanticComparer
+from cua_rl.validator.traces import Frame
+
+__all__ = ["Decision", "EquivalenceConfig", "StateComparer"]
+
+
+def _check(cond: bool, name: str, value: object, allowed: str) -> None:
+    if not cond:
+        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
+
+
+@dataclass(frozen=True)
+class EquivalenceConfig:
+    """How tiers combine.
+
+    Attributes:
+        tier1: Pixel thresholds.
+        use_a11y: Decide non-SAME tier-1 pairs by the accessibility key when both screens have
+            accessibility text.
+        a11y_ignore: Regular expressions of accessibility nodes to ignore (with subtrees).
+        a11y_min_lines: An accessibility key with fewer lines is not trusted (empty Electron
+            trees).
+        tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
+        max_tier2_candidates: While learning, at most this many candidate states per frame
+            are put to tier 2 (the most similar first).
+    """
+
+    tier1: Tier1Config = field(default_factory=Tier1Config)
+    use_a11y: bool = True
+    a11y_ignore: tuple[str, ...] = DEFAULT_A11Y_IGNORE
+    a11y_min_lines: int = 3
+    tier2_on_different: bool = False
+    max_tier2_candidates: int = 3
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "a11y_ignore", tuple(self.a11y_ignore))
+        _check(self.max_tier2_candidates >= 0, "EquivalenceConfig.max_tier2_candidates",
+               self.max_tier2_candidates, ">= 0")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (inverse of :meth:`from_dict`)."""
+        d = asdict(self)
+        d["tier1"]["masks"] = [list(m) for m in self.tier1.masks]
+        d["a11y_ignore"] = list(self.a11y_ignore)
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> EquivalenceConfig:
+        """Build from :meth:`to_dict` output; unknown keys raise ConfigError."""
+        data = dict(data)
+        t1 = dict(data.pop("tier1", {}))
+        for obj, allowed in ((data, cls.__dataclass_fields__),
+                             (t1, Tier1Config.__dataclass_fields__)):
+            unknown = sorted(set(obj) - set(allowed))
+            if unknown:
+                raise ConfigError(f"unknown equivalence config key(s) {unknown}; "
+                                  f"allowed: {sorted(allowed)}")
+        t1["masks"] = tuple(tuple(m) for m in t1.get("masks", ()))
+        return cls(tier1=Tier1Config(**t1), **data)
+
+
+# -- the combined comparer ---------------------------------------------------------------------
+@dataclass(frozen=True)
+class Decision:
+    """The final answer for a pair of frames.
+
+    Attributes:
+        same: Whether the frames show the same state.
+        tier: Which tier decided: ``tier1``, ``a11y``, ``tier2`` or ``default`` (no tier could
+            say SAME, so DIFFERENT).
+        tier1: The tier-1 measures.
+    """
+
+    same: bool
+    tier: str
+    tier1: Tier1Result
+
+
+class StateComparer:
+    """Tiered, cached state equivalence between frames.
+
+    Args:
+        config: Thresholds and tier switches.
+        semantic: Optional tier-2 comparer (wrap it in
+            :class:`~cua_rl.validator.semantic.CachedComparer` to count and cache calls).
+        max_cached: Prepared screenshots kept (least recently used dropped first).
+
+    Attributes:
+        counts: Decisions made per tier, tier-1 computations, tier-2 pairs asked.
+    """
+
+    def __init__(self, config: EquivalenceConfig | None = None,
+                 semantic: SemanticComparer | None = None, *, max_cached: int = 512) -> None:
+        self.config = config or EquivalenceConfig()
+        self.semantic = semantic
+        self._features: OrderedDict[str, FrameFeatures] = OrderedDict()
+        self._decisions: dict[tuple[str, str], Decision] = {}
+        self._keys: dict[str, str | None] = {}
+        self._max_cached = max_cached
+        self.counts = {"tier1": 0, "a11y": 0, "tier2": 0, "default": 0, "tier1_computed": 0,
+                       "tier2_asked": 0}
+
+    def features(self, frame: Frame) -> FrameFeatures:
+        """The prepared screenshot of ``frame`` (cached by digest)."""
+        key = frame.digest
+        found = self._features.get(key)
+        if found is not None:
+            self._features.move_to_end(key)
+            return found
+        feats = prepare(frame.screenshot, self.config.tier1)
+        self._features[key] = feats
+        if len(self._features) > self._max_cached:
+            self._features.popitem(last=False)
+        return feats
+
+    def a11y_key(self, frame: Frame) -> str | None:
+        """The normalised accessibility key of ``frame`` (None without a usable one)."""
+        if not self.config.use_a11y or frame.a11y is None:
+            return None
+        h = hashlib.sha1(frame.a11y.encode()).hexdigest()
+        if h not in self._keys:
+            key = a11y_key(frame.a11y, self.config.a11y_ignore)
+            ok = key is not None and len(key.splitlines()) >= self.config.a11y_min_lines
+            self._keys[h] = key if ok else None
+        return self._keys[h]
+
+    def _pair_key(self, a: Frame, b: Frame) -> tuple[str, str]:
+        ka = a.digest + "|" + str(self.a11y_key(a))
+        kb = b.digest + "|" + str(self.a11y_key(b))
+        return (ka, kb) if ka <= kb else (kb, ka)
+
+    def tier1(self, a: Frame, b: Frame) -> Tier1Result:
+        """Tier-1 measures and verdict (not cached; see :meth:`decide`)."""
+        self.counts["tier1_computed"] += 1
+        return compare_tier1(self.features(a), self.features(b), self.config.tier1)
+
+    def decide_many(self, pairs: Sequence[tuple[Frame, Frame]]) -> list[Decision]:
+        """Final decisions for many pairs; tier-2 questions go out in one batch."""
+        out: list[Decision | None] = [None] * len(pairs)
+        ask: dict[tuple[str, str], tuple[list[int], Tier1Result, Frame, Frame]] = {}
+        for i, (a, b) in enumerate(pairs):
+            key = self._pair_key(a, b)
+            cached = self._decisions.get(key)
+            if cached is not None:
+                out[i] = cached
+                continue
+            if key in ask:
+                ask[key][0].append(i)
+                continue
+            t1 = self.tier1(a, b)
+            decision = self._without_tier2(a, b, t1)
+            if decision is None:
+                ask[key] = ([i], t1, a, b)
+                continue
+            self._store(key, decision)
+            out[i] = decision
+        if ask:
+            keys = list(ask)
+            decisions = self._ask([(k, ask[k][1], ask[k][2], ask[k][3]) for k in keys])
+            for key, decision in zip(keys, decisions, strict=True):
+                for i in ask[key][0]:
+                    out[i] = decision
+        return [d for d in out if d is not None]
+
+    def _ask(self, items: Sequence[tuple[tuple[str, str], Tier1Result, Frame, Frame]]
+             ) -> list[Decision]:
+        assert self.semantic is not None
+        self.counts["tier2_asked"] += len(items)
+        answers = self.semantic.compare([(a.screenshot, b.screenshot) for _, _, a, b in items])
+        if len(answers) != len(items):
+            raise ValueError(f"semantic comparer returned {len(answers)} answers for "
+                             f"{len(items)} pairs")
+        out = []
+        for (key, t1, _, _), answer in zip(items, answers, strict=True):
+            decision = Decision(answer.error is None and answer.same,
+                                "tier2" if answer.error is None else "default", t1)
+            self._store(key, decision)
+            out.append(decision)
+        return out
+
+    def decide(self, a: Frame, b: Frame) -> Decision:
+        """The final decision for one pair (cached, symmetric)."""
+        return self.decide_many([(a, b)])[0]
+
+    def same(self, a: Frame, b: Frame) -> bool:
+        """Whether ``a`` and ``b`` show the same state."""
+        return self.decide(a, b).same
+
+    def _without_tier2(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
+        if t1.verdict is Equivalence.SAME:
+            return Decision(True, "tier1", t1)
+        ka, kb = self.a11y_key(a), self.a11y_key(b)
+        if ka is not None and kb is not None:
+            return Decision(ka == kb, "a11y", t1)
+        escalate = t1.verdict is Equivalence.AMBIGUOUS or self.config.tier2_on_different
+        if escalate and self.semantic is not None:
+            return None
+        return Decision(False, "default", t1)
+
+    def _store(self, key: tuple[str, str], decision: Decision) -> None:
+        self.counts[decision.tier] += 1
+        if len(self._decisions) > 200_000:
+            self._decisions.clear()
+        self._decisions[key] = decision
+
+    def first_equivalent(self, frame: Frame, candidates: Sequence[Frame]) -> int | None:
+        """Index of the candidate ``frame`` should merge with, or None.
+
+        Tier 1 runs on every candidate: the first SAME, in order of phash + dhash distance,
+        wins. Otherwise the accessibility key, then tier 2 for at most
+        ``max_tier2_candidates`` candidates (fewest residual tiles first).
+        """
+        if not candidates:
+            return None
+        fa = self.features(frame)
+        order = sorted(range(len(candidates)), key=lambda i: (
+            (fa.phash - self.features(candidates[i]).phash)
+            + (fa.dhash - self.features(candidates[i]).dhash), i))
+        later: list[tuple[int, Tier1Result]] = []
+        for i in order:
+            key = self._pair_key(frame, candidates[i])
+            cached = self._decisions.get(key)
+            if cached is not None:
+                if cached.same:
+                    return i
+                continue
+            t1 = self.tier1(frame, candidates[i])
+            if t1.verdict is Equivalence.SAME:
+                self._store(key, Decision(True, "tier1", t1))
+                return i
+            later.append((i, t1))
+        later.sort(key=lambda item: (item[1].verdict is not Equivalence.AMBIGUOUS,
+                                     item[1].residual_tiles))
+        budget = self.config.max_tier2_candidates
+        for i, t1 in later:
+            key = self._pair_key(frame, candidates[i])
+            decision = self._without_tier2(frame, candidates[i], t1)
+            if decision is None:
+                if budget <= 0:
+                    continue
+                budget -= 1
+                decision = self._ask([(key, t1, frame, candidates[i])])[0]
+            else:
+                self._store(key, decision)
+            if decision.same:
+                return i
+        return None
+
+    def stats(self) -> dict[str, float]:
+        """Counters for the logger (``validator/`` namespace)."""
+        return {f"validator/decisions_{k}": float(v) for k, v in self.counts.items()}

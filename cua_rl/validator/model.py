@@ -1,0 +1,450 @@
+"""ReferenceModel: learn correct behaviour from a few passing traces, then validate new ones.
+
+The method of "Learning Correct Behavior from Examples: Validating Sequential Execution in
+Autonomous Agents" (Sharma, Mittal, Hu, 2026)::
+
+    model = ReferenceModel.learn(passing_traces)        # 2-10 traces of one task instance
+    report = model.validate(new_trace)                  # ValidationReport
+    report.passed, report.coverage, report.missing, report.explanation
+    model.save("ref/"); ReferenceModel.load("ref/")
+
+Learning: optional volatile-region detection (``volatile.py``), a prefix tree per trace merged
+by tiered state equivalence (``pta.py``, ``equivalence.py``), then dominators (``dominators.py``).
+Validation: the essential chain must occur in order in the new trace (``matching.py``), extras
+allowed, and the last frame must show a terminal state of the reference.
+
+A frame shows a state when the comparer calls it the same as one of the state's exemplars (its
+representative first, then one screen from each other training trace). The reference is per task
+*instance*: screens of another instance (another document, another search word) are different
+states.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import os
+import shutil
+import tempfile
+import warnings
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+import networkx as nx
+import numpy as np
+from PIL import Image
+
+from cua_rl.errors import ConfigError, TraceFormatError
+from cua_rl.validator.a11y import a11y_hint, a11y_key
+from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
+from cua_rl.validator.dominators import DominatorAnalysis, analyse
+from cua_rl.validator.equivalence import Rect
+from cua_rl.validator.matching import explain, match_chain
+from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
+from cua_rl.validator.semantic import SemanticComparer
+from cua_rl.validator.traces import Frame, Trace
+from cua_rl.validator.volatile import detect_volatile_regions
+
+__all__ = ["ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning"]
+
+logger = logging.getLogger(__name__)
+
+_FORMAT = "cua_rl.validator.model/1"
+
+
+class ValidatorWarning(UserWarning):
+    """A reference model was learned from weak evidence (one trace, unmerged endings)."""
+
+
+@dataclass(frozen=True)
+class ValidatorConfig:
+    """How a reference model is learned and applied.
+
+    Attributes:
+        equivalence: State-equivalence tiers and thresholds.
+        auto_volatile: Detect volatile regions (a clock) from the training traces and mask them.
+        exemplars: Screens kept per state (representative + one per other training trace).
+        require_unordered: Also fail a trace that never shows a mandatory-but-unordered state.
+        thumb_width: Width of the thumbnails written by :meth:`ReferenceModel.save`.
+    """
+
+    equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
+    auto_volatile: bool = True
+    exemplars: int = 3
+    require_unordered: bool = False
+    thumb_width: int = 240
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.exemplars, int) or self.exemplars < 1:
+            raise ConfigError(f"ValidatorConfig.exemplars must be an int >= 1, "
+                              f"got {self.exemplars!r}")
+        if not isinstance(self.thumb_width, int) or self.thumb_width < 16:
+            raise ConfigError(f"ValidatorConfig.thumb_width must be an int >= 16, "
+                              f"got {self.thumb_width!r}")
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict (inverse of :meth:`from_dict`)."""
+        d = asdict(self)
+        d["equivalence"] = self.equivalence.to_dict()
+        return d
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ValidatorConfig:
+        """Build from :meth:`to_dict` output; unknown keys raise ConfigError."""
+        data = dict(data)
+        unknown = sorted(set(data) - set(cls.__dataclass_fields__))
+        if unknown:
+            raise ConfigError(f"unknown validator config key(s) {unknown}; "
+                              f"allowed: {sorted(cls.__dataclass_fields__)}")
+        eq = EquivalenceConfig.from_dict(data.pop("equivalence", {}))
+        return cls(equivalence=eq, **data)
+
+
+@dataclass(frozen=True)
+class ValidationReport:
+    """The verdict on one trace.
+
+    Attributes:
+        passed: Every essential state appears in order and the last frame shows a terminal
+            state (and, with ``require_unordered``, every unordered mandatory state appears).
+        coverage: Essential states matched / essential states (largest in-order match).
+        matched: Matched essential state ids, in chain order.
+        missing: Essential state ids not matched, in chain order.
+        terminal_matched: The last frame shows a terminal state of the reference.
+        explanation: A sentence a person can read.
+        positions: Frame index of each matched state (parallel to ``matched``).
+        first_divergence: Frame after which the first missing state was expected (-1: before
+            the first frame), None when nothing is missing.
+        expected: The first missing state, None when nothing is missing.
+        terminal_state: The terminal state the last frame shows, or None.
+        unordered_missing: Mandatory-but-unordered states the trace never shows.
+        trace_name: Name of the validated trace.
+        n_frames: Frames in the validated trace.
+    """
+
+    passed: bool
+    coverage: float
+    matched: tuple[str, ...]
+    missing: tuple[str, ...]
+    terminal_matched: bool
+    explanation: str
+    positions: tuple[int, ...] = ()
+    first_divergence: int | None = None
+    expected: str | None = None
+    terminal_state: str | None = None
+    unordered_missing: tuple[str, ...] = ()
+    trace_name: str = ""
+    n_frames: int = 0
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-able dict."""
+        d = asdict(self)
+        for key in ("matched", "missing", "positions", "unordered_missing"):
+            d[key] = list(d[key])
+        return d
+
+
+class ReferenceModel:
+    """The learned reference: merged states, their dominators, and a comparer to match them.
+
+    Build one with :meth:`learn` or :meth:`load`.
+
+    Attributes:
+        graph: The merged state graph of the training traces.
+        analysis: Essential/optional/must-appear states and the dominator tree.
+        config: The configuration it was learned with (masks include detected ones).
+        comparer: The state comparer (holds the tier-2 comparer, if any).
+        detected_masks: Volatile regions found in the training traces.
+    """
+
+    def __init__(self, graph: StateGraph, analysis: DominatorAnalysis, config: ValidatorConfig,
+                 comparer: StateComparer, detected_masks: Sequence[Rect] = ()) -> None:
+        self.graph = graph
+        self.analysis = analysis
+        self.config = config
+        self.comparer = comparer
+        self.detected_masks = tuple(detected_masks)
+        self._add_hints()
+
+    # -- learning ------------------------------------------------------------------------------
+    @classmethod
+    def learn(cls, traces: Sequence[Trace], config: ValidatorConfig | None = None, *,
+              semantic: SemanticComparer | None = None) -> ReferenceModel:
+        """Learn a reference from passing traces of one task instance.
+
+        Args:
+            traces: Passing traces (2-10 is the intended range).
+            config: Settings (default :class:`ValidatorConfig`).
+            semantic: Optional tier-2 comparer for AMBIGUOUS pairs.
+
+        Returns:
+            The model.
+
+        Raises:
+            TraceFormatError: no traces, or the traces share no start state, or (two or more
+                traces) no two of them share a terminal state.
+        """
+        config = config or ValidatorConfig()
+        traces = list(traces)
+        if not traces:
+            raise TraceFormatError("ReferenceModel.learn needs at least one trace, got none")
+        if len(traces) < 2:
+            warnings.warn("learning a reference from 1 trace: every state of it becomes "
+                          "essential; give 2-10 passing traces", ValidatorWarning, stacklevel=2)
+        detected: tuple[Rect, ...] = ()
+        eq = config.equivalence
+        if config.auto_volatile:
+            detected = detect_volatile_regions(traces, eq.tier1)
+            if detected:
+                eq = replace(eq, tier1=eq.tier1.with_masks(detected))
+                logger.info("masking volatile regions %s", detected)
+        config = replace(config, equivalence=eq)
+        comparer = StateComparer(eq, semantic)
+        graph = merge_traces(traces, comparer, exemplars=config.exemplars)
+        starts = graph.starts
+        if len(starts) > 1:
+            groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}"
+                               for s, idx in sorted(starts.items()))
+            raise TraceFormatError(
+                f"the traces share no start state (their first screens differ: {groups}); "
+                f"learn from traces of one task instance, or mask what differs")
+        terminals = graph.terminals
+        if len(traces) >= 2 and all(len(v) == 1 for v in terminals.values()):
+            raise TraceFormatError(
+                f"no two traces share a terminal state (last screens: "
+                f"{ {graph.trace_names[v[0]]: s for s, v in terminals.items()} }); under window "
+                f"or theme noise set Tier1Config.max_shift, use accessibility text, or a tier-2 "
+                f"comparer")
+        lonely = [graph.trace_names[v[0]] for v in terminals.values() if len(v) == 1]
+        if lonely and len(traces) >= 2:
+            warnings.warn(f"trace(s) {lonely} end in a state no other trace ends in: kept as an "
+                          f"alternative ending", ValidatorWarning, stacklevel=2)
+        return cls(graph, analyse(graph), config, comparer, detected)
+
+    def _add_hints(self) -> None:
+        keys = {sid: a11y_key(s.representative.a11y, self.config.equivalence.a11y_ignore)
+                for sid, s in self.graph.states.items()}
+        for sid, state in self.graph.states.items():
+            parent = self.analysis.idom.get(sid)
+            state.hint = a11y_hint(keys[sid], keys.get(parent) if parent else None)
+
+    # -- queries -------------------------------------------------------------------------------
+    @property
+    def states(self) -> dict[str, State]:
+        """State id -> state."""
+        return self.graph.states
+
+    @property
+    def essential(self) -> tuple[str, ...]:
+        """Essential states (strict dominators of the sink), in order from the start."""
+        return self.analysis.essential
+
+    @property
+    def optional(self) -> tuple[str, ...]:
+        """States that are not essential."""
+        return self.analysis.optional
+
+    @property
+    def must_appear(self) -> frozenset[str]:
+        """States every training trace visits (ordered or not)."""
+        return self.analysis.must_appear
+
+    @property
+    def unordered(self) -> tuple[str, ...]:
+        """Mandatory states whose order varies (must appear, not dominators)."""
+        return self.analysis.unordered
+
+    @property
+    def n_traces(self) -> int:
+        """Number of training traces."""
+        return self.graph.n_traces
+
+    def evidence(self, state: str) -> tuple[int, int]:
+        """(k, N): the state was seen in k of N training traces."""
+        return len(self.states[state].traces), self.n_traces
+
+    def describe(self, state: str) -> str:
+        """Short description of a state with its evidence."""
+        return self.states[state].describe(self.n_traces)
+
+    def matches(self, frame: Frame, state: str) -> bool:
+        """Whether ``frame`` shows ``state`` (same as one of its exemplars)."""
+        return any(self.comparer.same(frame, ex) for ex in self.states[state].exemplars)
+
+    def occurrences(self, trace: Trace, state: str) -> list[int]:
+        """Indices of the frames of ``trace`` that show ``state``."""
+        return [i for i, f in enumerate(trace.frames) if self.matches(f, state)]
+
+    # -- validation ----------------------------------------------------------------------------
+    def validate(self, trace: Trace) -> ValidationReport:
+        """Check ``trace`` against the essential chain and the terminal states."""
+        chain = self.essential
+        frames = trace.frames
+        memo: dict[tuple[int, int], bool] = {}
+
+        def eq(j: int, i: int) -> bool:
+            if (j, i) not in memo:
+                memo[(j, i)] = self.matches(frames[i], chain[j])
+            return memo[(j, i)]
+
+        match = match_chain(len(frames), len(chain), eq)
+        last = frames[-1]
+        terminal = next((t for t in sorted(self.analysis.terminals)
+                         if self.matches(last, t)), None)
+        unordered_missing = tuple(s for s in self.unordered
+                                  if not any(self.matches(f, s) for f in frames))
+        require = self.config.require_unordered
+        passed = match.complete and terminal is not None and not (require and unordered_missing)
+        div = match.first_divergence()
+        text = explain(match, chain, self.describe, n_frames=len(frames), terminal=terminal,
+                       unordered_missing=unordered_missing, require_unordered=require)
+        return ValidationReport(
+            passed=passed,
+            coverage=match.coverage,
+            matched=tuple(chain[j] for j, _ in match.pairs),
+            missing=tuple(chain[j] for j in match.missing),
+            terminal_matched=terminal is not None,
+            explanation=text,
+            positions=tuple(i for _, i in match.pairs),
+            first_divergence=None if div is None else div[1],
+            expected=None if div is None else chain[div[0]],
+            terminal_state=terminal,
+            unordered_missing=unordered_missing,
+            trace_name=trace.name,
+            n_frames=len(frames),
+        )
+
+    def validate_many(self, traces: Sequence[Trace]) -> list[ValidationReport]:
+        """:meth:`validate` for each trace, in order."""
+        return [self.validate(t) for t in traces]
+
+    def stats(self) -> dict[str, float]:
+        """Counters for the logger (``validator/`` namespace)."""
+        out = self.comparer.stats()
+        out.update({"validator/states": float(len(self.states)),
+                    "validator/essential": float(len(self.essential)),
+                    "validator/train_traces": float(self.n_traces)})
+        return out
+
+    def summary(self) -> str:
+        """A table of the states: kind, evidence, description."""
+        lines = [f"reference from {self.n_traces} traces: {len(self.essential)} essential, "
+                 f"{len(self.optional)} optional, {len(self.unordered)} unordered mandatory; "
+                 f"masks {list(self.config.equivalence.tier1.masks)}"]
+        for sid in self.states:
+            kind = ("essential" if sid in self.essential
+                    else "unordered" if sid in self.unordered else "optional")
+            k, n = self.evidence(sid)
+            lines.append(f"  {sid:>5}  {kind:9}  {k}/{n}  {self.states[sid].describe()}")
+        return "\n".join(lines)
+
+    # -- persistence ---------------------------------------------------------------------------
+    def save(self, folder: str | os.PathLike[str]) -> Path:
+        """Write ``model.json``, the exemplar screens (``states/``, PNG, full size, needed to
+        validate after loading) and thumbnails (``thumbnails/``), atomically.
+
+        Returns:
+            The folder.
+        """
+        target = Path(folder)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+        try:
+            tmp.chmod(0o755)
+            (tmp / "states").mkdir()
+            (tmp / "thumbnails").mkdir()
+            states = []
+            for sid, st in self.states.items():
+                exemplars = []
+                for k, (frame, tr) in enumerate(zip(st.exemplars, st.exemplar_traces,
+                                                    strict=True)):
+                    name = f"states/{sid}_{k}.png"
+                    Image.fromarray(frame.screenshot).save(tmp / name)
+                    exemplars.append({"png": name, "trace": tr, "title": frame.title,
+                                      "a11y": frame.a11y})
+                image = Image.fromarray(st.representative.screenshot)
+                w = self.config.thumb_width
+                image.resize((w, max(1, round(image.height * w / image.width))),
+                             Image.Resampling.BILINEAR).save(tmp / f"thumbnails/{sid}.png")
+                states.append({"id": sid, "label": st.label, "traces": sorted(st.traces),
+                               "visits": st.visits, "repeats": st.repeats,
+                               "exemplars": exemplars})
+            edges = [{"u": u, "v": v, "actions": dict(d["actions"]), "traces": sorted(d["traces"])}
+                     for u, v, d in self.graph.graph.edges(data=True)]
+            doc = {
+                "format": _FORMAT,
+                "config": self.config.to_dict(),
+                "detected_masks": [list(m) for m in self.detected_masks],
+                "trace_names": self.graph.trace_names,
+                "paths": [list(p.frame_states) for p in self.graph.paths],
+                "states": states,
+                "edges": edges,
+                "start": self.analysis.start,
+                "essential": list(self.essential),
+                "optional": list(self.optional),
+                "unordered": list(self.unordered),
+                "terminals": {k: list(v) for k, v in self.analysis.terminals.items()},
+            }
+            (tmp / "model.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
+            if target.exists():
+                old = target.with_name(f".{target.name}.old-{os.getpid()}")
+                os.replace(target, old)
+                os.replace(tmp, target)
+                shutil.rmtree(old, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+        except BaseException:
+            shutil.rmtree(tmp, ignore_errors=True)
+            raise
+        return target
+
+    @classmethod
+    def load(cls, folder: str | os.PathLike[str], *,
+             semantic: SemanticComparer | None = None) -> ReferenceModel:
+        """Read a model written by :meth:`save`.
+
+        Raises:
+            TraceFormatError: a file is missing or malformed (the message names it).
+        """
+        root = Path(folder)
+        path = root / "model.json"
+        try:
+            doc = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, json.JSONDecodeError) as error:
+            raise TraceFormatError(f"cannot read reference model {str(path)!r}: {error}") from error
+        if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
+            raise TraceFormatError(f"{str(path)!r} is not a {_FORMAT} file")
+        try:
+            config = ValidatorConfig.from_dict(doc["config"])
+            states: dict[str, State] = {}
+            for s in doc["states"]:
+                frames, owners = [], []
+                for ex in s["exemplars"]:
+                    png = root / ex["png"]
+                    try:
+                        with Image.open(png) as image:
+                            shot = np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
+                    except OSError as error:
+                        raise TraceFormatError(f"reference screen {str(png)!r} is missing or "
+                                               f"unreadable: {error}") from error
+                    frames.append(Frame(shot, ex.get("a11y"), ex.get("title")))
+                    owners.append(int(ex["trace"]))
+                states[s["id"]] = State(s["id"], frames, owners, set(s["traces"]),
+                                        int(s["visits"]), int(s["repeats"]), s.get("label", ""))
+            graph = nx.DiGraph()
+            graph.add_nodes_from(states)
+            for e in doc["edges"]:
+                graph.add_edge(e["u"], e["v"], actions=Counter(e["actions"]),
+                               traces=set(e["traces"]))
+            paths = [TracePath(i, tuple(p)) for i, p in enumerate(doc["paths"])]
+            sg = StateGraph(states, graph, paths, list(doc["trace_names"]))
+            detected = tuple(tuple(m) for m in doc.get("detected_masks", []))
+        except (TraceFormatError, ConfigError):
+            raise
+        except (KeyError, TypeError, ValueError) as error:
+            raise TraceFormatError(f"{str(path)!r} is malformed: {error!r}") from error
+        comparer = StateComparer(config.equivalence, semantic)
+        return cls(sg, analyse(sg, doc.get("start")), config, comparer, detected)  # type: ignore[arg-type]

@@ -1,0 +1,213 @@
+"""Pictures of a reference model and of a validation, for people.
+
+* :func:`render_dominator_tree`: the dominator tree as one PNG, a thumbnail per state, depth
+  from left to right; essential states (the chain to the end) framed green, mandatory states in
+  varying order orange, optional ones grey, each captioned with its id, title and evidence.
+* :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, the
+  test trace as a strip of thumbnails with the matched essential states marked, the essential
+  chain with where each state was found, and the missing states shown from the reference. Images
+  are inlined as base64 (one self-contained file) or written in a ``<name>_files/`` folder.
+"""
+
+from __future__ import annotations
+
+import base64
+import html
+import io
+import os
+import tempfile
+from pathlib import Path
+
+import numpy as np
+from PIL import Image, ImageDraw, ImageFont
+
+from cua_rl.validator.dominators import SINK
+from cua_rl.validator.model import ReferenceModel, ValidationReport
+from cua_rl.validator.traces import Trace
+from cua_rl.viz import save_png
+
+__all__ = ["render_dominator_tree", "render_report_html"]
+
+_GREEN, _ORANGE, _GREY, _RED = (30, 150, 60), (230, 140, 20), (150, 150, 150), (200, 40, 40)
+
+
+def _thumb(shot: np.ndarray, width: int) -> Image.Image:
+    image = Image.fromarray(shot)
+    return image.resize((width, max(1, round(image.height * width / image.width))),
+                        Image.Resampling.BILINEAR)
+
+
+def render_dominator_tree(
+    model: ReferenceModel, path: str | os.PathLike[str] | None = None, *, thumb_width: int = 160
+) -> Image.Image:
+    """Draw the dominator tree of ``model`` (and save it as PNG when ``path`` is given).
+
+    Args:
+        model: The reference model.
+        path: Optional PNG path (written atomically).
+        thumb_width: Thumbnail width in pixels.
+
+    Returns:
+        The RGB image.
+    """
+    children = model.analysis.children()
+    start = model.analysis.start
+    depth: dict[str, int] = {start: 0}
+    row: dict[str, float] = {}
+    next_row = [0]
+
+    def place(node: str) -> None:
+        kids = children.get(node, [])
+        for k in kids:
+            depth[k] = depth[node] + 1
+            place(k)
+        if kids:
+            row[node] = row[kids[0]]
+        else:
+            row[node] = next_row[0]
+            next_row[0] += 1
+
+    place(start)
+    first = next(iter(model.states.values())).representative.screenshot
+    thumb_h = max(1, round(first.shape[0] * thumb_width / first.shape[1]))
+    cell_w, cell_h, pad = thumb_width + 60, thumb_h + 44, 12
+    width = (max(depth.values()) + 1) * cell_w + pad
+    height = int(max(row.values()) + 1) * cell_h + pad + 24
+    canvas = Image.new("RGB", (width, height), (250, 250, 250))
+    draw = ImageDraw.Draw(canvas)
+    font = ImageFont.load_default(size=11)
+    draw.text((pad, 4), f"Dominator tree: {len(model.essential)} essential of {len(model.states)} "
+              f"states, {model.n_traces} training traces", fill=(20, 20, 20),
+              font=ImageFont.load_default(size=13))
+
+    def origin(node: str) -> tuple[int, int]:
+        return pad + depth[node] * cell_w, 24 + pad + int(row[node]) * cell_h
+
+    for parent, kids in children.items():
+        px, py = origin(parent)
+        for k in kids:
+            kx, ky = origin(k)
+            color = _GREEN if k in model.essential or k == SINK else _GREY
+            draw.line([(px + thumb_width, py + thumb_h // 2), (kx, ky + thumb_h // 2)],
+                      fill=color, width=2)
+    for node in depth:
+        x, y = origin(node)
+        if node == SINK:
+            draw.rectangle([x, y + thumb_h // 2 - 14, x + 60, y + thumb_h // 2 + 14],
+                           outline=_GREEN, width=2)
+            draw.text((x + 14, y + thumb_h // 2 - 6), "END", fill=(20, 20, 20), font=font)
+            continue
+        state = model.states[node]
+        canvas.paste(_thumb(state.representative.screenshot, thumb_width), (x, y))
+        kind = ("essential" if node in model.essential
+                else "unordered" if node in model.unordered else "optional")
+        color = {"essential": _GREEN, "unordered": _ORANGE, "optional": _GREY}[kind]
+        draw.rectangle([x - 2, y - 2, x + thumb_width + 1, y + thumb_h + 1], outline=color,
+                       width=3 if kind == "essential" else 1)
+        k, n = model.evidence(node)
+        lines = [f"{node} {kind} {k}/{n}", (state.label or state.hint)[: thumb_width // 6]]
+        for i, line in enumerate(lines):
+            draw.text((x, y + thumb_h + 3 + 13 * i), line, fill=(30, 30, 30), font=font)
+    if path is not None:
+        save_png(canvas, path)
+    return canvas
+
+
+def _data_uri(image: Image.Image) -> str:
+    buf = io.BytesIO()
+    image.save(buf, format="PNG")
+    return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode("ascii")
+
+
+def render_report_html(
+    model: ReferenceModel,
+    trace: Trace,
+    report: ValidationReport,
+    path: str | os.PathLike[str],
+    *,
+    inline: bool = True,
+    thumb_width: int = 200,
+) -> Path:
+    """Write an HTML report of one validation (atomically).
+
+    Args:
+        model: The reference model the trace was validated against.
+        trace: The validated trace.
+        report: ``model.validate(trace)``.
+        path: The HTML file to write.
+        inline: Inline images as base64; otherwise write them to ``<stem>_files/`` beside it.
+        thumb_width: Thumbnail width in pixels.
+
+    Returns:
+        The HTML file.
+    """
+    target = Path(path)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    files = target.with_name(f"{target.stem}_files")
+
+    def src(image: Image.Image, name: str) -> str:
+        if inline:
+            return _data_uri(image)
+        files.mkdir(exist_ok=True)
+        image.save(files / name)
+        return f"{files.name}/{name}"
+
+    esc = html.escape
+    at_frame = dict(zip(report.positions, report.matched, strict=True))
+    verdict = "PASS" if report.passed else "FAIL"
+    color = "#1e963c" if report.passed else "#c82828"
+    out = [
+        "<!DOCTYPE html><html><head><meta charset='utf-8'>",
+        f"<title>{esc(verdict)}: {esc(report.trace_name)}</title><style>",
+        "body{font-family:sans-serif;margin:16px;color:#222} .strip{display:flex;flex-wrap:wrap;"
+        "gap:8px} figure{margin:0;padding:4px;border:3px solid #ccc;border-radius:4px;"
+        "font-size:12px;max-width:" + str(thumb_width) + "px} figure.m{border-color:#1e963c}"
+        " figure.x{border-color:#c82828} figure.t{outline:2px dashed #1e963c}"
+        " table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:4px;"
+        "font-size:13px;text-align:left}</style></head><body>",
+        f"<h1 style='color:{color}'>{verdict}: {esc(report.trace_name or 'trace')}</h1>",
+        f"<p>{esc(report.explanation)}</p>",
+        f"<p>Coverage {report.coverage:.0%} ({len(report.matched)} of "
+        f"{len(report.matched) + len(report.missing)} essential states); terminal state "
+        f"{'matched' if report.terminal_matched else 'not matched'}; reference learned from "
+        f"{model.n_traces} traces.</p>",
+        "<h2>Test trace</h2><div class='strip'>",
+    ]
+    for i, frame in enumerate(trace.frames):
+        cls = "m" if i in at_frame else ""
+        if i == len(trace.frames) - 1 and report.terminal_matched:
+            cls += " t"
+        action = trace.actions[i - 1] if i > 0 else "(start)"
+        note = f"<b>{esc(at_frame[i])}</b> " if i in at_frame else ""
+        out.append(f"<figure class='{cls.strip()}'><img width='{thumb_width}' "
+                   f"src='{src(_thumb(frame.screenshot, thumb_width), f'frame_{i:03d}.png')}'>"
+                   f"<figcaption>#{i} {note}{esc(action[:80])}</figcaption></figure>")
+    out.append("</div><h2>Essential states</h2><table><tr><th>state</th><th>reference</th>"
+               "<th>evidence</th><th>found at frame</th></tr>")
+    found = dict(zip(report.matched, report.positions, strict=True))
+    for sid in model.essential:
+        st = model.states[sid]
+        k, n = model.evidence(sid)
+        where = str(found[sid]) if sid in found else "<b style='color:#c82828'>missing</b>"
+        img = src(_thumb(st.representative.screenshot, thumb_width // 2), f"ref_{sid}.png")
+        out.append(f"<tr><td>{esc(st.describe())}</td><td><img src='{img}'></td>"
+                   f"<td>{k} of {n} traces</td><td>{where}</td></tr>")
+    out.append("</table>")
+    if report.missing:
+        out.append("<h2>Missing states (from the reference)</h2><div class='strip'>")
+        for sid in report.missing:
+            st = model.states[sid]
+            img = src(_thumb(st.representative.screenshot, thumb_width), f"missing_{sid}.png")
+            out.append(f"<figure class='x'><img width='{thumb_width}' src='{img}'>"
+                       f"<figcaption>{esc(st.describe(model.n_traces))}</figcaption></figure>")
+        out.append("</div>")
+    out.append("</body></html>")
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            handle.write("\n".join(out))
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    return target

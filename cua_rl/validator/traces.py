@@ -1,0 +1,459 @@
+"""Traces: the screenshots and actions of one episode, and their folders on disk.
+
+A :class:`Trace` is ``frames[0] --actions[0]--> frames[1] --actions[1]--> ...``: ``n`` frames and
+``n - 1`` actions. A frame is a screenshot with the optional accessibility text and window title
+seen with it. Episode-level facts (task id, end reason, the agent's own claim of success, the
+checker's ground truth, where the trace was read from) live in :attr:`Trace.meta`.
+
+Folder formats read by :func:`read_trace`:
+
+* **cua_rl episode folders**, as written by :class:`~cua_rl.envs.record.RecordTrajectory` and by
+  :func:`write_trace`: ``steps.jsonl`` whose first line is the episode header (``"kind":
+  "episode"``, ``"initial"``: the first PNG) and then one ``"kind": "step"`` line per action
+  (``index``, ``action_text``, ``screenshot``, ``title``; :func:`write_trace` adds ``a11y``).
+* **OSWorld-style result folders**: ``traj.jsonl`` (one line per action: ``step_num``,
+  ``action``, ``screenshot_file``, ``done``, ``info``) and ``step_<N>_<timestamp>.png``; an
+  optional ``step_0*.png`` is the initial screen (the reference runner saves none, so the first
+  frame is then the screen after the first action); ``result.txt`` becomes
+  ``meta["ground_truth"]``.
+
+Anything malformed (no frames, a missing or unreadable PNG, a gap in the step numbers, a bad JSON
+line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. :func:`write_trace` writes
+under a temporary name and renames into place, so a reader never sees half a trace.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import shutil
+import tempfile
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
+from pathlib import Path
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+from PIL import Image, UnidentifiedImageError
+
+from cua_rl.core import Observation, Trajectory, check_screenshot
+from cua_rl.errors import TraceFormatError
+
+if TYPE_CHECKING:
+    from cua_rl.actions import Action
+
+__all__ = [
+    "Frame",
+    "Trace",
+    "list_trace_folders",
+    "read_trace",
+    "read_traces",
+    "write_trace",
+]
+
+_STEPS = "steps.jsonl"
+_OSWORLD = "traj.jsonl"
+_OSWORLD_PNG = re.compile(r"^step_(\d+)(?:_.*)?\.png$")
+
+
+@dataclass(frozen=True, eq=False)
+class Frame:
+    """One screen of a trace.
+
+    Attributes:
+        screenshot: H x W x 3 uint8 RGB image.
+        a11y: Accessibility tree as text (one node per line), if recorded.
+        title: Title of the focused window, if recorded.
+    """
+
+    screenshot: np.ndarray
+    a11y: str | None = None
+    title: str | None = None
+
+    def __post_init__(self) -> None:
+        check_screenshot(self.screenshot, "Frame.screenshot")
+
+    @cached_property
+    def digest(self) -> str:
+        """sha1 (hex) of the screenshot's shape and bytes: equal digests mean identical pixels."""
+        h = hashlib.sha1(repr(self.screenshot.shape).encode())
+        h.update(np.ascontiguousarray(self.screenshot).tobytes())
+        return h.hexdigest()
+
+    @classmethod
+    def from_observation(cls, observation: Observation) -> Frame:
+        """The frame of an :class:`~cua_rl.core.Observation` (screenshot, a11y, title)."""
+        return cls(observation.screenshot, observation.a11y, observation.title)
+
+
+@dataclass(frozen=True, eq=False)
+class Trace:
+    """The frames and actions of one episode.
+
+    Attributes:
+        frames: The screens in order, the initial one first (at least one).
+        actions: ``actions[i]`` leads from ``frames[i]`` to ``frames[i + 1]`` (one fewer than
+            frames); free text, e.g. pyautogui code.
+        name: A human-readable name (folder name, task id + seed).
+        meta: Read-only episode facts: ``task_id``, ``end_reason``, ``final_action``,
+            ``claimed_success`` (the agent's own verdict: it ended with Done), ``ground_truth``,
+            ``source`` (the folder it was read from).
+    """
+
+    frames: tuple[Frame, ...]
+    actions: tuple[str, ...] = ()
+    name: str = ""
+    meta: Mapping[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        frames = tuple(self.frames)
+        actions = tuple(str(a) for a in self.actions)
+        where = f"trace {self.name!r}" if self.name else "trace"
+        if not frames:
+            raise TraceFormatError(f"{where} has no frames; a trace needs at least one screen")
+        for i, frame in enumerate(frames):
+            if not isinstance(frame, Frame):
+                raise TraceFormatError(
+                    f"{where}: frames[{i}] must be a Frame, got {type(frame).__name__}"
+                )
+        if not actions:
+            actions = ("",) * (len(frames) - 1)
+        if len(actions) != len(frames) - 1:
+            raise TraceFormatError(
+                f"{where} has {len(frames)} frames and {len(actions)} actions; "
+                f"expected {len(frames) - 1} actions (one between consecutive frames)"
+            )
+        object.__setattr__(self, "frames", frames)
+        object.__setattr__(self, "actions", actions)
+        object.__setattr__(self, "meta", MappingProxyType(dict(self.meta)))
+
+    def __len__(self) -> int:
+        return len(self.frames)
+
+    @cached_property
+    def digest(self) -> str:
+        """sha1 (hex) of the frames' digests and the actions: a content id of the trace."""
+        h = hashlib.sha1()
+        for frame in self.frames:
+            h.update(frame.digest.encode())
+        for action in self.actions:
+            h.update(b"\x00" + action.encode("utf-8"))
+        return h.hexdigest()
+
+    @property
+    def screenshots(self) -> list[np.ndarray]:
+        """Every screenshot in order."""
+        return [f.screenshot for f in self.frames]
+
+    @property
+    def claimed_success(self) -> bool | None:
+        """The agent's own verdict (it ended with Done), if known."""
+        value = self.meta.get("claimed_success")
+        return None if value is None else bool(value)
+
+    def subsequence(self, keep: Iterable[int], name: str | None = None) -> Trace:
+        """The trace restricted to the frames at ``keep`` (sorted; actions joined by `` ; ``).
+
+        Raises:
+            TraceFormatError: ``keep`` is empty or holds an index out of range.
+        """
+        idx = sorted(set(keep))
+        if not idx or idx[0] < 0 or idx[-1] >= len(self.frames):
+            raise TraceFormatError(
+                f"subsequence of {self.name!r} needs indices in [0, {len(self.frames) - 1}], "
+                f"got {idx}"
+            )
+        actions = [" ; ".join(a for a in self.actions[i:j] if a)
+                   for i, j in zip(idx, idx[1:], strict=False)]
+        return Trace(
+            tuple(self.frames[i] for i in idx), tuple(actions), name or self.name, self.meta
+        )
+
+    def with_inserted(self, position: int, frame: Frame, action: str = "") -> Trace:
+        """A copy with ``frame`` inserted before ``frames[position]`` (``len`` appends)."""
+        if not 0 <= position <= len(self.frames):
+            raise TraceFormatError(
+                f"insert position must be in [0, {len(self.frames)}], got {position}"
+            )
+        frames = [*self.frames[:position], frame, *self.frames[position:]]
+        acts = list(self.actions)
+        acts.insert(min(position, len(acts)), action)
+        return Trace(tuple(frames), tuple(acts), self.name, self.meta)
+
+    @classmethod
+    def from_trajectory(cls, trajectory: Trajectory, name: str | None = None) -> Trace:
+        """The trace of a finished CUAEnv episode (initial observation, then one per step)."""
+        frames = [Frame.from_observation(o) for o in trajectory.observations]
+        actions = [s.action_text for s in trajectory.steps]
+        return cls(
+            tuple(frames),
+            tuple(actions),
+            name if name is not None else trajectory.task.id,
+            {
+                "task_id": trajectory.task.id,
+                "end_reason": trajectory.end_reason,
+                "claimed_success": trajectory.end_reason == "done",
+                "ground_truth": trajectory.ground_truth,
+                "env_error": trajectory.env_error,
+            },
+        )
+
+    @classmethod
+    def from_observations(
+        cls,
+        observations: Sequence[Observation],
+        actions: Sequence[Action | str],
+        name: str = "",
+        meta: Mapping[str, Any] | None = None,
+    ) -> Trace:
+        """A trace from observations and actions, e.g. the output of SimDesk's ``run_expert``.
+
+        ``actions`` may have one entry per observation when the last one is a final action
+        with no observation after it (``Done`` / ``Fail``); it is kept as
+        ``meta["final_action"]``, and ``meta["claimed_success"]`` says whether it was Done.
+        """
+        from cua_rl.actions import Done, Fail, to_pyautogui
+
+        def text(a: Action | str) -> str:
+            return a if isinstance(a, str) else to_pyautogui(a)
+
+        info = dict(meta or {})
+        acts = list(actions)
+        if len(acts) == len(observations) and acts:
+            final = acts.pop()
+            info.setdefault("final_action", text(final))
+            if not isinstance(final, str):
+                info.setdefault("claimed_success", isinstance(final, Done))
+                if isinstance(final, Fail):
+                    info.setdefault("end_reason", "fail")
+            else:
+                info.setdefault("claimed_success", final.strip().upper() == "DONE")
+        frames = tuple(Frame.from_observation(o) for o in observations)
+        return cls(frames, tuple(text(a) for a in acts), name, info)
+
+
+# -- reading -----------------------------------------------------------------------------------
+def _load_png(path: Path) -> np.ndarray:
+    if not path.is_file():
+        raise TraceFormatError(f"trace file {str(path)!r} is missing")
+    try:
+        with Image.open(path) as image:
+            image.load()
+            return np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
+    except (OSError, UnidentifiedImageError, ValueError) as error:
+        raise TraceFormatError(
+            f"trace file {str(path)!r} is not a readable image: {error}"
+        ) from error
+
+
+def _json_lines(path: Path) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError) as error:
+        raise TraceFormatError(f"cannot read {str(path)!r}: {error}") from error
+    rows = []
+    for number, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+        except json.JSONDecodeError as error:
+            raise TraceFormatError(f"{str(path)!r} line {number} is not JSON: {error}") from error
+        if not isinstance(row, dict):
+            raise TraceFormatError(
+                f"{str(path)!r} line {number} must be a JSON object, got {type(row).__name__}"
+            )
+        rows.append(row)
+    return rows
+
+
+def _read_episode(folder: Path) -> Trace:
+    path = folder / _STEPS
+    rows = _json_lines(path)
+    if not rows or rows[0].get("kind") != "episode":
+        raise TraceFormatError(f"{str(path)!r} must start with an episode header line "
+                               f"(\"kind\": \"episode\"), got {rows[:1]!r:.200}")
+    header, steps = rows[0], rows[1:]
+    if not isinstance(header.get("initial"), str):
+        raise TraceFormatError(f"{str(path)!r}: the episode header has no 'initial' screenshot")
+    frames = [Frame(_load_png(folder / header["initial"]), header.get("a11y"),
+                    header.get("title"))]
+    actions: list[str] = []
+    for expected, row in enumerate(steps):
+        if row.get("kind") != "step":
+            raise TraceFormatError(f"{str(path)!r}: line {expected + 2} is not a step line")
+        if row.get("index") != expected:
+            raise TraceFormatError(
+                f"{str(path)!r}: step {expected} is missing (line {expected + 2} has index "
+                f"{row.get('index')!r})"
+            )
+        shot = row.get("screenshot")
+        if not isinstance(shot, str):
+            raise TraceFormatError(f"{str(path)!r}: step {expected} names no screenshot file")
+        frames.append(Frame(_load_png(folder / shot), row.get("a11y"), row.get("title")))
+        actions.append(str(row.get("action_text", "")))
+    length = header.get("length")
+    if isinstance(length, int) and length != len(steps):
+        raise TraceFormatError(
+            f"{str(path)!r}: the header says {length} steps but {len(steps)} step lines follow"
+        )
+    end_reason = header.get("end_reason")
+    meta = {k: header.get(k) for k in ("task_id", "end_reason", "ground_truth", "env_error")}
+    meta["claimed_success"] = header.get("claimed_success", end_reason == "done"
+                                         if end_reason is not None else None)
+    for key in ("final_action", "instruction"):
+        if key in header:
+            meta[key] = header[key]
+    meta["source"] = str(folder)
+    return Trace(tuple(frames), tuple(actions), folder.name, meta)
+
+
+def _read_osworld(folder: Path) -> Trace:
+    path = folder / _OSWORLD
+    rows = _json_lines(path)
+    if not rows:
+        raise TraceFormatError(f"{str(path)!r} has no steps; a trace needs at least one screen")
+    frames: list[Frame] = []
+    actions: list[str] = []
+    initial = sorted(p for p in folder.glob("step_0*.png") if _OSWORLD_PNG.match(p.name))
+    if initial:
+        frames.append(Frame(_load_png(initial[0])))
+    previous = 0
+    final_action = None
+    for number, row in enumerate(rows, 1):
+        step = row.get("step_num")
+        if not isinstance(step, int) or step < previous or step > previous + 1:
+            raise TraceFormatError(
+                f"{str(path)!r} line {number}: step_num {step!r} after {previous}; a step is "
+                f"missing or out of order"
+            )
+        previous = step
+        shot = row.get("screenshot_file")
+        if not isinstance(shot, str):
+            raise TraceFormatError(f"{str(path)!r} line {number} names no screenshot_file")
+        action = row.get("action")
+        action_text = action if isinstance(action, str) else json.dumps(action, default=str)
+        frames.append(Frame(_load_png(folder / shot)))
+        actions.append(action_text)
+        final_action = action_text
+    if not initial:
+        actions = actions[1:]
+    claimed = None
+    if final_action is not None:
+        upper = final_action.strip().upper()
+        claimed = True if "DONE" in upper else (False if "FAIL" in upper else None)
+    meta: dict[str, Any] = {"source": str(folder), "final_action": final_action,
+                            "claimed_success": claimed, "task_id": folder.name}
+    result = folder / "result.txt"
+    if result.is_file():
+        try:
+            meta["ground_truth"] = float(result.read_text(encoding="utf-8").strip())
+        except ValueError as error:
+            raise TraceFormatError(f"{str(result)!r} does not hold a number: {error}") from error
+    return Trace(tuple(frames), tuple(actions), folder.name, meta)
+
+
+def read_trace(folder: str | os.PathLike[str]) -> Trace:
+    """Read one trace folder (cua_rl episode folder or OSWorld-style result folder).
+
+    Raises:
+        TraceFormatError: the folder is neither format, or a file in it is missing or malformed
+            (the message names the file).
+    """
+    path = Path(folder)
+    if (path / _STEPS).is_file():
+        return _read_episode(path)
+    if (path / _OSWORLD).is_file():
+        return _read_osworld(path)
+    raise TraceFormatError(
+        f"{str(path)!r} is not a trace folder: expected {_STEPS} (cua_rl) or {_OSWORLD} (OSWorld)"
+    )
+
+
+def list_trace_folders(folder: str | os.PathLike[str]) -> list[Path]:
+    """The trace folders directly under ``folder`` (sorted by name; hidden ones skipped)."""
+    root = Path(folder)
+    if not root.is_dir():
+        raise TraceFormatError(f"{str(root)!r} is not a folder of traces")
+    return [
+        p for p in sorted(root.iterdir())
+        if p.is_dir() and not p.name.startswith(".")
+        and ((p / _STEPS).is_file() or (p / _OSWORLD).is_file())
+    ]
+
+
+def read_traces(folder: str | os.PathLike[str]) -> list[Trace]:
+    """Read every trace folder directly under ``folder``, sorted by name.
+
+    Raises:
+        TraceFormatError: ``folder`` holds no trace folder, or one of them is malformed.
+    """
+    folders = list_trace_folders(folder)
+    if not folders:
+        raise TraceFormatError(f"{str(folder)!r} holds no trace folders")
+    return [read_trace(p) for p in folders]
+
+
+# -- writing -----------------------------------------------------------------------------------
+def _jsonable(value: Any) -> Any:
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError):
+        return repr(value)
+    return value
+
+
+def write_trace(
+    trace: Trace, folder: str | os.PathLike[str], *, overwrite: bool = False
+) -> Path:
+    """Write ``trace`` as a cua_rl episode folder (``steps.jsonl`` + PNGs), atomically.
+
+    The folder is written under a temporary name next to ``folder`` and renamed into place.
+
+    Args:
+        trace: The trace.
+        folder: The folder to create.
+        overwrite: Replace an existing folder (otherwise FileExistsError).
+
+    Returns:
+        The folder.
+    """
+    target = Path(folder)
+    if target.exists() and not overwrite:
+        raise FileExistsError(f"trace folder {str(target)!r} exists (pass overwrite=True)")
+    target.parent.mkdir(parents=True, exist_ok=True)
+    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
+    try:
+        tmp.chmod(0o755)
+        names = []
+        for i, frame in enumerate(trace.frames):
+            name = f"obs_{i:03d}.png"
+            Image.fromarray(frame.screenshot).save(tmp / name)
+            names.append(name)
+        meta = {k: _jsonable(v) for k, v in trace.meta.items() if k != "source"}
+        header = {"kind": "episode", **meta, "name": trace.name, "length": len(trace.actions),
+                  "initial": names[0], "title": trace.frames[0].title,
+                  "a11y": trace.frames[0].a11y}
+        lines = [header]
+        for i, action in enumerate(trace.actions):
+            frame = trace.frames[i + 1]
+            lines.append({"kind": "step", "index": i, "action_text": action,
+                          "screenshot": names[i + 1], "title": frame.title, "a11y": frame.a11y})
+        with open(tmp / _STEPS, "w", encoding="utf-8") as handle:
+            for line in lines:
+                handle.write(json.dumps(line) + "\n")
+        if target.exists():
+            old = target.with_name(f".{target.name}.old-{os.getpid()}")
+            os.replace(target, old)
+            os.replace(tmp, target)
+            shutil.rmtree(old, ignore_errors=True)
+        else:
+            os.replace(tmp, target)
+    except BaseException:
+        shutil.rmtree(tmp, ignore_errors=True)
+        raise
+    return target

@@ -1,0 +1,97 @@
+"""Find volatile screen regions (a clock, a spinner) from the training traces themselves.
+
+A region is volatile when it changes whatever happens on the screen. A ticking clock changes in
+every transition of a trace, big or small, while even the busiest part of an app (the text area,
+a find field) stays the same across some of them: the find field changes when it opens and when
+the word is typed, not when a dialog opens or the agent waits. So
+:func:`detect_volatile_regions` counts, per tile, the transitions (consecutive frames of a
+trace, identical screenshots skipped) in which it changed, and calls it volatile when that is at
+least ``min_fraction`` of all transitions and at least ``min_pairs`` of them.
+
+(An earlier version counted only near-identical pairs of frames, as the "same state" definition
+suggests; with 2-3 short traces those pairs are mostly the typing steps themselves, and it
+masked the find field. Tested: the rule above masks the SimDesk clock and nothing else.)
+
+Volatile tiles are grouped into connected regions. A region one tile row high is a line of text
+(a clock, a counter) and is padded sideways by ``grow`` tiles, so that digits that never
+changed during training (the clock's hours and minutes) are masked too. Regions are returned as
+rectangles in screenshot pixels (padded by ``pad``), ready for ``Tier1Config.masks``. A clock
+with minute resolution changes in too few transitions to be found: give its rectangle in the
+config.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import replace
+
+import numpy as np
+from scipy import ndimage
+
+from cua_rl.validator.equivalence import Rect, Tier1Config, changed_tiles, prepare
+from cua_rl.validator.traces import Trace
+
+__all__ = ["detect_volatile_regions"]
+
+
+def detect_volatile_regions(
+    traces: Sequence[Trace],
+    config: Tier1Config | None = None,
+    *,
+    min_pairs: int = 3,
+    min_fraction: float = 0.9,
+    grow: int = 2,
+    pad: int = 2,
+) -> tuple[Rect, ...]:
+    """Rectangles that change in (nearly) every transition of the training traces.
+
+    Args:
+        traces: The training traces (frames of another size than the first are skipped).
+        config: Tier-1 settings (work size, tile, pixel delta); its masks are applied first,
+            so known regions are not reported again.
+        min_pairs: A volatile tile changed in at least this many transitions ...
+        min_fraction: ... and in at least this fraction of them.
+        grow: Tiles added on each side of a one-row region (a text line).
+        pad: Pixels added around each rectangle.
+
+    Returns:
+        (x, y, w, h) rectangles in screenshot pixels, top to bottom, left to right.
+    """
+    cfg = replace(config or Tier1Config(), max_shift=0)
+    shape = next((f.screenshot.shape for t in traces for f in t.frames), None)
+    if shape is None:
+        return ()
+    counts: np.ndarray | None = None
+    pairs = 0
+    scale = 1.0
+    for trace in traces:
+        frames = [f for f in trace.frames if f.screenshot.shape == shape]
+        feats = [prepare(f.screenshot, cfg) for f in frames]
+        for k in range(len(frames) - 1):
+            if frames[k].digest == frames[k + 1].digest:
+                continue
+            scale = feats[k].scale
+            tiles = changed_tiles(feats[k], feats[k + 1], cfg)
+            counts = tiles.astype(np.int64) if counts is None else counts + tiles
+            pairs += 1
+    if counts is None or pairs < min_pairs:
+        return ()
+    volatile = (counts >= min_pairs) & (counts >= min_fraction * pairs)
+    labels, _ = ndimage.label(volatile, structure=np.ones((3, 3)))
+    for sl in ndimage.find_objects(labels):
+        if sl is not None and sl[0].stop - sl[0].start == 1:
+            x0, x1 = max(0, sl[1].start - grow), min(volatile.shape[1], sl[1].stop + grow)
+            volatile[sl[0], x0:x1] = True
+    labels, _ = ndimage.label(volatile, structure=np.ones((3, 3)))
+    height, width = shape[:2]
+    t = cfg.tile
+    out: list[Rect] = []
+    for sl in ndimage.find_objects(labels):
+        if sl is None:
+            continue
+        x0 = max(0, int(sl[1].start * t / scale) - pad)
+        y0 = max(0, int(sl[0].start * t / scale) - pad)
+        x1 = min(width, int(np.ceil(sl[1].stop * t / scale)) + pad)
+        y1 = min(height, int(np.ceil(sl[0].stop * t / scale)) + pad)
+        out.append((x0, y0, x1 - x0, y1 - y0))
+    return tuple(sorted(out, key=lambda r: (r[1], r[0])))

@@ -1,0 +1,57 @@
+"""Accessibility keys: geometry, focus and volatile nodes are ignored; content is not."""
+
+from __future__ import annotations
+
+import doctest
+
+from cua_rl.validator import a11y
+from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, a11y_hint, a11y_key
+from tests.validator.simdesk_traces import simdesk_trace
+
+TREE = """desktop "SimDesk" @(0,0,640,400)
+  window "notes.txt - Editor" [focused] @(57,15,527,334)
+    textfield "Find" value="feather" [focused, selection] @(93,300,167,17)
+  alert "Notification" @(300,300,150,40)
+    label "Backup completed" @(305,305,100,10)
+  taskbar "Taskbar" @(0,380,640,20)
+    clock "Clock" value="16:07:07" @(569,380,71,20)"""
+
+
+def test_key_drops_geometry_focus_and_volatile_subtrees() -> None:
+    key = a11y_key(TREE)
+    assert key == ('desktop "SimDesk"\n  window "notes.txt - Editor"\n'
+                   '    textfield "Find" value="feather" [selection]\n  taskbar "Taskbar"')
+    moved = TREE.replace("@(57,15,527,334)", "@(61,20,519,340)").replace("16:07:07", "16:08:00")
+    assert a11y_key(moved) == key
+    assert a11y_key(TREE.replace('value="feather"', 'value="feathe"')) != key
+    assert a11y_key(TREE, ignore=(), drop_states=()).count("\n") == TREE.count("\n")
+    assert a11y_key(None) is None and a11y_key("  \n") is None
+
+
+def test_key_handles_osworld_xml_geometry() -> None:
+    xml = '<push-button name="OK" cp:screencoord="(10, 20)" cp:size="(80, 24)" showing="true"/>'
+    moved = xml.replace("(10, 20)", "(14, 22)")
+    assert a11y_key(xml) == a11y_key(moved) == '<push-button name="OK" showing="true"/>'
+
+
+def test_simdesk_popups_are_ignored_by_default() -> None:
+    assert any("Software Update" in p for p in DEFAULT_A11Y_IGNORE)
+    trace = simdesk_trace(name="a11y")
+    base = trace.frames[-1].a11y
+    assert base is not None
+    popup = base + '\n  dialog "Software Update" @(1,1,9,9)\n    button "Later" @(2,2,3,3)'
+    assert a11y_key(popup) == a11y_key(base)
+
+
+def test_hint_names_what_is_new() -> None:
+    parent = a11y_key(TREE)
+    child = a11y_key(TREE.replace('[focused, selection]', '') + '\n    status "Results" value="1"')
+    assert a11y_hint(child, parent) == 'status "Results" value="1"'
+    flags_only = a11y_key(TREE.replace('[focused, selection]', ''))
+    assert a11y_hint(flags_only, parent) == 'textfield "Find" value="feather"'
+    assert a11y_hint(parent, parent) == "" and a11y_hint(None, parent) == ""
+    assert len(a11y_hint("x" * 200, None)) == 70
+
+
+def test_doctests() -> None:
+    assert doctest.testmod(a11y).failed == 0

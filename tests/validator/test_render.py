@@ -1,0 +1,41 @@
+"""Rendering: the dominator tree PNG and the HTML validation report."""
+
+from __future__ import annotations
+
+import base64
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from cua_rl.validator import ReferenceModel, render_dominator_tree, render_report_html
+from tests.validator.simdesk_traces import CLEAN, simdesk_trace
+
+
+def test_dominator_tree_png(model_sim: ReferenceModel, tmp_path: Path) -> None:
+    image = render_dominator_tree(model_sim, tmp_path / "tree.png", thumb_width=120)
+    assert (tmp_path / "tree.png").is_file()
+    with Image.open(tmp_path / "tree.png") as back:
+        assert back.size == image.size
+    # one column per depth of the dominator tree (7 essential + the END box at least)
+    assert image.width >= 8 * 120 and image.height >= 75
+    green = int(np.all(np.asarray(image) == (30, 150, 60), axis=2).sum())
+    assert green > 100  # essential frames are drawn
+
+
+def test_html_report_inline_and_beside(model_pixels: ReferenceModel, tmp_path: Path) -> None:
+    bug = simdesk_trace(replace(CLEAN, bugs=frozenset({"search_empty"})), name="bug<1>")
+    report = model_pixels.validate(bug)
+    page = render_report_html(model_pixels, bug, report, tmp_path / "r.html")
+    html = page.read_text()
+    assert html.count("<figure") == len(bug) + len(report.missing)
+    assert "FAIL" in html and "bug&lt;1&gt;" in html and "missing" in html
+    uris = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
+    assert len(uris) >= len(bug) and base64.b64decode(uris[0])[:4] == b"\x89PNG"
+    assert html.count("class='m") == len(report.matched)
+    page2 = render_report_html(model_pixels, bug, report, tmp_path / "r2.html", inline=False)
+    files = sorted((tmp_path / "r2_files").iterdir())
+    assert "data:image" not in page2.read_text() and len(files) >= len(bug)
+    assert f"r2_files/{files[0].name}" in page2.read_text()
