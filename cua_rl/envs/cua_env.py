@@ -133,8 +133,9 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
     Memory:
         The trajectory keeps every full screenshot (the judge needs them): about
         ``H * W * 3`` bytes per step, 6 MB per step at 1920x1080, so 15 steps ~ 90 MB per live
-        episode. Observations returned to the caller are copies, so changing them in place does
-        not change the trajectory. SB3's ``DummyVecEnv`` deep-copies every info, so there the
+        episode. Returned screenshots are the trajectory's own arrays, marked read-only (no copy
+        per step): writing into one raises ``ValueError``; take ``np.array(obs["screenshot"])``
+        for a writable copy. SB3's ``DummyVecEnv`` deep-copies every info, so there the
         final step's trajectory is copied once per episode.
 
     Args:
@@ -349,10 +350,14 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
                 f"backend returned a screenshot of shape {observation.screenshot.shape}, expected "
                 f"{(height, width, 3)} from its screen_size {(width, height)}"
             )
+        # The backend hands over a fresh array (DesktopBackend contract); freezing it lets the
+        # env return the same array to the caller without a copy while the trajectory stays
+        # exactly what the agent saw. A backend that aliased its own buffer fails loudly here.
+        observation.screenshot.flags.writeable = False
         return observation
 
     def _gym_observation(self, observation: Observation) -> dict[str, Any]:
-        return {"screenshot": observation.screenshot.copy(), "instruction": self._instruction}
+        return {"screenshot": observation.screenshot, "instruction": self._instruction}
 
     def _observation_info(self, observation: Observation) -> dict[str, Any]:
         assert self._task is not None

@@ -429,13 +429,18 @@ def test_non_finite_reward_raises() -> None:
 # -- observations, render, close ---------------------------------------------------------------
 
 
-def test_returned_observations_are_copies() -> None:
+def test_returned_observations_are_read_only_and_cannot_change_the_trajectory() -> None:
     env = make_env()
     obs, _ = env.reset()
-    obs["screenshot"][:] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        obs["screenshot"][:] = 0
+    writable = np.array(obs["screenshot"])
+    writable[:] = 0
     step_obs, *_, info = env.step("DONE")
-    step_obs["screenshot"][:] = 0
+    with pytest.raises(ValueError, match="read-only"):
+        step_obs["screenshot"][:] = 0
     trajectory = info["trajectory"]
+    assert trajectory.initial.screenshot is obs["screenshot"]
     assert trajectory.initial.screenshot.max() > 0
     assert trajectory.final_observation.screenshot.max() > 0
 

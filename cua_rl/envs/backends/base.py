@@ -14,6 +14,9 @@ __all__ = ["DesktopBackend"]
 class DesktopBackend(Protocol):
     """A desktop an agent can act on.
 
+    Every returned Observation's screenshot is a fresh array that the caller owns (never a view
+    of the backend's own frame buffer): CUAEnv marks it read-only and keeps it in the trajectory.
+
     Errors: ``step`` raises :class:`cua_rl.errors.ActionError` for an action the desktop rejects
     (the episode goes on) and :class:`cua_rl.errors.BackendError` when the desktop is lost (the
     episode is truncated and marked). ``reset`` raises ``BackendError`` when set-up fails and
