@@ -45,6 +45,11 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_calibrate_parser(sub)
 
+    from cua_rl.validator.cli import add_filter_parser, add_validate_parser
+
+    add_validate_parser(sub)
+    add_filter_parser(sub)
+
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
     return int(args.func(args))

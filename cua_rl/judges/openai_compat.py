@@ -27,7 +27,7 @@ import random
 import threading
 import time
 import urllib.parse
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
@@ -197,11 +197,32 @@ class OpenAIJudge:
         Raises:
             JudgeError: If the server answers 404, 401 or 403 (mis-configured server or key).
         """
-        if not requests:
+        return self._submit(requests, self.body)
+
+    def judge_messages(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Verdict]:
+        """One verdict per prebuilt chat conversation, with this judge's model and rule.
+
+        For prompts other than the judge prompt that still ask for one word, YES or NO (build
+        them with :func:`~cua_rl.judges.prompts.openai_image_messages`): the same request
+        settings, retries, concurrency bound, log-probability decision and error verdicts as
+        :meth:`judge`.
+
+        Raises:
+            JudgeError: If the server answers 404, 401 or 403.
+        """
+        return self._submit(conversations, self.messages_body)
+
+    def _submit(
+        self, items: Sequence[Any], make_body: Callable[[Any], dict[str, Any]]
+    ) -> list[Verdict]:
+        """Bodies are built in the worker threads (images are encoded in parallel)."""
+        if not items:
             return []
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="judge-http")
-        futures: list[Future[Verdict]] = [self._pool.submit(self._one, r) for r in requests]
+        futures: list[Future[Verdict]] = [
+            self._pool.submit(lambda item=item: self._send(make_body(item))) for item in items
+        ]
         try:
             return [f.result() for f in futures]
         except _Fatal as exc:
@@ -233,17 +254,20 @@ class OpenAIJudge:
     def body(self, request: JudgeRequest) -> dict[str, Any]:
         """The JSON body sent for one request."""
         cfg = self.config
-        body: dict[str, Any] = {
-            "model": cfg.model,
-            "messages": openai_messages(
+        return self.messages_body(
+            openai_messages(
                 request,
                 version=cfg.prompt_version,
                 last_k=cfg.last_k,
                 min_pixels=cfg.min_pixels,
                 max_pixels=cfg.max_pixels,
-            ),
-        }
-        rule = cfg.decision
+            )
+        )
+
+    def messages_body(self, messages: list[dict[str, Any]]) -> dict[str, Any]:
+        """The JSON body sent for one conversation (model, decoding and logprob settings)."""
+        body: dict[str, Any] = {"model": self.config.model, "messages": messages}
+        rule = self.config.decision
         if isinstance(rule, VoteRule):
             body.update(
                 n=rule.k,
@@ -287,8 +311,8 @@ class OpenAIJudge:
             self.n_attempts += 1
             self.n_retries += int(retry)
 
-    def _one(self, request: JudgeRequest) -> Verdict:
-        payload = json.dumps(self.body(request)).encode("utf-8")
+    def _send(self, body: dict[str, Any]) -> Verdict:
+        payload = json.dumps(body).encode("utf-8")
         last = "no attempt made"
         retry_after: str | None = None
         for attempt in range(self.max_retries + 1):

@@ -32,10 +32,12 @@ __all__ = [
     "answer_counts",
     "answer_of_token",
     "fit_pixels",
+    "openai_image_messages",
     "openai_messages",
     "parse_answer",
     "png_data_url",
     "prompt_text",
+    "qwen_image_messages",
     "qwen_messages",
     "select_screenshots",
 ]
@@ -172,6 +174,27 @@ def qwen_messages(
         "max_pixels": ...}, ..., {"type": "text", "text": ...}]}]``.
     """
     shots = select_screenshots(request, last_k)
+    text = prompt_text(request.instruction, len(shots), version)
+    return qwen_image_messages(shots, text, min_pixels=min_pixels, max_pixels=max_pixels)
+
+
+def qwen_image_messages(
+    images: Sequence[np.ndarray], text: str, *, min_pixels: int, max_pixels: int
+) -> list[dict[str, Any]]:
+    """Qwen chat messages of one user turn: ``images`` in order, then ``text`` (any prompt).
+
+    The builder under :func:`qwen_messages`; other prompts that ask for YES or NO (the
+    validator's same-state question) use it directly.
+
+    Args:
+        images: H x W x 3 uint8 images, in the order the model sees them.
+        text: The text after the images.
+        min_pixels: Lower bound on each image's area after resizing (``qwen_vl_utils``).
+        max_pixels: Upper bound on each image's area after resizing.
+
+    Returns:
+        ``[{"role": "user", "content": [{"type": "image", ...}, ..., {"type": "text", ...}]}]``.
+    """
     content: list[dict[str, Any]] = [
         {
             "type": "image",
@@ -179,9 +202,9 @@ def qwen_messages(
             "min_pixels": min_pixels,
             "max_pixels": max_pixels,
         }
-        for shot in shots
+        for shot in images
     ]
-    content.append({"type": "text", "text": prompt_text(request.instruction, len(shots), version)})
+    content.append({"type": "text", "text": text})
     return [{"role": "user", "content": content}]
 
 
@@ -219,14 +242,35 @@ def openai_messages(
         ..., {"type": "text", "text": ...}]}]``.
     """
     shots = select_screenshots(request, last_k)
+    text = prompt_text(request.instruction, len(shots), version)
+    return openai_image_messages(shots, text, min_pixels=min_pixels, max_pixels=max_pixels)
+
+
+def openai_image_messages(
+    images: Sequence[np.ndarray], text: str, *, min_pixels: int, max_pixels: int
+) -> list[dict[str, Any]]:
+    """OpenAI chat-completions messages of one user turn: ``images``, then ``text``.
+
+    The builder under :func:`openai_messages` (each image resized with :func:`fit_pixels`,
+    bicubic, and sent as a base64 PNG); other YES/NO prompts use it directly.
+
+    Args:
+        images: H x W x 3 uint8 images, in the order the model sees them.
+        text: The text after the images.
+        min_pixels: Lower bound on each image's area.
+        max_pixels: Upper bound on each image's area.
+
+    Returns:
+        ``[{"role": "user", "content": [{"type": "image_url", ...}, ..., {"type": "text", ...}]}]``.
+    """
     content: list[dict[str, Any]] = []
-    for shot in shots:
+    for shot in images:
         pil = Image.fromarray(shot, mode="RGB")
         size = fit_pixels(pil.width, pil.height, min_pixels, max_pixels)
         if size != pil.size:
             pil = pil.resize(size, Image.Resampling.BICUBIC)
         content.append({"type": "image_url", "image_url": {"url": png_data_url(pil)}})
-    content.append({"type": "text", "text": prompt_text(request.instruction, len(shots), version)})
+    content.append({"type": "text", "text": text})
     return [{"role": "user", "content": content}]
 
 

@@ -33,7 +33,7 @@ import json
 import logging
 import time
 from collections import deque
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -138,6 +138,12 @@ class InferenceStats:
             "judge/preprocess_s_per_request": self.preprocess_s / n,
             "judge/forward_s_per_request": self.forward_s / n,
         }
+
+
+def _n_images(inputs: Any) -> int:
+    """Images in a processed batch (rows of ``image_grid_thw``; 0 without images)."""
+    grid = inputs.get("image_grid_thw") if hasattr(inputs, "get") else None
+    return 0 if grid is None else int(grid.shape[0])
 
 
 def _first_token_ids(tokenizer: Any, variants: Sequence[str]) -> tuple[list[int], list[str]]:
@@ -259,6 +265,20 @@ class QwenVLJudge:
             verdicts.extend(self._judge_batch(requests[start : start + self.batch_size]))
         return verdicts
 
+    def judge_messages(self, conversations: Sequence[list[dict[str, Any]]]) -> list[Verdict]:
+        """One verdict per prebuilt Qwen chat conversation, with this judge's model and rule.
+
+        For prompts other than the judge prompt that still ask for one word, YES or NO (build
+        them with :func:`~cua_rl.judges.prompts.qwen_image_messages`): the same batching,
+        next-token YES/NO probability (or vote), decision rule, error verdicts and
+        :attr:`stats` as :meth:`judge`.
+        """
+        verdicts: list[Verdict] = []
+        for start in range(0, len(conversations), self.batch_size):
+            batch = conversations[start : start + self.batch_size]
+            verdicts.extend(self._judge_batch(batch, self.prepare_messages))
+        return verdicts
+
     def close(self) -> None:
         """Drop the model and free accelerator memory (idempotent)."""
         if getattr(self, "model", None) is None:
@@ -296,6 +316,18 @@ class QwenVLJudge:
             )
             for r in requests
         ]
+        return self.prepare_messages(conversations)
+
+    def prepare_messages(self, conversations: Sequence[list[dict[str, Any]]]) -> Any:
+        """Processor inputs for a batch of Qwen chat conversations (on the judge's device).
+
+        Args:
+            conversations: One message list per row (see
+                :func:`~cua_rl.judges.prompts.qwen_image_messages`).
+
+        Returns:
+            The processor's ``BatchFeature``, left-padded.
+        """
         texts = [
             self.processor.apply_chat_template(c, tokenize=False, add_generation_prompt=True)
             for c in conversations
@@ -304,17 +336,19 @@ class QwenVLJudge:
         inputs = self.processor(text=texts, images=images, padding=True, return_tensors="pt")
         return inputs.to(self.device)
 
-    def _judge_batch(self, batch: Sequence[JudgeRequest]) -> list[Verdict]:
+    def _judge_batch(
+        self, batch: Sequence[Any], prepare: Callable[[Sequence[Any]], Any] | None = None
+    ) -> list[Verdict]:
         if self.model is None:
             raise JudgeError(f"QwenVLJudge({self.config.model!r}) is closed")
         try:
-            return self._run(batch)
+            return self._run(batch, prepare or self.prepare)
         except Exception as exc:  # per-request failures become verdicts
             if len(batch) > 1:
                 logger.warning(
                     "judge batch of %d failed (%s); retrying one by one", len(batch), exc
                 )
-                return [v for r in batch for v in self._judge_batch([r])]
+                return [v for r in batch for v in self._judge_batch([r], prepare)]
             logger.warning("judge request failed: %s: %s", type(exc).__name__, exc)
             return [self._error(f"{type(exc).__name__}: {exc}")]
 
@@ -323,10 +357,12 @@ class QwenVLJudge:
             success=False, p_success=None, raw=raw, judge_id=self.judge_id, error=message
         )
 
-    def _run(self, batch: Sequence[JudgeRequest]) -> list[Verdict]:
+    def _run(
+        self, batch: Sequence[Any], prepare: Callable[[Sequence[Any]], Any]
+    ) -> list[Verdict]:
         torch = self._torch
         t0 = time.perf_counter()
-        inputs = self.prepare(batch)
+        inputs = prepare(batch)
         t1 = time.perf_counter()
         rule = self.config.decision
         with torch.inference_mode():
@@ -355,7 +391,7 @@ class QwenVLJudge:
         self.stats.add(
             BatchStats(
                 size=len(batch),
-                n_images=sum(min(len(r.screenshots), self.config.last_k) for r in batch),
+                n_images=_n_images(inputs),
                 n_tokens=int(inputs["input_ids"].numel()),
                 preprocess_s=t1 - t0,
                 forward_s=t2 - t1,

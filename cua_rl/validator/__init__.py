@@ -12,6 +12,7 @@ Public API::
 Modules: ``traces`` (Trace, Frame, trace folders), ``a11y`` (accessibility keys),
 ``equivalence`` (tier-1 pixels), ``motion`` (window-jitter motion search), ``semantic`` (tier-2
 protocol, cache, simulated comparer), ``comparer`` (the combined tiers: StateComparer),
+``model_comparers`` (tier 2 over real models: QwenVLComparer, OpenAIComparer),
 ``volatile`` (volatile-region detection), ``pta`` (prefix trees and
 merging), ``dominators`` (essential states), ``matching`` (subsequence matching), ``model``
 (ReferenceModel, ValidationReport), ``render`` (PNG dominator tree, HTML report), ``filter``
@@ -30,9 +31,11 @@ from cua_rl.validator.model import (
     ValidatorConfig,
     ValidatorWarning,
 )
+from cua_rl.validator.model_comparers import OpenAIComparer, QwenVLComparer
 from cua_rl.validator.pta import State, StateGraph, merge_traces
 from cua_rl.validator.render import render_dominator_tree, render_report_html
 from cua_rl.validator.semantic import (
+    SEMANTIC_PROMPT,
     CachedComparer,
     SemanticAnswer,
     SemanticComparer,
@@ -44,6 +47,7 @@ from cua_rl.validator.volatile import detect_volatile_regions
 
 __all__ = [
     "DEFAULT_A11Y_IGNORE",
+    "SEMANTIC_PROMPT",
     "SIMDESK_A11Y_IGNORE",
     "CachedComparer",
     "ChainMatch",
@@ -53,6 +57,8 @@ __all__ = [
     "EquivalenceConfig",
     "FilterResult",
     "Frame",
+    "OpenAIComparer",
+    "QwenVLComparer",
     "ReferenceModel",
     "SemanticAnswer",
     "SemanticComparer",

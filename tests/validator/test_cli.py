@@ -1,0 +1,257 @@
+"""``cua-rl validate`` / ``cua-rl filter`` end to end on SimDesk trace folders."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from cua_rl.envs.backends.simdesk import SimDeskConfig
+from cua_rl.validator import write_trace
+from cua_rl.validator.cli import load_config, main_filter, main_validate
+from tests.validator.simdesk_traces import CLEAN, NOISY, simdesk_trace
+
+REPO = Path(__file__).resolve().parents[2]
+BUG = frozenset({"search_empty"})
+
+
+@pytest.fixture(scope="module")
+def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """train/ (3 passing runs), test/ (one passing, one with the search_empty bug)."""
+    root = tmp_path_factory.mktemp("cli")
+    for s in range(3):
+        write_trace(simdesk_trace(CLEAN, name=f"pass{s}", hesitation=0.3, seed=s),
+                    root / "train" / f"pass{s}")
+    good = simdesk_trace(CLEAN, name="good", hesitation=0.3, seed=7)
+    bad = simdesk_trace(SimDeskConfig(width=640, height=400, bugs=BUG), name="bug")
+    write_trace(good, root / "test" / "good")
+    write_trace(bad, root / "test" / "bug")
+    write_trace(good, root / "good_only" / "good")
+    return {"root": root, "train": root / "train", "test": root / "test",
+            "good_only": root / "good_only"}
+
+
+def copy_trace(src: Path, dst: Path) -> Path:
+    import shutil
+
+    shutil.copytree(src, dst)
+    return dst
+
+
+def test_validate_prints_the_table_and_writes_model_and_reports(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    out = tmp_path / "out"
+    code = main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
+                          "--model-out", str(out / "model"), "--html-out", str(out / "html"),
+                          "--json-out", str(out / "reports.json")])
+    text = capsys.readouterr().out
+    assert code == 1  # one trace fails
+    lines = {line.split()[0]: line for line in text.splitlines() if line.startswith(("bug",
+                                                                                     "good"))}
+    assert lines["good"].split()[1:3] == ["PASS", "1.00"]
+    bug = lines["bug"].split()
+    assert bug[1] == "FAIL" and float(bug[2]) < 1.0
+    assert "expected" in lines["bug"] and "after frame" in lines["bug"]
+    assert "1 of 2 traces PASS" in text
+    doc = json.loads((out / "reports.json").read_text())
+    by_name = {r["trace_name"]: r for r in doc["reports"]}
+    assert by_name["good"]["passed"] and not by_name["bug"]["passed"]
+    assert by_name["bug"]["missing"] and bug[3] == ",".join(by_name["bug"]["missing"])
+    assert (out / "model" / "model.json").is_file()
+    assert (out / "model" / "dominator_tree.png").stat().st_size > 1000
+    index = (out / "html" / "index.html").read_text()
+    assert "PASS good" in index and "FAIL bug" in index
+    pages = sorted(p.name for p in (out / "html").glob("*.html"))
+    assert pages == ["000_bug.html", "001_good.html", "index.html"]
+    assert "FAIL: bug" in (out / "html" / "000_bug.html").read_text()
+
+
+def test_validate_exits_0_when_every_trace_passes(
+    folders: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"])])
+    assert code == 0 and "1 of 1 traces PASS" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("empty", r"steps\.jsonl' must start with an episode header"),
+    ("corrupt_png", r"obs_001\.png' is not a readable image"),
+    ("missing_step", r"steps\.jsonl': step 0 is missing"),
+    ("missing_png", r"obs_002\.png' is missing"),
+])
+def test_bad_trace_folders_exit_2_naming_the_file(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, message: str
+) -> None:
+    test = tmp_path / "test"
+    trace = copy_trace(folders["test"] / "good", test / "broken")
+    steps = trace / "steps.jsonl"
+    if damage == "empty":
+        steps.write_text("")
+    elif damage == "corrupt_png":
+        (trace / "obs_001.png").write_bytes(b"\x89PNG\r\n\x1a\nnot really a png")
+    elif damage == "missing_step":
+        lines = steps.read_text().splitlines()
+        steps.write_text("\n".join([lines[0], *lines[2:]]) + "\n")
+    else:
+        (trace / "obs_002.png").unlink()
+    code = main_validate(["--train", str(folders["train"]), "--test", str(test)])
+    err = capsys.readouterr().err
+    assert code == 2
+    assert err.startswith("cua-rl validate: error: ") and "Traceback" not in err
+    assert str(trace) in err
+    import re
+
+    assert re.search(message, err), err
+
+
+def test_empty_test_folder_and_unknown_config_key(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    (tmp_path / "none").mkdir()
+    assert main_validate(["--train", str(folders["train"]), "--test",
+                          str(tmp_path / "none")]) == 2
+    assert "holds no trace folders" in capsys.readouterr().err
+    cfg = tmp_path / "validator.yaml"
+    cfg.write_text("equivalence:\n  use_a11y: false\n  tier3: true\n")
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
+                          "--config", str(cfg)]) == 2
+    err = capsys.readouterr().err
+    assert "validator.yaml" in err and "unknown equivalence config key(s) ['tier3']" in err
+    cfg.write_text("- a list\n")
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
+                          "--config", str(cfg)]) == 2
+    assert "must be a mapping" in capsys.readouterr().err
+
+
+def test_load_config_reads_yaml(tmp_path: Path) -> None:
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("auto_volatile: false\nequivalence:\n  use_a11y: false\n  tier1:\n"
+                   "    max_shift: 6\n    masks: [[0, 0, 10, 10]]\n")
+    config = load_config(cfg)
+    assert not config.auto_volatile and not config.equivalence.use_a11y
+    assert config.equivalence.tier1.max_shift == 6
+    assert config.equivalence.tier1.masks == ((0, 0, 10, 10),)
+    assert load_config(None).auto_volatile
+    from cua_rl.errors import ConfigError
+
+    with pytest.raises(ConfigError, match="cannot read validator config .*missing.yaml"):
+        load_config(tmp_path / "missing.yaml")
+    (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
+    with pytest.raises(ConfigError, match="is not YAML"):
+        load_config(tmp_path / "bad.yaml")
+
+
+def test_simulated_tier2_is_announced_and_counted(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # Pixels only over noisy runs (toasts, popups): tier 2 decides the AMBIGUOUS pairs.
+    for s in (0, 1, 4):
+        write_trace(simdesk_trace(NOISY, name=f"n{s}", hesitation=0.4, seed=s),
+                    tmp_path / "train" / f"n{s}")
+    write_trace(simdesk_trace(NOISY, name="t", hesitation=0.4, seed=8), tmp_path / "test" / "t")
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("equivalence:\n  use_a11y: false\n")
+    code = main_validate(["--train", str(tmp_path / "train"), "--test", str(tmp_path / "test"),
+                          "--config", str(cfg), "--semantic", "simulated"])
+    captured = capsys.readouterr()
+    assert "tier 2: SIMULATED" in captured.err and "not a model" in captured.err
+    assert code == 0, captured.out
+    calls = int(captured.out.split("tier-2 calls ")[1].split(",")[0])
+    assert calls > 0
+
+
+def test_openai_tier2_through_the_command(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from cua_rl.testing.openai_server import FakeOpenAIServer
+
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text("equivalence:\n  use_a11y: false\n")
+    with FakeOpenAIServer(lambda images, text: 0.9) as server:
+        code = main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
+                              "--config", str(cfg), "--semantic", "openai", "--base-url",
+                              server.url, "--semantic-model", "fake-judge", "--max-pixels",
+                              str(28 * 28 * 16), "--tier2-cache", str(tmp_path / "t2.sqlite")])
+    out = capsys.readouterr().out
+    calls = int(out.split("tier-2 calls ")[1].split(",")[0])
+    assert calls == server.requests > 0
+    assert code in (0, 1)  # a model that always says SAME may merge the bug's screen
+
+
+def test_semantic_needs_its_options(
+    folders: dict[str, Path], capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--train", str(folders["train"]), "--test", str(folders["test"])]
+    assert main_validate([*args, "--semantic", "qwen_vl"]) == 2
+    assert "--semantic qwen_vl needs --semantic-model" in capsys.readouterr().err
+    assert main_validate([*args, "--semantic", "openai", "--semantic-model", "m"]) == 2
+    assert "--semantic openai needs --base-url" in capsys.readouterr().err
+
+
+def test_filter_keeps_passing_rollouts_and_writes_the_manifest(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--model-out", str(model)]) == 0
+    rollouts = tmp_path / "rollouts"
+    copy_trace(folders["test"] / "good", rollouts / "good")
+    copy_trace(folders["test"] / "bug", rollouts / "bug")
+    broken = copy_trace(folders["test"] / "good", rollouts / "broken")
+    (broken / "obs_001.png").write_bytes(b"garbage")
+    capsys.readouterr()
+    manifest = tmp_path / "keep.json"
+    assert main_filter(["--model", str(model), "--rollouts", str(rollouts),
+                        "--manifest", str(manifest)]) == 0
+    out = capsys.readouterr().out
+    assert "keep    good" in out and "reject  bug" in out and "skip    broken" in out
+    assert "1 kept, 1 rejected, 1 unreadable" in out
+    doc = json.loads(manifest.read_text())
+    assert doc["kept"] == ["good"] and doc["rejected"] == ["bug"]
+    assert "obs_001.png" in doc["unreadable"]["broken"]
+    assert doc["criterion"] == "passed"
+    # A low coverage bar keeps the bug run too; --strict refuses the broken folder.
+    assert main_filter(["--model", str(model), "--rollouts", str(rollouts), "--manifest",
+                        str(manifest), "--min-coverage", "0.5"]) == 0
+    assert sorted(json.loads(manifest.read_text())["kept"]) == ["bug", "good"]
+    assert main_filter(["--model", str(model), "--rollouts", str(rollouts), "--manifest",
+                        str(manifest), "--strict"]) == 2
+    assert "obs_001.png" in capsys.readouterr().err
+
+
+def test_filter_bad_input_exits_2(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--rollouts", str(folders["test"]), "--manifest", str(tmp_path / "m.json")]
+    assert main_filter(["--model", str(tmp_path / "nowhere"), *args]) == 2
+    assert "cannot read reference model" in capsys.readouterr().err
+    assert main_filter(["--model", str(tmp_path), *args, "--min-coverage", "1.5"]) == 2
+    assert "--min-coverage must be in [0, 1], got 1.5" in capsys.readouterr().err
+
+
+def test_script_wrapper(folders: dict[str, Path], tmp_path: Path) -> None:
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--model-out", str(model)]) == 0
+    proc = subprocess.run(
+        [sys.executable, str(REPO / "scripts" / "filter_rollouts.py"), "--model", str(model),
+         "--rollouts", str(folders["test"]), "--manifest", str(tmp_path / "m.json")],
+        capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
+    assert proc.returncode == 0, proc.stderr
+    assert "1 kept, 1 rejected, 0 unreadable" in proc.stdout
+
+
+def test_cua_rl_has_both_subcommands(folders: dict[str, Path], tmp_path: Path,
+                                     capsys: pytest.CaptureFixture[str]) -> None:
+    from cua_rl.cli import main
+
+    assert main(["validate", "--train", str(folders["train"]), "--test",
+                 str(folders["good_only"]), "--model-out", str(tmp_path / "m")]) == 0
+    assert main(["filter", "--model", str(tmp_path / "m"), "--rollouts", str(folders["test"]),
+                 "--manifest", str(tmp_path / "m.json")]) == 0
+    assert "1 kept, 1 rejected" in capsys.readouterr().out
