@@ -25,7 +25,7 @@ $(VENV)/.core: pyproject.toml constraints.txt $(VENV)/.torch
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
-	$(PIP) -e '.[dev,vlm]'
+	$(PIP) -e '.[dev,vlm,ray]'
 	@touch $@
 
 demo: $(VENV)/.core

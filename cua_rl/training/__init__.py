@@ -1,0 +1,20 @@
+"""Training: PPO with a compact policy over CUAEnv, from a strict YAML config.
+
+Modules (importing this package imports neither torch nor SB3):
+
+* :mod:`~cua_rl.training.config`: ``load_config(path) -> TrainConfig`` (typed, strict).
+* :mod:`~cua_rl.training.build`: ``prepare_run(config)``: reward sources, judge, calibrations,
+  rollout filter; refuses a run that cannot work before anything starts.
+* :mod:`~cua_rl.training.envs`: task split and sub-env construction (no torch).
+* :mod:`~cua_rl.training.rollouts`: ``make_vec_env(config, reward)`` (dummy / subproc) and
+  :class:`~cua_rl.training.rollouts.RayVecEnv`.
+* :mod:`~cua_rl.training.gae`: ``compute_gae`` (pure).
+* :mod:`~cua_rl.training.ppo_sb3`: :class:`~cua_rl.training.ppo_sb3.WeightedPPO`, SB3's PPO with
+  per-episode weights (unscorable episodes excluded, the filter's drops and down-weights).
+* :mod:`~cua_rl.training.callbacks`, :mod:`~cua_rl.training.checkpoint`: the run loop's parts.
+* :mod:`~cua_rl.training.train`: ``train(config, resume=...)``, ``cua-rl train``.
+"""
+
+from cua_rl.training.config import TrainConfig, config_hash, load_config
+
+__all__ = ["TrainConfig", "config_hash", "load_config"]

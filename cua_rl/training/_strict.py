@@ -1,0 +1,121 @@
+"""Strict construction of config dataclasses: type checks, unknown keys, plain-data export.
+
+Used by :mod:`cua_rl.training.config`. A config dataclass has a ``SECTION`` class variable (its
+dotted place in the YAML file, for messages) and calls :func:`check_fields` in ``__post_init__``.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from collections.abc import Mapping
+from typing import Any, Literal
+
+from cua_rl.errors import ConfigError
+
+__all__ = ["build_section", "check", "check_fields", "describe", "plain", "reject_unknown"]
+
+
+def describe(value: Any) -> str:
+    """``repr`` of a value with its type, for messages: ``'x' (str)``."""
+    return f"{value!r} ({type(value).__name__})"
+
+
+def _coerce(value: Any, hint: Any, where: str) -> Any:
+    """``value`` checked against the annotation ``hint``; lists become tuples, ints floats."""
+    origin, args = typing.get_origin(hint), typing.get_args(hint)
+    if hint is Any:
+        return value
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        options = [a for a in args if a is not type(None)]
+        if len(options) == 1:
+            return _coerce(value, options[0], where)
+        raise TypeError(f"unsupported config annotation {hint!r}")  # internal
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{where}: must be one of {list(args)}, got {describe(value)}")
+        return value
+    simple = {bool: "true or false", int: "an integer", float: "a number", str: "a string"}
+    if hint in simple:
+        ok = isinstance(value, hint) or (hint is float and isinstance(value, int))
+        if not ok or (hint is not bool and isinstance(value, bool)):
+            raise ConfigError(f"{where}: expected {simple[hint]}, got {describe(value)}")
+        return float(value) if hint is float else value
+    if origin is tuple:
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{where}: expected a list, got {describe(value)}")
+        if len(args) == 2 and args[1] is Ellipsis:
+            args = (args[0],) * len(value)
+        elif len(value) != len(args):
+            raise ConfigError(f"{where}: expected a list of {len(args)} items, got {value!r}")
+        return tuple(
+            _coerce(v, a, f"{where}[{i}]") for i, (v, a) in enumerate(zip(value, args, strict=True))
+        )
+    if origin is dict:
+        if not isinstance(value, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {describe(value)}")
+        return {
+            _coerce(k, args[0], f"{where} key"): _coerce(v, args[1], f"{where}.{k}")
+            for k, v in value.items()
+        }
+    if dataclasses.is_dataclass(hint):
+        if not isinstance(value, hint):
+            raise ConfigError(f"{where}: expected a {hint.__name__}, got {describe(value)}")
+        return value
+    raise TypeError(f"unsupported config annotation {hint!r}")  # internal: a new field type
+
+
+def check_fields(obj: Any) -> None:
+    """Check (and coerce) every field of a config dataclass against its annotation."""
+    hints = typing.get_type_hints(type(obj))
+    for f in dataclasses.fields(obj):
+        where = f"{obj.SECTION}.{f.name}"
+        object.__setattr__(obj, f.name, _coerce(getattr(obj, f.name), hints[f.name], where))
+
+
+def check(obj: Any, name: str, ok: bool, message: str) -> None:
+    """Raise ``ConfigError("<section>.<name>: <message>, got <value>")`` unless ``ok``."""
+    if not ok:
+        raise ConfigError(f"{obj.SECTION}.{name}: {message}, got {getattr(obj, name)!r}")
+
+
+def plain(value: Any) -> Any:
+    """Plain data (dicts, lists, scalars) of a config dataclass, for YAML, JSON and hashing."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+    if isinstance(value, (tuple, list)):
+        return [plain(v) for v in value]
+    if isinstance(value, Mapping):
+        return {str(k): plain(v) for k, v in value.items()}
+    return value
+
+
+def reject_unknown(data: Mapping[str, Any], allowed: Any, where: str) -> None:
+    """Raise ``ConfigError("<where>.<key>: unknown key; allowed: ...")`` on an unknown key."""
+    for key in data:
+        if key not in allowed:
+            what = f"{where}.{key}: unknown key" if where else f"{key}: unknown section"
+            raise ConfigError(f"{what}; allowed: {', '.join(sorted(allowed))}")
+
+
+def build_section(kind: type, data: Any, where: str) -> Any:
+    """A section dataclass from a mapping (None = defaults), nested sections included."""
+    if data is None:
+        data = {}
+    if not isinstance(data, Mapping):
+        raise ConfigError(f"{where}: expected a mapping, got {describe(data)}")
+    names = [f.name for f in dataclasses.fields(kind) if f.name not in ("base_dir", "source")]
+    reject_unknown(data, names, where)
+    hints = typing.get_type_hints(kind)
+    kwargs = {}
+    for key, value in data.items():
+        nested = [
+            a for a in (hints[key], *typing.get_args(hints[key])) if dataclasses.is_dataclass(a)
+        ]
+        if nested and value is not None:
+            value = build_section(nested[0], value, f"{where}.{key}")
+        kwargs[key] = value
+    return kind(**kwargs)

@@ -1,0 +1,158 @@
+"""Checkpoints of a run: written atomically after an update, read back by ``--resume``.
+
+A checkpoint (``<run>/checkpoints/ckpt_<update>.pt``, a ``torch.save`` dict) holds the policy
+and optimizer state, the counters (environment steps, updates, SB3 gradient steps, exclusion
+statistics), the logger step, the torch / numpy / Python RNG states, the config and its
+:func:`~cua_rl.training.config.config_hash`. It is written to a temporary file in the same
+folder, flushed to disk and moved into place with ``os.replace``, so a run killed while writing
+leaves the previous checkpoint intact and never a partial one.
+
+What a resume does *not* restore: the sub-envs. Episodes running when the run stopped are lost
+(resumed envs start fresh episodes), and the env generators are reseeded from the config seed
+plus the update count, so a resumed run is not bit-identical to an uninterrupted one; the
+parameters, optimizer and counters at the checkpoint are.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+import random
+import re
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+from cua_rl.errors import ConfigError
+
+__all__ = [
+    "FORMAT",
+    "checkpoint_path",
+    "latest_checkpoint",
+    "list_checkpoints",
+    "load_checkpoint",
+    "restore_checkpoint",
+    "save_checkpoint",
+]
+
+FORMAT = "cua_rl.training.checkpoint/1"
+_NAME = re.compile(r"^ckpt_(\d+)\.pt$")
+
+
+def checkpoint_path(run_dir: str | os.PathLike[str], updates: int) -> Path:
+    """Where the checkpoint after ``updates`` updates lives."""
+    return Path(run_dir) / "checkpoints" / f"ckpt_{updates:06d}.pt"
+
+
+def list_checkpoints(run_dir: str | os.PathLike[str]) -> list[Path]:
+    """The run's checkpoints, oldest (fewest updates) first."""
+    folder = Path(run_dir) / "checkpoints"
+    if not folder.is_dir():
+        return []
+    found = [(int(m.group(1)), p) for p in folder.iterdir() if (m := _NAME.match(p.name))]
+    return [p for _, p in sorted(found)]
+
+
+def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
+    """The checkpoint with the most updates, or None."""
+    found = list_checkpoints(run_dir)
+    return found[-1] if found else None
+
+
+def save_checkpoint(
+    model: Any,
+    run_dir: str | os.PathLike[str],
+    *,
+    logger_step: int,
+    config: dict[str, Any],
+    config_hash: str,
+    keep_last: int = 3,
+) -> Path:
+    """Write the state of a :class:`~cua_rl.training.ppo_sb3.WeightedPPO` atomically.
+
+    Args:
+        model: The model (after an update).
+        run_dir: The run folder.
+        logger_step: The step of the last logger dump.
+        config: The run's config as plain data.
+        config_hash: Its :func:`~cua_rl.training.config.config_hash`.
+        keep_last: Checkpoints kept; older ones are deleted after the new one is in place.
+
+    Returns:
+        The checkpoint's path.
+    """
+    state = {
+        "format": FORMAT,
+        "policy": model.policy.state_dict(),
+        "optimizer": model.policy.optimizer.state_dict(),
+        "num_timesteps": int(model.num_timesteps),
+        "updates_done": int(model.updates_done),
+        "n_updates": int(model._n_updates),
+        "stats": dict(model.stats),
+        "logger_step": int(logger_step),
+        "rng": {
+            "torch": torch.get_rng_state(),
+            "numpy": np.random.get_state(),
+            "python": random.getstate(),
+        },
+        "config": config,
+        "config_hash": config_hash,
+    }
+    target = checkpoint_path(run_dir, model.updates_done)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
+    try:
+        with os.fdopen(fd, "wb") as handle:
+            torch.save(state, handle)
+            handle.flush()
+            os.fsync(handle.fileno())
+        os.replace(tmp, target)
+    except BaseException:
+        Path(tmp).unlink(missing_ok=True)
+        raise
+    for old in list_checkpoints(run_dir)[:-keep_last]:
+        old.unlink(missing_ok=True)
+    return target
+
+
+def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
+    """Read a checkpoint written by :func:`save_checkpoint` (only load your own files).
+
+    Raises:
+        ConfigError: Not a readable checkpoint of this format.
+    """
+    try:
+        state = torch.load(Path(path), map_location="cpu", weights_only=False)
+    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
+        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {error}") from error
+    if not isinstance(state, dict) or state.get("format") != FORMAT:
+        raise ConfigError(f"{str(path)!r} is not a {FORMAT} checkpoint")
+    return state
+
+
+def restore_checkpoint(model: Any, state: dict[str, Any], expected_hash: str) -> None:
+    """Put a checkpoint's state into a freshly built model (same config).
+
+    Raises:
+        ConfigError: The checkpoint was made with another config (hash mismatch).
+    """
+    if state["config_hash"] != expected_hash:
+        raise ConfigError(
+            f"the checkpoint was written with config hash {state['config_hash']}, this config has "
+            f"{expected_hash}: env, policy, reward or ppo settings changed (only total_timesteps, "
+            f"vec_env, ray, device, logging, checkpoint and eval may change on resume)"
+        )
+    model.policy.load_state_dict(state["policy"])
+    model.policy.optimizer.load_state_dict(state["optimizer"])
+    model.num_timesteps = state["num_timesteps"]
+    model.updates_done = state["updates_done"]
+    model._n_updates = state["n_updates"]
+    model.stats.clear()
+    model.stats.update(state["stats"])
+    rng = state["rng"]
+    torch.set_rng_state(rng["torch"])
+    np.random.set_state(rng["numpy"])
+    random.setstate(rng["python"])

@@ -1,0 +1,592 @@
+"""The training configuration: typed, frozen dataclasses read strictly from YAML.
+
+``load_config(path)`` reads a YAML file into a :class:`TrainConfig`. Each section is a dataclass
+whose fields carry a one-line doc (the ``#:`` comment above each field); an unknown key, a value
+of the wrong type or out of range raises :class:`~cua_rl.errors.ConfigError` naming the file, the
+section and the key::
+
+    configs/x.yaml: ppo.lerning_rate: unknown key; allowed: batch_size, clip_range, ...
+
+Relative paths in a config (calibration files, reference models, task files, the run folder)
+are relative to the config file's folder. ``load_config`` checks the schema and whatever can be
+checked without reading other files; :func:`cua_rl.training.build.prepare_run` checks the rest
+(files exist, calibration judge ids, task overlap) before training starts.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar, Literal
+
+import yaml
+
+from cua_rl.errors import ConfigError
+from cua_rl.training._strict import (
+    build_section,
+    check,
+    check_fields,
+    describe,
+    plain,
+    reject_unknown,
+)
+
+__all__ = [
+    "BACKENDS", "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
+    "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
+    "TrainConfig", "config_hash", "load_config",
+]  # fmt: skip
+
+#: Backends a config may name; only ``simdesk`` can build an env today.
+BACKENDS: tuple[str, ...] = ("simdesk", "osworld", "waa", "macosworld", "miniwob")
+#: First seed of held-out SimDesk calibration tasks (``cua_rl.calibration.CALIBRATION_SEED_START``).
+CALIBRATION_SEED_START = 2**31
+
+
+# -- sections --------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Which tasks train and which are held out for evaluation."""
+
+    SECTION: ClassVar[str] = "env.split"
+
+    #: simdesk: first task seed of the training tasks.
+    train_seed_start: int = 0
+    #: simdesk: training task seeds per family; None = every seed up to eval_seed_start.
+    train_seeds: int | None = None
+    #: simdesk: first task seed of the held-out evaluation tasks.
+    eval_seed_start: int = 1_000_000_000
+    #: simdesk: held-out evaluation task seeds per family.
+    eval_seeds: int = 50
+    #: file backends: share of task files held out for evaluation.
+    eval_fraction: float = 0.2
+    #: file backends: seed of the task-file split.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "train_seed_start", self.train_seed_start >= 0, "must be >= 0")
+        v = self.train_seeds
+        check(self, "train_seeds", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "eval_seeds", self.eval_seeds >= 1, "must be >= 1")
+        check(self, "eval_fraction", 0.0 < self.eval_fraction < 1.0, "must be in (0, 1)")
+        (t0, t1), (e0, e1) = self.train_range, self.eval_range
+        check(self, "train_seed_start", t0 < t1, "must be below eval_seed_start")
+        check(self, "eval_seed_start", t1 <= e0 or e1 <= t0,
+               f"eval seeds [{e0}, {e1}) overlap training seeds [{t0}, {t1})")  # fmt: skip
+        check(self, "eval_seeds", max(t1, e1) <= CALIBRATION_SEED_START,
+               f"task seeds must stay below {CALIBRATION_SEED_START} (held-out calibration "
+               f"tasks start there); training [{t0}, {t1}), eval [{e0}, {e1})")  # fmt: skip
+
+    @property
+    def train_range(self) -> tuple[int, int]:
+        """Training seeds as a half-open range [lo, hi)."""
+        lo = self.train_seed_start
+        return lo, self.eval_seed_start if self.train_seeds is None else lo + self.train_seeds
+
+    @property
+    def eval_range(self) -> tuple[int, int]:
+        """Held-out evaluation seeds as a half-open range [lo, hi)."""
+        return self.eval_seed_start, self.eval_seed_start + self.eval_seeds
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The desktop, its tasks and the episode budget."""
+
+    SECTION: ClassVar[str] = "env"
+
+    #: Desktop backend; only simdesk can run today.
+    backend: Literal["simdesk", "osworld", "waa", "macosworld", "miniwob"] = "simdesk"
+    #: Backend settings (simdesk: SimDeskConfig knobs other than width/height).
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: (width, height) of the desktop in pixels.
+    screen: tuple[int, int] = (640, 400)
+    #: simdesk/miniwob: task families (simdesk: empty = all); file backends: domains kept.
+    families: tuple[str, ...] = ()
+    #: osworld/waa/macosworld: task JSON files or folders.
+    task_files: tuple[str, ...] = ()
+    #: Step budget of every episode; None = each task's own.
+    max_steps: int | None = None
+    #: Train / held-out evaluation task split.
+    split: SplitConfig = field(default_factory=SplitConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "screen", min(self.screen) >= 1, "must be positive")
+        v = self.max_steps
+        check(self, "max_steps", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "families", len(set(self.families)) == len(self.families), "must be distinct")
+        if self.backend == "simdesk":
+            self._check_simdesk()
+        elif self.backend == "miniwob":
+            check(self, "families", bool(self.families), "miniwob needs task names")
+            check(self, "task_files", not self.task_files, "miniwob takes families, not files")
+        else:
+            check(self, "task_files", bool(self.task_files), f"{self.backend} needs task files")
+
+    def _check_simdesk(self) -> None:
+        from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+        from cua_rl.envs.backends.simdesk.registry import FAMILIES
+        from cua_rl.envs.simdesk_env import SIMDESK_KNOBS
+
+        unknown = sorted(set(self.families) - set(FAMILIES))
+        known = ", ".join(sorted(FAMILIES))
+        check(self, "families", not unknown, f"unknown families {unknown}; known: {known}")
+        check(self, "task_files", not self.task_files, "simdesk takes families, not task files")
+        allowed = sorted(set(SIMDESK_KNOBS) - {"width", "height"})
+        unknown = sorted(set(self.backend_kwargs) - set(allowed))
+        check(self, "backend_kwargs", not unknown,
+               f"unknown key(s) {unknown}; allowed: {allowed} (size: env.screen)")  # fmt: skip
+        try:
+            SimDeskConfig(**self.simdesk_knobs())
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{self.SECTION}.backend_kwargs: {error}") from None
+
+    def simdesk_knobs(self) -> dict[str, Any]:
+        """SimDeskConfig keyword arguments: ``backend_kwargs`` plus the screen size."""
+        knobs = dict(self.backend_kwargs)
+        for name in ("loading_steps", "step_seconds"):
+            if isinstance(knobs.get(name), list):
+                knobs[name] = tuple(knobs[name])
+        if isinstance(knobs.get("bugs"), (list, tuple)):
+            knobs["bugs"] = frozenset(knobs["bugs"])
+        knobs.update(width=self.screen[0], height=self.screen[1])
+        return knobs
+
+
+@dataclass(frozen=True)
+class PolicyConfig:
+    """The compact policy: observation preprocessing, action discretisation and network sizes."""
+
+    SECTION: ClassVar[str] = "policy"
+
+    #: Policy family (only the compact CNN for SB3 today).
+    kind: Literal["cnn"] = "cnn"
+    #: (width, height) the screenshot is resized to.
+    resize: tuple[int, int] = (96, 60)
+    #: Resize filter (box keeps thin lines visible when shrinking a lot).
+    resample: Literal["nearest", "box", "bilinear", "bicubic", "lanczos"] = "box"
+    #: (cols, rows) of the click grid over the screen.
+    grid: tuple[int, int] = (8, 5)
+    #: Keys and hotkeys the policy can press ("enter", "ctrl+s").
+    keys: tuple[str, ...] = ("enter", "escape", "tab", "alt+f4")
+    #: Typing actions: the first N strings of each task's vocabulary.
+    text_slots: int = 0
+    #: Add a FAIL action.
+    fail_action: bool = False
+    #: Instruction words kept as token ids.
+    max_tokens: int = 16
+    #: Hash buckets of instruction words (id 0 is padding).
+    vocab_size: int = 4096
+    #: Channels of the three conv layers.
+    cnn_channels: tuple[int, int, int] = (32, 64, 64)
+    #: Output size of the screenshot branch.
+    cnn_features: int = 256
+    #: Embedding size of the instruction branch.
+    text_features: int = 64
+    #: Hidden layers of the (separate) policy and value heads.
+    net_arch: tuple[int, ...] = (64,)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "resize", min(self.resize) >= 16, "must be at least 16x16")
+        check(self, "grid", min(self.grid) >= 1, "must be at least 1x1")
+        check(self, "text_slots", self.text_slots >= 0, "must be >= 0")
+        check(self, "keys", len(set(self.keys)) == len(self.keys), "must be distinct")
+        check(self, "max_tokens", self.max_tokens >= 1, "must be >= 1")
+        check(self, "vocab_size", self.vocab_size >= 2, "must be >= 2")
+        for name in ("cnn_channels", "net_arch"):
+            check(self, name, min(getattr(self, name), default=1) >= 1, "must be positive")
+        for name in ("cnn_features", "text_features"):
+            check(self, name, getattr(self, name) >= 1, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class RayConfig:
+    """Where Ray rollout workers run (``ppo.vec_env: ray``)."""
+
+    SECTION: ClassVar[str] = "ppo.ray"
+
+    #: A running cluster ("auto", "ray://host:10001"); None = start a small local instance.
+    address: str | None = None
+    #: CPUs of a local instance; None = ppo.n_envs.
+    num_cpus: int | None = None
+    #: Object store of a local instance in MB (Ray needs at least 75).
+    object_store_mb: int = 100
+    #: A sub-env step slower than this counts as a dead worker (restarted, episode dropped).
+    step_timeout_s: float = 120.0
+    #: Worker restarts allowed per env over the run before training stops.
+    max_restarts: int = 20
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        v = self.num_cpus
+        check(self, "num_cpus", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "object_store_mb", self.object_store_mb >= 75, "must be >= 75")
+        check(self, "step_timeout_s", self.step_timeout_s > 0, "must be > 0")
+        check(self, "max_restarts", self.max_restarts >= 0, "must be >= 0")
+
+
+@dataclass(frozen=True)
+class PPOConfig:
+    """PPO hyper-parameters (SB3 names) and where the sub-envs run."""
+
+    SECTION: ClassVar[str] = "ppo"
+
+    #: Parallel sub-envs.
+    n_envs: int = 2
+    #: Steps per sub-env per rollout; an update uses n_envs * n_steps steps.
+    n_steps: int = 128
+    #: Minibatch size.
+    batch_size: int = 64
+    #: Passes over each rollout.
+    n_epochs: int = 4
+    #: Adam learning rate (constant).
+    learning_rate: float = 3e-4
+    #: Discount factor.
+    gamma: float = 0.99
+    #: GAE lambda.
+    gae_lambda: float = 0.95
+    #: PPO probability-ratio clip.
+    clip_range: float = 0.2
+    #: Entropy bonus coefficient.
+    ent_coef: float = 0.01
+    #: Value loss coefficient.
+    vf_coef: float = 0.5
+    #: Global gradient-norm clip.
+    max_grad_norm: float = 0.5
+    #: Normalise advantages per minibatch.
+    normalize_advantage: bool = True
+    #: Stop an update's epochs early once the approximate KL passes 1.5x this; None = never.
+    target_kl: float | None = None
+    #: Environment steps of the whole run.
+    total_timesteps: int = 20_000
+    #: Seed of the model, the sub-envs and their task draws.
+    seed: int = 0
+    #: Torch device.
+    device: str = "cpu"
+    #: Where sub-envs run: in this process, in subprocesses, or in Ray actors.
+    vec_env: Literal["dummy", "subproc", "ray"] = "dummy"
+    #: Ray settings (vec_env: ray).
+    ray: RayConfig = field(default_factory=RayConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        for name in ("n_envs", "n_steps", "batch_size", "n_epochs", "total_timesteps"):
+            check(self, name, getattr(self, name) >= 1, "must be >= 1")
+        for name in ("learning_rate", "clip_range", "max_grad_norm"):
+            check(self, name, getattr(self, name) > 0, "must be > 0")
+        for name in ("gamma", "gae_lambda"):
+            check(self, name, 0.0 <= getattr(self, name) <= 1.0, "must be in [0, 1]")
+        for name in ("ent_coef", "vf_coef"):
+            check(self, name, getattr(self, name) >= 0, "must be >= 0")
+        v = self.target_kl
+        check(self, "target_kl", v is None or v > 0, "must be > 0 or null")
+        check(self, "batch_size", self.batch_size <= self.rollout_size,
+               f"must be <= the rollout size n_envs * n_steps = {self.rollout_size}")  # fmt: skip
+
+    @property
+    def rollout_size(self) -> int:
+        """Steps per update: ``n_envs * n_steps``."""
+        return self.n_envs * self.n_steps
+
+
+@dataclass(frozen=True)
+class JudgeSection:
+    """The judge behind the ``judge`` and ``corrected`` rewards and the eval estimate."""
+
+    SECTION: ClassVar[str] = "reward.judge"
+    QWEN_OPTIONS: ClassVar[frozenset[str]] = frozenset(
+        {"device", "dtype", "batch_size", "generate_raw", "max_new_tokens"}
+    )
+    OPENAI_OPTIONS: ClassVar[frozenset[str]] = frozenset({
+        "base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s",
+        "max_concurrency", "max_tokens", "top_logprobs", "seed",
+    })  # fmt: skip
+
+    #: Which judge: a SIMULATED one with known rates, a local Qwen2-VL, or a served model.
+    kind: Literal["simulated", "qwen_vl", "openai"] = "simulated"
+    #: simulated: false-negative rate P(r̃=0 | success).
+    e_pos: float = 0.1
+    #: simulated: false-positive rate P(r̃=1 | failure).
+    e_neg: float = 0.1
+    #: simulated: stratum ("os" or "os/domain") -> [e_pos, e_neg].
+    per_stratum: dict[str, tuple[float, float]] = field(default_factory=dict)
+    #: simulated: seed of the verdict flips.
+    seed: int = 0
+    #: simulated: judge id suffix; None = derived from the rates.
+    name: str | None = None
+    #: qwen_vl/openai: JudgeConfig fields (model, prompt_version, decision, ...).
+    config: dict[str, Any] = field(default_factory=dict)
+    #: qwen_vl/openai: run-time settings (qwen_vl: device, dtype...; openai: base_url...).
+    options: dict[str, Any] = field(default_factory=dict)
+    #: sqlite verdict cache file; None = no cache.
+    cache: str | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        if self.kind == "simulated":
+            check(self, "config", not self.config, "is for qwen_vl/openai judges")
+            check(self, "options", not self.options, "is for qwen_vl/openai judges")
+            for name in ("e_pos", "e_neg"):
+                check(self, name, 0.0 <= getattr(self, name) <= 1.0, "must be in [0, 1]")
+            bad = {k: v for k, v in self.per_stratum.items() if not all(0 <= r <= 1 for r in v)}
+            check(self, "per_stratum", not bad, f"rates must be in [0, 1] ({sorted(bad)})")
+            return
+        from cua_rl.judges.config import JudgeConfig
+
+        try:
+            JudgeConfig.from_dict({**self.config, "kind": self.kind})
+        except ConfigError as error:
+            raise ConfigError(f"{self.SECTION}.config: {error}") from None
+        allowed = self.QWEN_OPTIONS if self.kind == "qwen_vl" else self.OPENAI_OPTIONS
+        unknown = sorted(set(self.options) - allowed)
+        check(self, "options", not unknown, f"unknown keys {unknown}; allowed: {sorted(allowed)}")
+        ok = self.kind != "openai" or "base_url" in self.options
+        check(self, "options", ok, "an openai judge needs base_url")
+
+
+@dataclass(frozen=True)
+class FilterConfig:
+    """The rollout filter: episodes that fail dominator validation are dropped or down-weighted."""
+
+    SECTION: ClassVar[str] = "reward.filter"
+
+    #: What happens to an episode that fails validation.
+    mode: Literal["none", "drop", "downweight"] = "none"
+    #: downweight: weight of a failing episode's steps, in (0, 1).
+    weight: float = 0.5
+    #: An episode passes at this coverage or more; None = the validator's PASS.
+    min_coverage: float | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "weight", 0.0 < self.weight < 1.0, "must be in (0, 1)")
+        cov = self.min_coverage
+        check(self, "min_coverage", cov is None or 0.0 <= cov <= 1.0, "must be in [0, 1] or null")
+
+
+@dataclass(frozen=True)
+class RewardConfig:
+    """Where the terminal reward comes from, and which episodes reach the update."""
+
+    SECTION: ClassVar[str] = "reward"
+
+    #: The training reward: the benchmark checker, the raw judge, or the corrected judge.
+    primary: Literal["ground_truth", "judge", "corrected"] = "ground_truth"
+    #: The judge (needed by judge/corrected and by the judge-based eval estimate).
+    judge: JudgeSection | None = None
+    #: Stratum ("all" or an OS such as "simdesk") -> calibration JSON of the judge.
+    calibration: dict[str, str] = field(default_factory=dict)
+    #: Stratum -> the labelled set (JSONL) its calibration came from, to refuse task overlap.
+    calibration_labelled: dict[str, str] = field(default_factory=dict)
+    #: Weight of the validator's structural reward added to the primary (0 = off).
+    structural_weight: float = 0.0
+    #: Structural reward: coverage of the essential states, or 1.0 on PASS.
+    structural_mode: Literal["coverage", "pass"] = "coverage"
+    #: Task id or domain -> reference model folder (the validator), for structure and filter.
+    reference_models: dict[str, str] = field(default_factory=dict)
+    #: The rollout filter.
+    filter: FilterConfig = field(default_factory=FilterConfig)
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        p = self.primary
+        check(self, "judge", p == "ground_truth" or self.judge is not None,
+               f"primary {p!r} needs a judge section")  # fmt: skip
+        check(self, "calibration", p != "corrected" or bool(self.calibration),
+               "primary 'corrected' needs a calibration file")  # fmt: skip
+        check(self, "judge", not self.calibration or self.judge is not None,
+               "a calibration needs the judge it was made for")  # fmt: skip
+        extra = sorted(set(self.calibration_labelled) - set(self.calibration))
+        check(self, "calibration_labelled", not extra, f"strata {extra} have no calibration")
+        needs = self.structural_weight != 0.0 or self.filter.mode != "none"
+        check(self, "reference_models", not needs or bool(self.reference_models),
+               "structural_weight != 0 or a rollout filter needs reference models")  # fmt: skip
+        check(self, "structural_weight", abs(self.structural_weight) < 1e6, "must be finite")
+
+
+@dataclass(frozen=True)
+class LoggingConfig:
+    """Where metrics go."""
+
+    SECTION: ClassVar[str] = "logging"
+
+    #: Folder of run folders.
+    dir: str = "../runs"
+    #: Run folder name; None = the config file's stem.
+    run_name: str | None = None
+    #: wandb mode; its files stay inside the run folder.
+    wandb: Literal["offline", "online", "disabled"] = "offline"
+    #: wandb project.
+    project: str = "cua_rl"
+    #: Log every N updates.
+    log_interval: int = 1
+    #: Also print each dump as a table.
+    stdout: bool = False
+    #: Show a tqdm progress bar.
+    progress: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "log_interval", self.log_interval >= 1, "must be >= 1")
+        name = self.run_name
+        ok = name is None or (bool(name) and "/" not in name and name not in (".", ".."))
+        check(self, "run_name", ok, "must be a plain folder name")
+
+
+@dataclass(frozen=True)
+class CheckpointConfig:
+    """When checkpoints are written."""
+
+    SECTION: ClassVar[str] = "checkpoint"
+
+    #: Write one every N updates (and after the last); 0 = only after the last.
+    every: int = 5
+    #: Checkpoints kept; older ones are deleted.
+    keep_last: int = 3
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "every", self.every >= 0, "must be >= 0")
+        check(self, "keep_last", self.keep_last >= 1, "must be >= 1")
+
+
+@dataclass(frozen=True)
+class EvalConfig:
+    """Periodic evaluation on the held-out tasks, with ground truth."""
+
+    SECTION: ClassVar[str] = "eval"
+
+    #: Evaluate every N updates; 0 = only at the start and the end.
+    every: int = 10
+    #: Episodes per evaluation: the held-out tasks in order, cycling.
+    episodes: int = 20
+    #: Greedy actions instead of samples.
+    deterministic: bool = True
+    #: Evaluate the untrained policy before the first update.
+    at_start: bool = True
+    #: Evaluate after the last update.
+    at_end: bool = True
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "every", self.every >= 0, "must be >= 0")
+        check(self, "episodes", self.episodes >= 1, "must be >= 1")
+
+
+_SECTIONS: dict[str, type] = {
+    "env": EnvConfig, "policy": PolicyConfig, "ppo": PPOConfig, "reward": RewardConfig,
+    "logging": LoggingConfig, "checkpoint": CheckpointConfig, "eval": EvalConfig,
+}  # fmt: skip
+
+
+@dataclass(frozen=True)
+class TrainConfig:
+    """A whole training run: one YAML file with the sections below."""
+
+    SECTION: ClassVar[str] = "config"
+
+    #: Desktop, tasks and split.
+    env: EnvConfig = field(default_factory=EnvConfig)
+    #: Compact policy.
+    policy: PolicyConfig = field(default_factory=PolicyConfig)
+    #: PPO hyper-parameters and rollout workers.
+    ppo: PPOConfig = field(default_factory=PPOConfig)
+    #: Reward sources and the rollout filter.
+    reward: RewardConfig = field(default_factory=RewardConfig)
+    #: Metrics.
+    logging: LoggingConfig = field(default_factory=LoggingConfig)
+    #: Checkpoints.
+    checkpoint: CheckpointConfig = field(default_factory=CheckpointConfig)
+    #: Evaluation.
+    eval: EvalConfig = field(default_factory=EvalConfig)
+    #: Folder relative paths resolve against (the config file's; not a YAML key).
+    base_dir: str = "."
+    #: The YAML file this was read from (not a YAML key).
+    source: str | None = None
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        (cols, rows), (width, height) = self.policy.grid, self.env.screen
+        ok = cols <= width and rows <= height
+        check(self.policy, "grid", ok, f"must not be finer than the screen {self.env.screen}")
+
+    def resolve(self, path: str | os.PathLike[str]) -> Path:
+        """A path of the config made absolute against :attr:`base_dir`."""
+        p = Path(path).expanduser()
+        return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+
+    @property
+    def run_dir(self) -> Path:
+        """The run folder: ``logging.dir / (logging.run_name or the config file's stem)``."""
+        name = self.logging.run_name or (Path(self.source).stem if self.source else "run")
+        return self.resolve(self.logging.dir) / name
+
+    def to_dict(self) -> dict[str, Any]:
+        """Plain data of every YAML section (logged with the run; :meth:`from_dict` reads it)."""
+        return {name: plain(getattr(self, name)) for name in _SECTIONS}
+
+    @classmethod
+    def from_dict(cls, data: Any, *, base_dir: str = ".", source: str | None = None) -> TrainConfig:
+        """Build from plain data (a parsed YAML document), strictly.
+
+        Raises:
+            ConfigError: An unknown key, a wrong type or value (``section.key: ...``).
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"expected a mapping of sections, got {describe(data)}")
+        reject_unknown(data, _SECTIONS, "")
+        sections = {name: build_section(k, data.get(name), name) for name, k in _SECTIONS.items()}
+        return cls(**sections, base_dir=str(base_dir), source=source)
+
+
+def load_config(path: str | os.PathLike[str]) -> TrainConfig:
+    """Read a training config from YAML, strictly.
+
+    Args:
+        path: The YAML file.
+
+    Returns:
+        The config; its relative paths resolve against the file's folder.
+
+    Raises:
+        ConfigError: Naming the file and ``section.key``: an unknown key, a wrong type or range,
+            an unreadable file, invalid YAML.
+    """
+    file = Path(path)
+    try:
+        text = file.read_text(encoding="utf-8")
+    except OSError as error:
+        raise ConfigError(f"{file}: cannot read the config ({error.strerror or error})") from None
+    try:
+        data = yaml.safe_load(text)
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{file}: invalid YAML: {error}") from None
+    try:
+        return TrainConfig.from_dict(
+            {} if data is None else data, base_dir=str(file.resolve().parent), source=str(file)
+        )
+    except ConfigError as error:
+        raise ConfigError(f"{file}: {error}") from None
+
+
+def config_hash(config: TrainConfig) -> str:
+    """sha256 (16 hex digits) of what a resumed run must share with the run it continues.
+
+    Covers env, policy, reward, and ppo except ``total_timesteps`` (a run may be extended),
+    ``vec_env``, ``ray`` and ``device`` (where it runs); not logging, checkpoint or eval.
+    """
+    data = config.to_dict()
+    skip = ("total_timesteps", "vec_env", "ray", "device")
+    ppo = {k: v for k, v in data["ppo"].items() if k not in skip}
+    kept = {"env": data["env"], "policy": data["policy"], "ppo": ppo, "reward": data["reward"]}
+    blob = json.dumps(kept, sort_keys=True)
+    return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -1,0 +1,324 @@
+"""The run loop: ``cua-rl train CONFIG [--resume] [--total-timesteps N]``.
+
+:func:`train` builds everything from a :class:`~cua_rl.training.config.TrainConfig`, refuses a
+run that cannot work before any env or model exists (:func:`~cua_rl.training.build.prepare_run`),
+evaluates the untrained policy on the held-out tasks, trains
+(:class:`~cua_rl.training.ppo_sb3.WeightedPPO`), evaluates periodically and at the end, writes
+checkpoints, and logs everything through the logging seam into the run folder::
+
+    <logging.dir>/<run_name>/
+        config.yaml            the config as it was run (also logged to wandb)
+        metrics.jsonl          one JSON object per dump (step = environment steps)
+        wandb/                 wandb's offline files (unless logging.wandb is disabled)
+        checkpoints/ckpt_<update>.pt
+
+``--resume`` continues from the latest checkpoint of the run folder: updates finished before it
+are kept (parameters, optimizer, counters); those after it, and the episodes running when the
+run stopped, are lost and redone. Rows of ``metrics.jsonl`` logged after that checkpoint appear
+a second time, with the same steps, in the resumed part. A resumed run starts a new wandb run.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from cua_rl.errors import ConfigError, CuaRLError
+from cua_rl.logger import JSONLWriter, Logger, StdoutWriter, WandbWriter, Writer
+from cua_rl.training.build import RunParts, prepare_run
+from cua_rl.training.callbacks import (
+    CheckpointCallback,
+    EvalCallback,
+    LogCallback,
+    ProgressCallback,
+    RunCallback,
+)
+from cua_rl.training.checkpoint import (
+    latest_checkpoint,
+    load_checkpoint,
+    restore_checkpoint,
+    save_checkpoint,
+)
+from cua_rl.training.config import TrainConfig, config_hash, load_config
+
+__all__ = ["TrainResult", "add_train_parser", "build_model", "main", "run_train", "train"]
+
+logger = logging.getLogger(__name__)
+PROG = "cua-rl train"
+
+
+@dataclass
+class TrainResult:
+    """What a run did.
+
+    Attributes:
+        run_dir: The run folder.
+        num_timesteps: Environment steps taken, over every resume.
+        updates_done: PPO updates done, over every resume.
+        evals: ``(updates, num_timesteps, eval metrics)`` of each evaluation of this session.
+        stats: Exclusion counters (see :class:`~cua_rl.training.ppo_sb3.WeightedPPO`).
+        checkpoint: The last checkpoint written.
+        resumed_from: The checkpoint this session started from, if any.
+    """
+
+    run_dir: Path
+    num_timesteps: int
+    updates_done: int
+    evals: list[tuple[int, int, dict[str, float]]] = field(default_factory=list)
+    stats: dict[str, int] = field(default_factory=dict)
+    checkpoint: Path | None = None
+    resumed_from: Path | None = None
+
+
+def build_model(config: TrainConfig, venv: Any, episode_weight: Any = None) -> Any:
+    """The :class:`~cua_rl.training.ppo_sb3.WeightedPPO` of a config over ``venv``."""
+    from cua_rl.policies.cnn import ScreenInstructionExtractor
+    from cua_rl.training.ppo_sb3 import WeightedPPO
+
+    p, ppo = config.policy, config.ppo
+    policy_kwargs = {
+        "features_extractor_class": ScreenInstructionExtractor,
+        "features_extractor_kwargs": {
+            "cnn_channels": p.cnn_channels,
+            "cnn_features": p.cnn_features,
+            "text_features": p.text_features,
+        },
+        "net_arch": {"pi": list(p.net_arch), "vf": list(p.net_arch)},
+    }
+    return WeightedPPO(
+        "MultiInputPolicy",
+        venv,
+        episode_weight=episode_weight,
+        learning_rate=ppo.learning_rate,
+        n_steps=ppo.n_steps,
+        batch_size=ppo.batch_size,
+        n_epochs=ppo.n_epochs,
+        gamma=ppo.gamma,
+        gae_lambda=ppo.gae_lambda,
+        clip_range=ppo.clip_range,
+        ent_coef=ppo.ent_coef,
+        vf_coef=ppo.vf_coef,
+        max_grad_norm=ppo.max_grad_norm,
+        normalize_advantage=ppo.normalize_advantage,
+        target_kl=ppo.target_kl,
+        policy_kwargs=policy_kwargs,
+        seed=ppo.seed,
+        device=ppo.device,
+        verbose=0,
+    )
+
+
+def _writers(config: TrainConfig, run_dir: Path) -> list[Writer]:
+    writers: list[Writer] = [JSONLWriter(run_dir / "metrics.jsonl")]
+    if config.logging.wandb != "disabled":
+        writers.append(
+            WandbWriter(
+                run_dir / "wandb",
+                project=config.logging.project,
+                config=config.to_dict(),
+                mode=config.logging.wandb,
+                name=run_dir.name,
+            )
+        )
+    if config.logging.stdout:
+        writers.append(StdoutWriter())
+    return writers
+
+
+def train(
+    config: TrainConfig,
+    *,
+    resume: bool = False,
+    total_timesteps: int | None = None,
+    callbacks: Sequence[RunCallback] = (),
+    parts: RunParts | None = None,
+) -> TrainResult:
+    """Train a compact policy with PPO as the config says.
+
+    Args:
+        config: The run.
+        resume: Continue from the latest checkpoint of the run folder.
+        total_timesteps: Override ``ppo.total_timesteps`` (environment steps of the whole run,
+            earlier sessions included).
+        callbacks: More callbacks, called after the built-in ones at each update.
+        parts: Reward sources, judge and filter built by the caller (for what YAML cannot say,
+            such as a simulated judge with a near-success function); default
+            ``prepare_run(config)``. The caller then owns the checks ``prepare_run`` makes, and
+            the run closes ``parts`` at the end.
+
+    Returns:
+        What the run did.
+
+    Raises:
+        ConfigError: Anything :func:`~cua_rl.training.build.prepare_run` refuses; ``resume``
+            without a checkpoint, or a run folder that already has checkpoints without
+            ``resume``; a checkpoint from another config.
+    """
+    run_dir = config.run_dir
+    found = latest_checkpoint(run_dir)
+    if resume and found is None:
+        raise ConfigError(f"--resume: no checkpoint in {str(run_dir)!r}")
+    if not resume and found is not None:
+        raise ConfigError(
+            f"the run folder {str(run_dir)!r} already has checkpoints; pass --resume to continue "
+            f"it, or set logging.run_name to start another run"
+        )
+    total = total_timesteps if total_timesteps is not None else config.ppo.total_timesteps
+    if parts is None:
+        parts = prepare_run(config)
+    closers: list[Any] = [parts]
+    try:
+        run_dir.mkdir(parents=True, exist_ok=True)
+        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        log = Logger(_writers(config, run_dir))
+        closers.append(log)
+        from cua_rl.training.rollouts import make_vec_env
+
+        venv = make_vec_env(config, parts.reward, parts.extra_rewards)
+        closers.append(venv)
+        model = build_model(config, venv, parts.episode_weight)
+        digest = config_hash(config)
+        if resume:
+            assert found is not None
+            restore_checkpoint(model, load_checkpoint(found), digest)
+            # fresh envs: new task draws rather than a replay of the first ones
+            model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
+            logger.info("resumed %s at update %d", found, model.updates_done)
+        return _run(config, model, parts, log, closers, total, callbacks, found if resume else None)
+    finally:
+        for item in reversed(closers):
+            item.close()
+
+
+def _run(
+    config: TrainConfig,
+    model: Any,
+    parts: RunParts,
+    log: Logger,
+    closers: list[Any],
+    total: int,
+    extra: Sequence[RunCallback],
+    resumed_from: Path | None,
+) -> TrainResult:
+    run_dir = config.run_dir
+    log_cb = LogCallback(log, config.logging.log_interval, parts)
+    log_cb.last_step = int(model.num_timesteps)
+    eval_cb = EvalCallback(config, parts, log)
+    closers.append(eval_cb)
+    result = TrainResult(run_dir, 0, 0, evals=eval_cb.history, resumed_from=resumed_from)
+
+    def save() -> Path:
+        result.checkpoint = save_checkpoint(
+            model,
+            run_dir,
+            logger_step=log_cb.last_step,
+            config=config.to_dict(),
+            config_hash=config_hash(config),
+            keep_last=config.checkpoint.keep_last,
+        )
+        return result.checkpoint
+
+    ckpt_cb = CheckpointCallback(save, config.checkpoint.every)
+    progress = [ProgressCallback(total)] if config.logging.progress else []
+    cbs: list[RunCallback] = [*progress, log_cb, eval_cb, ckpt_cb, *extra]
+    eval_cb.init_callback(model)
+    if config.eval.at_start and model.updates_done == 0:
+        eval_cb.run()
+    if total > model.num_timesteps:
+        model.learn(
+            total - model.num_timesteps,
+            callback=list(cbs),
+            reset_num_timesteps=resumed_from is None,
+        )
+    if log_cb.episodes:
+        log_cb.dump()
+    if config.eval.at_end and (not eval_cb.history or eval_cb.history[-1][0] != model.updates_done):
+        eval_cb.run()
+    if ckpt_cb.last_saved != model.updates_done and model.updates_done > 0:
+        save()
+    result.num_timesteps = int(model.num_timesteps)
+    result.updates_done = int(model.updates_done)
+    result.stats = {k: int(v) for k, v in model.stats.items()}
+    return result
+
+
+def _add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("config", help="training config (YAML), e.g. configs/simdesk.yaml")
+    parser.add_argument(
+        "--resume", action="store_true", help="continue from the run folder's latest checkpoint"
+    )
+    parser.add_argument(
+        "--total-timesteps", type=int, help="environment steps of the whole run (overrides ppo)"
+    )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add the ``train`` subcommand to ``cua-rl``'s subparsers (sets ``func=run_train``)."""
+    parser = subparsers.add_parser(
+        "train", help="train a compact policy with PPO from a config", description=__doc__
+    )
+    _add_arguments(parser)
+    parser.set_defaults(func=run_train)
+    return parser
+
+
+def _format(metrics: dict[str, float]) -> str:
+    keys = ("eval/success_rate", "eval/judge_estimate", "eval/judge_ci_low", "eval/judge_ci_high")
+    return ", ".join(f"{k.split('/', 1)[1]}={metrics[k]:.3f}" for k in keys if k in metrics)
+
+
+def run_train(args: argparse.Namespace) -> int:
+    """Run the ``train`` subcommand; prints a summary. Exit code 0, or 2 on bad input.
+
+    Every :class:`~cua_rl.errors.CuaRLError` (a bad config, a refused calibration, a backend
+    that is not implemented) is printed as one line on stderr.
+    """
+    try:
+        config = load_config(args.config)
+        if args.no_progress:
+            import dataclasses
+
+            config = dataclasses.replace(
+                config, logging=dataclasses.replace(config.logging, progress=False)
+            )
+        if args.total_timesteps is not None and args.total_timesteps < 1:
+            raise ConfigError(f"--total-timesteps must be >= 1, got {args.total_timesteps}")
+        result = train(config, resume=args.resume, total_timesteps=args.total_timesteps)
+    except CuaRLError as error:
+        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
+    print(f"run folder: {result.run_dir}")
+    print(f"steps: {result.num_timesteps}, updates: {result.updates_done}")
+    stats = result.stats
+    print(
+        f"episodes: {stats.get('episodes', 0)}, unscorable (excluded): "
+        f"{stats.get('unscorable', 0)}, dropped by the filter: {stats.get('dropped', 0)}, "
+        f"down-weighted: {stats.get('downweighted', 0)}, stale: {stats.get('stale_episodes', 0)}"
+    )
+    for updates, steps, metrics in result.evals:
+        print(f"eval after {updates} updates ({steps} steps): {_format(metrics)}")
+    if result.checkpoint is not None:
+        print(f"checkpoint: {result.checkpoint}")
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Standalone entry point (``scripts/train.py``): the same options as the subcommand."""
+    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    _add_arguments(parser)
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    return run_train(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,299 @@
+"""prepare_run: the reward sources a config asks for, and every refusal before training."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from cua_rl.calibration import Calibration, estimate_calibration
+from cua_rl.core import Observation, Trajectory
+from cua_rl.envs.backends.simdesk.tasks import make_task
+from cua_rl.errors import CalibrationError, ConfigError
+from cua_rl.rewards.base import GroundTruthReward, WeightedReward
+from cua_rl.rewards.corrected import CorrectedReward
+from cua_rl.rewards.judge import JudgeReward
+from cua_rl.training.build import StratifiedCorrectedReward, ValidatorFilter, prepare_run
+from cua_rl.training.config import TrainConfig
+
+JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
+JUDGE_ID = "simulated:e_pos=0.1,e_neg=0.2"
+
+
+def calibration(judge_id: str = JUDGE_ID, fn: int = 10, fp: int = 20) -> Calibration:
+    """A pooled calibration with e_pos = fn/100 and e_neg = fp/100, strata simdesk/click_ok."""
+    judged = [1] * (100 - fn) + [0] * fn + [1] * fp + [0] * (100 - fp)
+    return estimate_calibration(
+        judged, [1] * 100 + [0] * 100, judge_id=judge_id, strata=[("simdesk", "click_ok")] * 200
+    )
+
+
+def save(tmp_path: Path, cal: Calibration, name: str = "cal.json") -> str:
+    cal.save(tmp_path / name)
+    return name
+
+
+def labelled(tmp_path: Path, task_ids: list[str], name: str = "labelled.jsonl") -> str:
+    rows = [
+        {
+            "id": f"x{i}",
+            "task_id": t,
+            "os": "simdesk",
+            "app": "click_ok",
+            "instruction": "Click OK",
+            "images": ["img.png"],
+            "label": i % 2,
+            "source": "test",
+        }
+        for i, t in enumerate(task_ids)
+    ]
+    (tmp_path / name).write_text("".join(json.dumps(r) + "\n" for r in rows))
+    return name
+
+
+def trajectory(ground_truth: float, family: str = "click_ok", seed: int = 5) -> Trajectory:
+    shot = np.zeros((8, 8, 3), dtype=np.uint8)
+    return Trajectory(
+        task=make_task(family, seed),
+        initial=Observation(shot),
+        steps=(),
+        end_reason="done",
+        ground_truth=ground_truth,
+    )
+
+
+def test_ground_truth_primary_needs_nothing(tiny_config: Callable[..., TrainConfig]) -> None:
+    parts = prepare_run(tiny_config())
+    assert isinstance(parts.reward, GroundTruthReward)
+    assert parts.extra_rewards == () and parts.judge is None and parts.episode_weight is None
+
+
+def test_judge_primary_logs_ground_truth_as_extra(tiny_config: Callable[..., TrainConfig]) -> None:
+    parts = prepare_run(tiny_config(reward={"primary": "judge", "judge": JUDGE}))
+    assert isinstance(parts.reward, JudgeReward) and parts.judge is not None
+    assert parts.judge.judge_id == JUDGE_ID
+    assert [type(s) for s in parts.extra_rewards] == [GroundTruthReward]
+
+
+def test_corrected_primary_with_one_pooled_calibration(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    config = tiny_config(
+        reward={
+            "primary": "corrected",
+            "judge": JUDGE,
+            "calibration": {"all": save(tmp_path, calibration())},
+        }
+    )
+    parts = prepare_run(config)
+    assert isinstance(parts.reward, CorrectedReward)
+    assert parts.calibrations["all"].e_neg == pytest.approx(0.2)
+
+
+def test_corrected_per_os_files_correct_with_their_own_rates(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    files = {
+        "simdesk": save(tmp_path, calibration(fn=10, fp=20), "a.json"),
+        "all": save(tmp_path, calibration(fn=30, fp=10), "b.json"),
+    }
+    parts = prepare_run(
+        tiny_config(reward={"primary": "corrected", "judge": JUDGE, "calibration": files})
+    )
+    assert isinstance(parts.reward, StratifiedCorrectedReward)
+    good, bad = trajectory(1.0), trajectory(0.0)
+    values = parts.reward.score_batch([good, bad])
+    verdicts = parts.reward.last_verdicts
+    for value, verdict in zip(values, verdicts, strict=True):
+        r = 1.0 if verdict.success else 0.0
+        assert value == pytest.approx((r - 0.2) / (1 - 0.1 - 0.2))  # simdesk's file, not "all"
+    other = Trajectory(
+        task=good.task.__class__(**{**_task_fields(good), "os": "ubuntu"}),
+        initial=good.initial,
+        steps=(),
+        end_reason="done",
+        ground_truth=1.0,
+    )
+    assert parts.reward.calibration_for(other).e_pos == pytest.approx(0.3)  # falls back to "all"
+
+
+def _task_fields(t: Trajectory) -> dict[str, Any]:
+    task = t.task
+    return {"id": task.id, "instruction": task.instruction, "domain": task.domain, "os": task.os}
+
+
+def test_missing_calibration_file(tiny_config: Callable[..., TrainConfig]) -> None:
+    config = tiny_config(
+        reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": "nope.json"}}
+    )
+    with pytest.raises(
+        ConfigError, match=r"reward\.calibration\.all: calibration file .*nope\.json' not found"
+    ):
+        prepare_run(config)
+
+
+def test_calibration_for_another_judge(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    name = save(tmp_path, calibration(judge_id="qwen_vl:other"))
+    config = tiny_config(
+        reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": name}}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"reward\.calibration\.all: the calibration was made for judge_id "
+        r"'qwen_vl:other', but the configured judge is 'simulated:",
+    ):
+        prepare_run(config)
+
+
+def test_calibration_with_d_not_positive(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    data = calibration().to_dict()
+    data.update(
+        counts={"tp": 40, "fn": 60, "fp": 60, "tn": 40},
+        e_pos=0.6,
+        e_neg=0.6,
+        D=-0.2,
+        e_pos_interval=[0.5, 0.7],
+        e_neg_interval=[0.5, 0.7],
+        D_interval=[-0.4, 0.0],
+        stratum_counts={"tp": 40, "fn": 60, "fp": 60, "tn": 40},
+        children=[],
+    )
+    (tmp_path / "bad.json").write_text(json.dumps(data))
+    with pytest.raises(CalibrationError, match=r"D = 1 - e_pos - e_neg = -0.2000 <= 0"):
+        Calibration.load(tmp_path / "bad.json")
+    config = tiny_config(
+        reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": "bad.json"}}
+    )
+    with pytest.raises(
+        ConfigError,
+        match=r"reward\.calibration\.all: .*bad\.json: .*D = 1 - e_pos - e_neg = -0\.2000 <= 0",
+    ):
+        prepare_run(config)
+
+
+def test_calibration_tasks_overlapping_training(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    cal = save(tmp_path, calibration())
+    reward = {"primary": "corrected", "judge": JUDGE, "calibration": {"all": cal}}
+    held_out = labelled(tmp_path, ["simdesk/click_ok/2147483650", "simdesk/click_ok/1000000003"])
+    prepare_run(tiny_config(reward={**reward, "calibration_labelled": {"all": held_out}}))
+    leaky = labelled(tmp_path, ["simdesk/click_ok/2147483650", "simdesk/click_ok/17"], "leak.jsonl")
+    with pytest.raises(
+        ConfigError,
+        match=r"reward\.calibration_labelled\.all: 1 task id\(s\) of the calibration set "
+        r"are training tasks \(simdesk/click_ok/17\)",
+    ):
+        prepare_run(tiny_config(reward={**reward, "calibration_labelled": {"all": leaky}}))
+    # a task of another family is not a training task of this run
+    prepare_run(
+        tiny_config(
+            reward={
+                **reward,
+                "calibration_labelled": {
+                    "all": labelled(tmp_path, ["simdesk/close_window/17"], "o.jsonl")
+                },
+            }
+        )
+    )
+    with pytest.raises(
+        ConfigError, match=r"reward\.calibration_labelled\.all: labelled set .* not found"
+    ):
+        prepare_run(
+            tiny_config(reward={**reward, "calibration_labelled": {"all": "missing.jsonl"}})
+        )
+
+
+def test_missing_reference_model(tiny_config: Callable[..., TrainConfig]) -> None:
+    config = tiny_config(
+        reward={"filter": {"mode": "drop"}, "reference_models": {"click_ok": "ref/"}}
+    )
+    with pytest.raises(
+        ConfigError, match=r"reward\.reference_models\.click_ok: reference model .* not found"
+    ):
+        prepare_run(config)
+
+
+@pytest.mark.parametrize("backend", ["osworld", "waa", "macosworld"])
+def test_backends_not_implemented_yet(
+    tiny_config: Callable[..., TrainConfig], backend: str
+) -> None:
+    config = tiny_config(env={"backend": backend, "families": [], "task_files": ["t.json"]})
+    with pytest.raises(
+        ConfigError, match=rf"env\.backend: the '{backend}' backend is not implemented yet"
+    ):
+        prepare_run(config)
+
+
+def test_miniwob_not_implemented_yet(tiny_config: Callable[..., TrainConfig]) -> None:
+    config = tiny_config(env={"backend": "miniwob", "families": ["click-button"]})
+    with pytest.raises(
+        ConfigError, match=r"env\.backend: the 'miniwob' backend is not implemented yet"
+    ):
+        prepare_run(config)
+
+
+class FakeReport:
+    def __init__(self, passed: bool, coverage: float) -> None:
+        self.passed, self.coverage = passed, coverage
+
+
+class FakeModel:
+    """A reference model whose verdict is the trajectory's ground truth."""
+
+    def validate(self, trace: Any) -> FakeReport:
+        ok = bool(trace.meta.get("ground_truth"))
+        return FakeReport(ok, 1.0 if ok else 0.25)
+
+
+def test_validator_filter_weights_and_counts() -> None:
+    def info(gt: float, family: str = "click_ok") -> dict[str, Any]:
+        return {"trajectory": trajectory(gt, family)}
+
+    drop = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
+    assert [drop(info(1.0)), drop(info(0.0)), drop(info(0.0, "close_window"))] == [1.0, 0.0, 1.0]
+    assert dict(drop.counts) == {"passed": 1, "failed": 1, "no_model": 1}
+    down = ValidatorFilter({"click_ok": FakeModel()}, "downweight", 0.3, None)
+    assert down(info(0.0)) == 0.3
+    by_coverage = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, 0.2)
+    assert by_coverage(info(0.0)) == 1.0  # coverage 0.25 >= 0.2
+
+
+def test_structural_weight_builds_a_weighted_reward(
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cua_rl.validator import model as validator_model
+
+    monkeypatch.setattr(
+        validator_model.ReferenceModel, "load", classmethod(lambda cls, folder: FakeModel())
+    )
+    (tmp_path / "ref").mkdir()
+    parts = prepare_run(
+        tiny_config(reward={"structural_weight": 0.5, "reference_models": {"click_ok": "ref"}})
+    )
+    assert isinstance(parts.reward, WeightedReward)
+    assert set(parts.reward.sources) == {"ground_truth", "structural"}
+    assert parts.reward.sources["structural"][1] == 0.5
+
+
+def test_judge_id_is_checked_before_a_model_judge_loads(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    judge = {"kind": "qwen_vl", "config": {"model": str(tmp_path / "no-such-model")}}
+    config = tiny_config(
+        reward={
+            "primary": "corrected",
+            "judge": judge,
+            "calibration": {"all": save(tmp_path, calibration())},
+        }
+    )
+    with pytest.raises(ConfigError, match=r"configured judge is 'qwen_vl:no-such-model:prompt-v1"):
+        prepare_run(config)  # refused from the id alone: loading the model would fail differently

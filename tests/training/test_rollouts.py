@@ -1,0 +1,162 @@
+"""Training VecEnvs: local ones, and Ray actors (a dead worker is restarted, its episode dropped).
+
+The Ray tests start a small local Ray instance (2 CPUs, 80 MB object store, no dashboard). Ray
+probes the network when it starts, so they run only inside ``scripts/offline.sh`` (``make test``),
+which puts the suite in a private network namespace.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+from collections.abc import Callable, Iterator
+from typing import Any
+
+import numpy as np
+import pytest
+from stable_baselines3.common.vec_env import VecMonitor
+
+from cua_rl.envs.vector import BatchRewardsVecEnv
+from cua_rl.rewards.base import GroundTruthReward
+from cua_rl.training.callbacks import RunCallback
+from cua_rl.training.config import TrainConfig
+from cua_rl.training.envs import EnvFactory
+from cua_rl.training.rollouts import make_vec_env
+from cua_rl.training.train import build_model
+
+
+def test_make_vec_env_dummy_scores_in_the_wrapper(tiny_config: Callable[..., TrainConfig]) -> None:
+    venv = make_vec_env(tiny_config(), GroundTruthReward())
+    try:
+        assert isinstance(venv, VecMonitor) and isinstance(venv.venv, BatchRewardsVecEnv)
+        venv.seed(0)
+        obs = venv.reset()
+        assert obs["screenshot"].shape == (2, 24, 32, 3)
+        done_infos = []
+        for _ in range(4):  # max_steps 2: every env ends an episode every 2 steps
+            obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+            done_infos += [i for i, d in zip(infos, dones, strict=True) if d]
+        assert len(done_infos) == 4
+        assert all(i["reward_pending"] is False and i["scorable"] for i in done_infos)
+        assert venv.venv.batches == [2, 2]  # one scoring batch per vector step
+    finally:
+        venv.close()
+
+
+@pytest.mark.slow
+def test_make_vec_env_subproc(tiny_config: Callable[..., TrainConfig]) -> None:
+    venv = make_vec_env(tiny_config(ppo={"vec_env": "subproc"}), GroundTruthReward())
+    try:
+        venv.reset()
+        _, rewards, dones, infos = venv.step(np.array([0, 1]))
+        assert rewards.shape == (2,) and not dones.any()
+    finally:
+        venv.close()
+
+
+def test_ray_missing_names_the_extra(
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import sys
+
+    from cua_rl.errors import DependencyNotInstalled
+    from cua_rl.training.rollouts import RayVecEnv
+
+    monkeypatch.setitem(sys.modules, "ray", None)  # makes `import ray` fail
+    with pytest.raises(DependencyNotInstalled, match=r"pip install 'cua-rl\[ray\]'"):
+        RayVecEnv([EnvFactory(tiny_config())])
+
+
+needs_netns = pytest.mark.skipif(
+    os.environ.get("CUA_RL_NETNS") != "1",
+    reason="Ray probes the network at init: run through scripts/offline.sh (make test)",
+)
+
+
+@pytest.fixture(scope="module")
+def local_ray() -> Iterator[Any]:
+    """One small local Ray instance for the module."""
+    ray = pytest.importorskip("ray")
+    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+    ray.init(
+        num_cpus=2,
+        object_store_memory=80 * 1024 * 1024,
+        include_dashboard=False,
+        log_to_driver=False,
+    )
+    yield ray
+    ray.shutdown()
+
+
+@pytest.mark.ray
+@needs_netns
+@pytest.mark.usefixtures("local_ray")
+def test_ray_vec_env_restarts_a_dead_worker(tiny_config: Callable[..., TrainConfig]) -> None:
+    from cua_rl.training.rollouts import RayVecEnv
+
+    config = tiny_config(env={"max_steps": 5})
+    venv = RayVecEnv([EnvFactory(config)] * 2, step_timeout_s=60)
+    try:
+        assert venv.num_envs == 2 and venv.get_attr("n") == [22, 22]
+        venv.seed(3)
+        obs = venv.reset()
+        assert obs["screenshot"].shape == (2, 24, 32, 3)
+        _, rewards, dones, _ = venv.step(np.array([0, 1]))
+        assert rewards.dtype == np.float32 and not dones.any()
+        pid = venv.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+        assert dones.tolist() == [True, False] and rewards[0] == 0.0
+        assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
+        assert "Ray worker died" in infos[0]["unscorable_reason"]
+        assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
+        assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
+        ended = []
+        for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
+            obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+            ended += [infos[0]] if dones[0] else []
+        assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
+        assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
+    finally:
+        venv.close()
+
+
+@pytest.mark.ray
+@needs_netns
+@pytest.mark.usefixtures("local_ray")
+def test_killed_worker_episode_never_reaches_the_update(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    config = tiny_config(
+        env={"max_steps": 3}, ppo={"vec_env": "ray", "n_steps": 12, "batch_size": 8}
+    )
+
+    class KillOnce(RunCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == 4:  # after two vector steps: env 0 is mid-episode
+                venv = self.model.get_env()
+                while not hasattr(venv, "worker_pids"):
+                    venv = venv.venv
+                os.kill(venv.worker_pids()[0], signal.SIGKILL)
+            return True
+
+    class Weights(RunCallback):
+        weights: np.ndarray
+
+        def on_update_end(self) -> bool:
+            self.weights = self.model.rollout_buffer.weights.copy()
+            return True
+
+    venv = make_vec_env(config, GroundTruthReward())
+    try:
+        model = build_model(config, venv)
+        weights = Weights()
+        model.learn(24, callback=[KillOnce(), weights])
+    finally:
+        venv.close()
+    assert model.stats["unscorable"] == 1
+    finished_bad = [e for e in model.pop_finished() if e["reward"] is None]
+    assert len(finished_bad) == 1 and finished_bad[0]["end_reason"] == "env_error"
+    # env 0's episode that was killed: its steps in the buffer (rows 0-2) have weight 0
+    assert weights.weights[:3, 0].tolist() == [0.0, 0.0, 0.0]
+    assert (weights.weights[:, 1] == 1.0).all()
