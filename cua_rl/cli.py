@@ -1,4 +1,4 @@
-"""The ``cua-rl`` command line: ``demo`` and ``calibrate`` (more arrive with their parts)."""
+"""The ``cua-rl`` command line: ``demo``, ``calibrate``, ``validate``, ``filter``, ``train``."""
 
 from __future__ import annotations
 
@@ -49,6 +49,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     add_validate_parser(sub)
     add_filter_parser(sub)
+
+    from cua_rl.training.train import add_train_parser
+
+    add_train_parser(sub)
 
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
