@@ -56,7 +56,6 @@ from cua_rl.envs.backends.simdesk.editor import EditorApp
 from cua_rl.envs.backends.simdesk.editor_tasks import NOTES, open_file_plan
 from cua_rl.envs.backends.simdesk.expert import Ops
 from cua_rl.envs.backends.simdesk.fs import HOME
-from cua_rl.envs.backends.simdesk.widgets import ListView
 from cua_rl.errors import ConfigError, TraceFormatError
 from cua_rl.validator.a11y import SIMDESK_A11Y_IGNORE, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig
@@ -195,27 +194,9 @@ class BuggyEditorBackend(SimDeskBackend):
 
 
 # -- alternative paths --------------------------------------------------------------------------
-def _open_by_menu(ops: Ops) -> tuple[EditorApp | None, Action | None]:
-    """Like ``open_file_plan`` but File > Open... instead of Ctrl+O."""
-    for ed in ops.desk.apps_of(EditorApp):
-        if ed.path == f"{HOME}/{NOTES}":
-            return ed, None
-    ed, act = ops.app_or_launch(EditorApp)
-    if ed is None:
-        return None, act
-    if ed.open_dialog is not None:
-        lv = ed.dialog_widgets["open_list"]
-        assert isinstance(lv, ListView)
-        r = lv.row_rect(lv.items.index(NOTES))
-        if r is None:
-            return None, ops.click_widget(ed.open_dialog, lv)
-        return None, ops.click_rect(ed.open_dialog, r, clicks=2)
-    return None, ops.menu(ed.main, "File", "Open...")
-
-
 def _plan_for(path: str) -> Callable[[Ops, dict[str, Any]], Action | None]:
     def plan(ops: Ops, p: dict[str, Any]) -> Action | None:
-        ed, act = _open_by_menu(ops) if path == "menu" else open_file_plan(ops, NOTES)
+        ed, act = open_file_plan(ops, NOTES, via_menu=path == "menu")
         if ed is None:
             return act
         if ed.find_visible and ed.last_search is not None and ed.last_search[0] == p["word"]:

@@ -33,9 +33,12 @@ def _check_word(family: str, key: str, value: str) -> None:
         raise param_error(family, key, "a non-empty ASCII word", value)
 
 
-def open_file_plan(ops: Ops, name: str) -> tuple[EditorApp | None, Action | None]:
+def open_file_plan(
+    ops: Ops, name: str, *, via_menu: bool = False
+) -> tuple[EditorApp | None, Action | None]:
     """Progress toward an editor showing ``name``: (the editor, None) once it is open, else
-    (None, the next action: launch the editor, Ctrl+O, double-click the file's row)."""
+    (None, the next action: launch the editor, Ctrl+O (or File > Open... with ``via_menu``),
+    double-click the file's row)."""
     for ed in ops.desk.apps_of(EditorApp):
         if ed.path == f"{HOME}/{name}":
             return ed, None
@@ -49,6 +52,8 @@ def open_file_plan(ops: Ops, name: str) -> tuple[EditorApp | None, Action | None
         if r is None:
             return None, ops.click_widget(ed.open_dialog, lv)
         return None, ops.click_rect(ed.open_dialog, r, clicks=2)
+    if via_menu:
+        return None, ops.menu(ed.main, "File", "Open...")
     return None, ops.key(ed.main, "ctrl", "o")
 
 
