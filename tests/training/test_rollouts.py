@@ -43,7 +43,6 @@ def test_make_vec_env_dummy_scores_in_the_wrapper(tiny_config: Callable[..., Tra
         venv.close()
 
 
-@pytest.mark.slow
 def test_make_vec_env_subproc(tiny_config: Callable[..., TrainConfig]) -> None:
     venv = make_vec_env(tiny_config(ppo={"vec_env": "subproc"}), GroundTruthReward())
     try:

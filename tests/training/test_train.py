@@ -149,7 +149,6 @@ def test_cli_trains_and_prints_a_summary(
     assert "eval after 1 updates (16 steps): success_rate=" in out
 
 
-@pytest.mark.slow
 def test_wandb_offline_files_stay_in_the_run_folder(
     tiny_config: Callable[..., TrainConfig],
 ) -> None:
@@ -159,7 +158,6 @@ def test_wandb_offline_files_stay_in_the_run_folder(
     assert runs, list((result.run_dir / "wandb").rglob("*"))
 
 
-@pytest.mark.slow
 def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     data = tiny_simdesk_dict(tmp_path / "runs", ppo={"total_timesteps": 100_000})
     (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
