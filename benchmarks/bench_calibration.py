@@ -34,7 +34,6 @@ import io
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import tempfile
 import time
@@ -55,6 +54,7 @@ from cua_rl.calibration import (
     load_labelled,
 )
 from cua_rl.calibration.labelled import atomic_write_bytes
+from cua_rl.provenance import cpu_model, git
 from cua_rl.rewards.estimate import estimate_success
 
 REPO = Path(__file__).resolve().parent.parent
@@ -64,24 +64,6 @@ MARGIN = 0.05
 
 
 # -- provenance ---------------------------------------------------------------------------------
-
-
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(
-            ["git", *args], cwd=REPO, capture_output=True, text=True, timeout=10, check=False
-        )
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
 
 
 def _versions() -> str:
@@ -97,19 +79,19 @@ def _versions() -> str:
 
 
 def _header(argv: Sequence[str], quick: bool) -> list[str]:
-    dirty = _git("status", "--porcelain")
+    dirty = git("status", "--porcelain", cwd=REPO)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (float("nan"),) * 3
     return [
         "# Benchmark: judge calibration",
         "",
         f"- command: `{' '.join(shlex.quote(a) for a in ['python', *argv])}`"
         + (" (**--quick: smoke-run sizes, not the reported numbers**)" if quick else ""),
-        f"- commit: `{_git('rev-parse', '--short', 'HEAD')}`"
+        f"- commit: `{git('rev-parse', '--short', 'HEAD', cwd=REPO)}`"
         + (" (working tree has uncommitted changes)" if dirty not in ("", "unknown") else ""),
         f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- seeds: numpy base seed {SEED} (section a: +1, b: +2, c: tiny model seed 0, "
         f"d: labelled-set seed 0 and SIMULATED judge seed 0)",
-        f"- machine: {_cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
         f"load average at start {load[0]:.2f} (other jobs share these cores: timings are noisy)",
         f"- versions: {_versions()}",
         "",

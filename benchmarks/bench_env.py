@@ -21,7 +21,6 @@ import argparse
 import os
 import platform
 import statistics
-import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -39,6 +38,7 @@ from cua_rl.envs.backends.simdesk.registry import FAMILIES
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.provenance import commit_label, cpu_model
 from cua_rl.tasks.base import FixedTasks
 
 SIZES = ((1280, 720), (640, 400))
@@ -173,27 +173,6 @@ def measure(width: int, height: int, seeds: int, repeats: int) -> dict[str, tupl
     return results
 
 
-def _commit() -> str:
-    try:
-        out = subprocess.run(
-            ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, check=True
-        )
-        dirty = subprocess.run(["git", "status", "--porcelain"], capture_output=True, text=True)
-        return out.stdout.strip() + ("+dirty" if dirty.stdout.strip() else "")
-    except (OSError, subprocess.CalledProcessError):
-        return "unknown"
-
-
-def _cpu() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
-
-
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, default=3, help="seeds per family")
@@ -210,9 +189,10 @@ def main() -> int:
         "# SimDesk env throughput",
         "",
         f"Command: `{' '.join([Path(sys.executable).name, *sys.argv])}` (what `make bench` runs)",
-        f"Commit: {_commit()}; seeds 0..{args.seeds - 1} of each of {len(FAMILIES)} families; "
+        f"Commit: {commit_label()}; seeds 0..{args.seeds - 1} of each of {len(FAMILIES)} families; "
         f"best of {args.repeats} repeats (median in brackets); one core pinned.",
-        f"Machine: {_cpu()}, {os.cpu_count()} logical CPUs; Python {platform.python_version()}, "
+        f"Machine: {cpu_model()}, {os.cpu_count()} logical CPUs; "
+        f"Python {platform.python_version()}, "
         f"numpy {np.__version__}, Pillow {PIL.__version__}.",
         f"Desktop noise: {NOISE}.",
         "",

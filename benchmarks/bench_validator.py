@@ -27,13 +27,11 @@ single-process; other jobs may share the cores, so timings are indicative (±30%
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import os
 import platform
 import shlex
 import statistics
-import subprocess
 import sys
 import time
 import warnings
@@ -45,6 +43,7 @@ import numpy as np
 
 from cua_rl.calibration.labelled import atomic_write_bytes
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task, run_expert
+from cua_rl.provenance import cpu_model, git
 from cua_rl.validator import (
     CachedComparer,
     EquivalenceConfig,
@@ -67,27 +66,10 @@ PIXELS = ValidatorConfig(equivalence=EquivalenceConfig(use_a11y=False))
 
 
 # -- provenance -----------------------------------------------------------------------------------
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def _header(argv: Sequence[str], quick: bool) -> list[str]:
     from importlib import metadata
 
-    dirty = _git("status", "--porcelain")
+    dirty = git("status", "--porcelain", cwd=REPO)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     versions = ", ".join([f"python {platform.python_version()}"] + [
         f"{n} {metadata.version(n)}" for n in ("numpy", "networkx", "imagehash", "scikit-image",
@@ -97,12 +79,12 @@ def _header(argv: Sequence[str], quick: bool) -> list[str]:
         "",
         f"- command: `{' '.join(shlex.quote(a) for a in ['python', *argv])}`"
         + (" (**--quick: smoke-run sizes, not the reported numbers**)" if quick else ""),
-        f"- commit: `{_git('rev-parse', '--short', 'HEAD')}`"
+        f"- commit: `{git('rev-parse', '--short', 'HEAD', cwd=REPO)}`"
         + (" (working tree has uncommitted changes)" if dirty not in ("", "unknown") else ""),
         f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         "- seeds: SimDesk task `editor_find` seed 3; expert seeds listed per section (the "
         "first seeds whose runs pass and have the wanted length); SIMULATED tier-2 seed 0",
-        f"- machine: {_cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
         f"load average at start {load[0]:.2f}. Single process; other jobs may share these "
         "cores, so timings are indicative (±30%)",
         f"- versions: {versions}",

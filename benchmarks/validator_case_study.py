@@ -21,13 +21,11 @@ numbers measure the method around a tier-2 model, never a model's judgement.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import math
 import multiprocessing
 import os
 import platform
 import shlex
-import subprocess
 import sys
 import time
 from collections import Counter, defaultdict
@@ -37,6 +35,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 
 from cua_rl.calibration.labelled import atomic_write_bytes
+from cua_rl.provenance import cpu_model, git
 from cua_rl.validator.casestudy import (
     BUGS,
     CATEGORIES,
@@ -90,27 +89,10 @@ _DATA: dict[str, tuple[list[Run], list[Run]]] = {}
 
 
 # -- provenance -----------------------------------------------------------------------------------
-def _git(*args: str) -> str:
-    try:
-        proc = subprocess.run(["git", *args], cwd=REPO, capture_output=True, text=True,
-                              timeout=10, check=False)
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-    return proc.stdout.strip() if proc.returncode == 0 else "unknown"
-
-
-def _cpu_model() -> str:
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
 def _header(argv: Sequence[str], quick: bool, jobs: int) -> list[str]:
     from importlib import metadata
 
-    dirty = _git("status", "--porcelain")
+    dirty = git("status", "--porcelain", cwd=REPO)
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
     versions = ", ".join([f"python {platform.python_version()}"] + [
         f"{n} {metadata.version(n)}" for n in ("numpy", "networkx", "imagehash", "scikit-image")])
@@ -119,14 +101,14 @@ def _header(argv: Sequence[str], quick: bool, jobs: int) -> list[str]:
         "",
         f"- command: `{' '.join(shlex.quote(a) for a in ['python', *argv])}`"
         + (" (**--quick: smoke-run sizes, not the reported numbers**)" if quick else ""),
-        f"- commit: `{_git('rev-parse', '--short', 'HEAD')}`"
+        f"- commit: `{git('rev-parse', '--short', 'HEAD', cwd=REPO)}`"
         + (" (working tree has uncommitted changes)" if dirty not in ("", "unknown") else ""),
         f"- date: {datetime.now(timezone.utc).strftime('%Y-%m-%d %H:%M UTC')}",
         f"- seeds: task `editor_find` seed {TASK_SEED} (search \"feather\" in notes.txt); expert "
         "seeds 1000·i for test run i (the first seed from there whose outcome fits the run's "
         "category, listed per run below for the paper set), 1,000,000 + 1000·i for training run "
         "i; hard-set draws numpy seed 2026; SIMULATED tier-2 flips seed 7",
-        f"- machine: {_cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
+        f"- machine: {cpu_model()}, {os.cpu_count()} logical CPUs, {platform.platform()}; "
         f"load average at start {load[0]:.2f}; {jobs} worker processes (other jobs may share "
         "these cores: timings are noisy)",
         f"- versions: {versions}",
