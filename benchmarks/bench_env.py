@@ -23,8 +23,9 @@ import platform
 import statistics
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 from PIL import Image
@@ -67,6 +68,28 @@ def _best_rate(run: Callable[[], tuple[int, float]], repeats: int) -> tuple[floa
     return max(rates), statistics.median(rates)
 
 
+def _replay(
+    resetter: Any, stepper: Any, episodes: Sequence[tuple[Task, Sequence[Any]]]
+) -> Callable[[], tuple[int, float]]:
+    """A timing run: reset ``resetter`` to each task, step ``stepper`` through its inputs until
+    the episode ends; only the steps are timed."""
+
+    def run() -> tuple[int, float]:
+        steps, seconds = 0, 0.0
+        for task, inputs in episodes:
+            resetter.reset(options={"task": task})
+            start = time.perf_counter()
+            for item in inputs:
+                _, _, terminated, truncated, _ = stepper.step(item)
+                steps += 1
+                if terminated or truncated:
+                    break
+            seconds += time.perf_counter() - start
+        return steps, seconds
+
+    return run
+
+
 def measure(width: int, height: int, seeds: int, repeats: int) -> dict[str, tuple[float, float]]:
     """Steps per second (best, median) of each configuration at one screen size."""
     config = SimDeskConfig(width=width, height=height, **NOISE)
@@ -100,61 +123,19 @@ def measure(width: int, height: int, seeds: int, repeats: int) -> dict[str, tupl
     results["SimDeskBackend.step (typed actions)"] = _best_rate(backend_alone, repeats)
 
     env = CUAEnv(SimDeskBackend(config), FixedTasks([episodes[0][0]]))
-
-    def through_env(as_text: bool) -> Callable[[], tuple[int, float]]:
-        def run() -> tuple[int, float]:
-            steps, seconds = 0, 0.0
-            for task, actions in episodes:
-                env.reset(options={"task": task})
-                todo = [to_pyautogui(a) for a in actions] if as_text else actions
-                start = time.perf_counter()
-                for action in todo:
-                    _, _, terminated, truncated, _ = env.step(action)
-                    steps += 1
-                    if terminated or truncated:
-                        break
-                seconds += time.perf_counter() - start
-            return steps, seconds
-
-        return run
-
-    results["CUAEnv.step (typed actions)"] = _best_rate(through_env(False), repeats)
-    results["CUAEnv.step (pyautogui text, parsed)"] = _best_rate(through_env(True), repeats)
+    texts = [(task, [to_pyautogui(a) for a in actions]) for task, actions in episodes]
+    results["CUAEnv.step (typed actions)"] = _best_rate(_replay(env, env, episodes), repeats)
+    results["CUAEnv.step (pyautogui text, parsed)"] = _best_rate(_replay(env, env, texts), repeats)
 
     discrete = DiscretizeAction(CUAEnv(SimDeskBackend(config), FixedTasks([episodes[0][0]])))
-    encoded = []
+    encoded: list[tuple[Task, list[Any]]] = []
     for task, actions in episodes:
         idx = [discrete.encode(a, task) for a in actions]
         encoded.append((task, [i for i in idx if i is not None]))
-
-    def snapped_typed() -> tuple[int, float]:
-        """CUAEnv with the typed actions the indices decode to: the same episodes."""
-        steps, seconds = 0, 0.0
-        for task, indices in encoded:
-            discrete.reset(options={"task": task})
-            todo = [discrete.action(i) for i in indices]
-            inner = discrete.env
-            start = time.perf_counter()
-            for action in todo:
-                _, _, terminated, truncated, _ = inner.step(action)
-                steps += 1
-                if terminated or truncated:
-                    break
-            seconds += time.perf_counter() - start
-        return steps, seconds
-
-    def through_discrete() -> tuple[int, float]:
-        steps, seconds = 0, 0.0
-        for task, indices in encoded:
-            discrete.reset(options={"task": task})
-            start = time.perf_counter()
-            for index in indices:
-                _, _, terminated, truncated, _ = discrete.step(index)
-                steps += 1
-                if terminated or truncated:
-                    break
-            seconds += time.perf_counter() - start
-        return steps, seconds
+    # The same episodes as typed actions (what the indices decode to), stepped on the inner env.
+    snapped = [(task, [discrete.action(i) for i in indices]) for task, indices in encoded]
+    snapped_typed = _replay(discrete, discrete.env, snapped)
+    through_discrete = _replay(discrete, discrete, encoded)
 
     results["CUAEnv.step (grid-snapped typed actions)"] = _best_rate(snapped_typed, repeats)
     results["DiscretizeAction(CUAEnv).step (the same actions as indices)"] = _best_rate(
