@@ -12,16 +12,25 @@ __all__ = ["main"]
 
 
 def _demo(args: argparse.Namespace) -> int:
-    from cua_rl.demo import run_demo
+    if args.desktop_only:
+        from cua_rl.demo import run_demo
 
-    report = run_demo(
-        out_dir=Path(args.out),
-        episodes=args.episodes,
-        seed=args.seed,
-        width=args.width,
-        height=args.height,
-    )
-    print(report)
+        print(run_demo(out_dir=Path(args.out), episodes=args.episodes, seed=args.seed,
+                       width=args.width, height=args.height))  # fmt: skip
+        return 0
+    from cua_rl.demo_pipeline import PipelineSettings, run_pipeline
+    from cua_rl.errors import CuaRLError
+
+    settings = PipelineSettings(
+        steps=args.steps, survey_episodes=args.episodes, seed=args.seed,
+        **({"labelled_per_family": 40, "train_instances": 4, "eval_per_family": 10}
+           if args.quick else {}),
+    )  # fmt: skip
+    try:
+        print(run_pipeline(args.out, settings))
+    except CuaRLError as error:
+        print(f"cua-rl demo: error: {' '.join(str(error).split())}", file=sys.stderr)
+        return 2
     return 0
 
 
@@ -32,13 +41,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     sub = parser.add_subparsers(dest="command", required=True)
 
     demo = sub.add_parser(
-        "demo", help="run the scripted expert and a random policy on every SimDesk task family"
+        "demo",
+        help="the whole pipeline on SimDesk: calibrate a SIMULATED judge, learn reference "
+        "models, train PPO with the corrected reward, evaluate zero-shot vs trained",
     )
-    demo.add_argument("--out", default="demo_out", help="folder for the PNG strip and report")
-    demo.add_argument("--episodes", type=int, default=10, help="episodes per family and policy")
-    demo.add_argument("--seed", type=int, default=0, help="base seed")
-    demo.add_argument("--width", type=int, default=1280, help="screen width")
-    demo.add_argument("--height", type=int, default=720, help="screen height")
+    demo.add_argument("--out", default="demo_out", help="output folder")
+    demo.add_argument("--steps", type=int, default=32768, help="PPO environment steps")
+    demo.add_argument(
+        "--episodes", type=int, default=5, help="desktop survey: episodes per family and policy"
+    )
+    demo.add_argument("--seed", type=int, default=0, help="seed")
+    demo.add_argument("--quick", action="store_true", help="small sizes (a smoke run)")
+    demo.add_argument(
+        "--desktop-only", action="store_true", help="only the desktop survey (experts, random)"
+    )
+    demo.add_argument("--width", type=int, default=1280, help="desktop survey: screen width")
+    demo.add_argument("--height", type=int, default=720, help="desktop survey: screen height")
     demo.set_defaults(func=_demo)
 
     from cua_rl.calibration.cli import add_calibrate_parser

@@ -73,11 +73,23 @@ class JSONLWriter:
 
     Each dump is one ``write`` + flush of a whole line, so a crash never leaves a partial record
     except possibly a truncated last line, which :func:`read_jsonl` skips.
+
+    Args:
+        path: The file; appended to.
+        keep_until_step: When resuming a run, drop the records of an existing file whose step is
+            above this (logged after the checkpoint the run resumes from, and logged again by
+            the resumed run), rewriting the file atomically first.
     """
 
-    def __init__(self, path: str | os.PathLike[str]) -> None:
+    def __init__(self, path: str | os.PathLike[str], keep_until_step: int | None = None) -> None:
         self.path = Path(path)
         self.path.parent.mkdir(parents=True, exist_ok=True)
+        if keep_until_step is not None and self.path.exists():
+            kept = [r for r in read_jsonl(self.path) if int(r.get("step", 0)) <= keep_until_step]
+            tmp = self.path.with_name(f".{self.path.name}.tmp")
+            tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept),
+                           encoding="utf-8")  # fmt: skip
+            os.replace(tmp, self.path)
         self._file = self.path.open("a", encoding="utf-8")
 
     def write(self, values: Mapping[str, Value], step: int) -> None:
@@ -114,6 +126,8 @@ class WandbWriter:
         config: The run's configuration, logged once.
         mode: ``"offline"`` (default), ``"online"`` or ``"disabled"``.
         name: Optional run name.
+        run_id: wandb run id; a second writer with the same id continues that run (a resumed
+            training run; offline runs of one id are merged by ``wandb sync``).
     """
 
     def __init__(
@@ -124,6 +138,7 @@ class WandbWriter:
         config: Mapping[str, Any] | None = None,
         mode: str = "offline",
         name: str | None = None,
+        run_id: str | None = None,
     ) -> None:
         try:
             import wandb
@@ -139,6 +154,8 @@ class WandbWriter:
             config=dict(config or {}),
             mode=mode,
             name=name,
+            id=run_id,
+            resume="allow" if run_id else None,
             reinit="create_new",
             settings=wandb.Settings(console="off", silent=True),
         )

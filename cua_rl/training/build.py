@@ -172,27 +172,45 @@ class ValidatorFilter:
 
     Passing episodes (PASS, or coverage >= ``min_coverage``) get 1; failing ones 0 (``drop``)
     or ``weight`` (``downweight``); episodes whose task has no reference model get 1 and are
-    counted in ``counts["no_model"]``.
+    counted in ``counts["no_model"]``. ``counts`` also has ``passed`` / ``failed`` and, where
+    the backend's checker scored the episode, ``passed_true_success``,
+    ``passed_true_failure``, ``failed_true_success`` and ``failed_true_failure`` (never used
+    for the weight: they measure the filter against ground truth).
+
+    With ``apply_to="judged_success"`` only episodes that a judge called successful (a
+    verdict in ``info["judge_verdicts"]`` with ``success``) are validated: the validator then
+    vetoes the judge's false positives; the others get 1 and count in ``counts["unchecked"]``.
 
     Args:
         models: Task id or domain -> ReferenceModel.
         mode: ``"drop"`` or ``"downweight"``.
         weight: Weight of a failing episode in ``downweight`` mode.
         min_coverage: Pass threshold on coverage; None = the validator's PASS.
+        apply_to: ``"all"`` or ``"judged_success"``.
     """
 
     def __init__(
-        self, models: Mapping[str, Any], mode: str, weight: float, min_coverage: float | None
-    ) -> None:
+        self, models: Mapping[str, Any], mode: str, weight: float, min_coverage: float | None,
+        apply_to: str = "all",
+    ) -> None:  # fmt: skip
+        if apply_to not in ("all", "judged_success"):
+            raise ConfigError(f"ValidatorFilter apply_to must be 'all' or 'judged_success', "
+                              f"got {apply_to!r}")  # fmt: skip
         self.models = dict(models)
         self.fail_weight = 0.0 if mode == "drop" else float(weight)
         self.min_coverage = min_coverage
+        self.apply_to = apply_to
         self.counts: Counter[str] = Counter()
 
     def __call__(self, info: dict[str, Any]) -> float:
         """The weight of the episode whose final-step info this is."""
         from cua_rl.validator.traces import Trace
 
+        if self.apply_to == "judged_success":
+            verdicts = (info.get("judge_verdicts") or {}).values()
+            if not any(v is not None and v.ok and v.success for v in verdicts):
+                self.counts["unchecked"] += 1
+                return 1.0
         trajectory = info.get("trajectory")
         model = _model_for(self.models, trajectory) if isinstance(trajectory, Trajectory) else None
         if model is None:
@@ -200,7 +218,11 @@ class ValidatorFilter:
             return 1.0
         report = model.validate(Trace.from_trajectory(trajectory))
         ok = report.passed if self.min_coverage is None else report.coverage >= self.min_coverage
-        self.counts["passed" if ok else "failed"] += 1
+        verdict = "passed" if ok else "failed"
+        self.counts[verdict] += 1
+        truth = trajectory.ground_truth if trajectory.env_error is None else None
+        if truth is not None:  # how the filter agrees with the checker, where there is one
+            self.counts[f"{verdict}_true_{'success' if truth >= 0.5 else 'failure'}"] += 1
         return 1.0 if ok else self.fail_weight
 
 
@@ -340,7 +362,9 @@ def prepare_run(config: TrainConfig) -> RunParts:
         extras = () if r.primary == "ground_truth" else (GroundTruthReward(),)
         flt = None
         if r.filter.mode != "none":
-            flt = ValidatorFilter(models, r.filter.mode, r.filter.weight, r.filter.min_coverage)
+            flt = ValidatorFilter(
+                models, r.filter.mode, r.filter.weight, r.filter.min_coverage, r.filter.apply_to
+            )
     except BaseException:
         close = getattr(judge, "close", None)
         if callable(close):

@@ -210,7 +210,9 @@ def evaluate(
         ``eval/`` metrics: ``success_rate`` (true success over episodes the checker scored),
         ``success_rate/<domain>``, ``episodes``, ``unscorable``, ``ep_len_mean``, and with a
         judge ``judge_raw_rate``, with a calibration also ``judge_estimate``,
-        ``judge_ci_low``, ``judge_ci_high``.
+        ``judge_ci_low``, ``judge_ci_high`` (the OS-level calibration), and per domain
+        (``judge_estimate/<domain>``...) with the domain's own calibration when the calibration
+        has per-domain strata and the episodes span several domains.
     """
     own_env = env is None
     if env is None:
@@ -253,18 +255,33 @@ def _eval_metrics(trajectories: list[Trajectory], parts: RunParts | None) -> dic
     from cua_rl.rewards.judge import JudgeReward
 
     live = [t for t in trajectories if t.env_error is None]
-    verdicts = [v for v in JudgeReward(parts.judge).verdicts(live) if v is not None and v.ok]
+    judged = JudgeReward(parts.judge).verdicts(live)
+    verdicts = [v for v in judged if v is not None and v.ok]
     if not verdicts:
         return out
     out["eval/judge_raw_rate"] = float(np.mean([v.success for v in verdicts]))
     os_names = sorted({t.task.os for t in live})
     cals = parts.calibrations
     cal = cals.get(os_names[0], cals.get("all")) if len(os_names) == 1 else cals.get("all")
-    if cal is not None:
-        stratum = cal.for_stratum(os_names[0]) if len(os_names) == 1 else cal
-        est = estimate_success(verdicts, stratum, n_boot=1000)
-        out["eval/judge_estimate"] = est.estimate
-        out["eval/judge_ci_low"], out["eval/judge_ci_high"] = est.interval
+    if cal is None:
+        return out
+    stratum = cal.for_stratum(os_names[0]) if len(os_names) == 1 else cal
+    est = estimate_success(verdicts, stratum, n_boot=1000)
+    out["eval/judge_estimate"] = est.estimate
+    out["eval/judge_ci_low"], out["eval/judge_ci_high"] = est.interval
+    if len(os_names) != 1:
+        return out
+    domains = {t.task.domain for t in live}
+    if len(domains) < 2 or not any((os_names[0], d) in cal.children for d in domains):
+        return out
+    by_domain: dict[str, list[Any]] = defaultdict(list)
+    for t, v in zip(live, judged, strict=True):
+        if v is not None and v.ok:
+            by_domain[t.task.domain].append(v)
+    for domain, vs in sorted(by_domain.items()):  # each family with its own calibration
+        est = estimate_success(vs, cal.for_stratum(os_names[0], domain), n_boot=1000)
+        out[f"eval/judge_estimate/{domain}"] = est.estimate
+        out[f"eval/judge_ci_low/{domain}"], out[f"eval/judge_ci_high/{domain}"] = est.interval
     return out
 
 

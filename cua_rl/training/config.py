@@ -365,6 +365,9 @@ class FilterConfig:
     weight: float = 0.5
     #: An episode passes at this coverage or more; None = the validator's PASS.
     min_coverage: float | None = None
+    #: Which episodes are validated: all, or only those a judge called successful (the
+    #: validator then vetoes the judge's false positives and leaves judged failures alone).
+    apply_to: Literal["all", "judged_success"] = "all"
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -407,6 +410,9 @@ class RewardConfig:
                "a calibration needs the judge it was made for")  # fmt: skip
         extra = sorted(set(self.calibration_labelled) - set(self.calibration))
         check(self, "calibration_labelled", not extra, f"strata {extra} have no calibration")
+        judged_only = self.filter.mode != "none" and self.filter.apply_to == "judged_success"
+        check(self, "filter", not judged_only or p != "ground_truth",
+               "apply_to 'judged_success' needs a judge or corrected primary reward")  # fmt: skip
         needs = self.structural_weight != 0.0 or self.filter.mode != "none"
         check(self, "reference_models", not needs or bool(self.reference_models),
                "structural_weight != 0 or a rollout filter needs reference models")  # fmt: skip

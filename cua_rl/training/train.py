@@ -14,8 +14,10 @@ checkpoints, and logs everything through the logging seam into the run folder::
 
 ``--resume`` continues from the latest checkpoint of the run folder: updates finished before it
 are kept (parameters, optimizer, counters); those after it, and the episodes running when the
-run stopped, are lost and redone. Rows of ``metrics.jsonl`` logged after that checkpoint appear
-a second time, with the same steps, in the resumed part. A resumed run starts a new wandb run.
+run stopped, are lost and redone. Rows of ``metrics.jsonl`` logged after that checkpoint are
+dropped when the run resumes (the resumed run logs those steps again), and the resumed run
+continues the same wandb run (its id is kept in ``<run folder>/wandb_id``; offline, each session
+writes its own folder and ``wandb sync`` merges them by id).
 """
 
 from __future__ import annotations
@@ -115,8 +117,22 @@ def build_model(config: TrainConfig, venv: Any, episode_weight: Any = None) -> A
     )
 
 
-def _writers(config: TrainConfig, run_dir: Path) -> list[Writer]:
-    writers: list[Writer] = [JSONLWriter(run_dir / "metrics.jsonl")]
+def _wandb_id(run_dir: Path) -> str:
+    """The run folder's wandb run id (``wandb_id``), made on the first start."""
+    file = run_dir / "wandb_id"
+    if file.exists():
+        return file.read_text(encoding="utf-8").strip()
+    import uuid
+
+    run_id = uuid.uuid4().hex[:12]
+    tmp = run_dir / ".wandb_id.tmp"
+    tmp.write_text(run_id + "\n", encoding="utf-8")
+    tmp.replace(file)
+    return run_id
+
+
+def _writers(config: TrainConfig, run_dir: Path, resume_step: int | None = None) -> list[Writer]:
+    writers: list[Writer] = [JSONLWriter(run_dir / "metrics.jsonl", keep_until_step=resume_step)]
     if config.logging.wandb != "disabled":
         writers.append(
             WandbWriter(
@@ -125,6 +141,7 @@ def _writers(config: TrainConfig, run_dir: Path) -> list[Writer]:
                 config=config.to_dict(),
                 mode=config.logging.wandb,
                 name=run_dir.name,
+                run_id=_wandb_id(run_dir),
             )
         )
     if config.logging.stdout:
@@ -177,7 +194,9 @@ def train(
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
         (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
-        log = Logger(_writers(config, run_dir))
+        state = load_checkpoint(found) if resume and found is not None else None
+        resume_step = None if state is None else int(state["logger_step"])
+        log = Logger(_writers(config, run_dir, resume_step))
         closers.append(log)
         from cua_rl.training.rollouts import make_vec_env
 
@@ -185,9 +204,8 @@ def train(
         closers.append(venv)
         model = build_model(config, venv, parts.episode_weight)
         digest = config_hash(config)
-        if resume:
-            assert found is not None
-            restore_checkpoint(model, load_checkpoint(found), digest)
+        if state is not None:
+            restore_checkpoint(model, state, digest)
             # fresh envs: new task draws rather than a replay of the first ones
             model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
             logger.info("resumed %s at update %d", found, model.updates_done)

@@ -34,10 +34,13 @@ rather than silently.
 from __future__ import annotations
 
 import hashlib
+import threading
 from collections import OrderedDict
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any
+
+import numpy as np
 
 from cua_rl.errors import ConfigError
 from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, a11y_key
@@ -52,7 +55,7 @@ from cua_rl.validator.equivalence import (
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame
 
-__all__ = ["Decision", "EquivalenceConfig", "StateComparer"]
+__all__ = ["SHARED_FEATURES", "Decision", "EquivalenceConfig", "FeatureCache", "StateComparer"]
 
 
 def _check(cond: bool, name: str, value: object, allowed: str) -> None:
@@ -127,6 +130,60 @@ class Decision:
     tier1: Tier1Result
 
 
+class FeatureCache:
+    """A least-recently-used cache of prepared screenshots, bounded in bytes, thread-safe.
+
+    One instance (:data:`SHARED_FEATURES`) serves every :class:`StateComparer` of the process,
+    so a rollout filter with one reference model per task (hundreds of models) holds at most
+    ``max_bytes`` of prepared screens, not a cache per model.
+
+    Args:
+        max_bytes: Budget for the arrays of the cached features.
+    """
+
+    def __init__(self, max_bytes: int = 512 * 2**20) -> None:
+        self.max_bytes = int(max_bytes)
+        self.nbytes = 0
+        self._items: OrderedDict[tuple[str, str], tuple[FrameFeatures, int]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._items)
+
+    def get(self, key: tuple[str, str]) -> FrameFeatures | None:
+        """The cached features, or None (a hit makes them most recently used)."""
+        with self._lock:
+            found = self._items.get(key)
+            if found is None:
+                return None
+            self._items.move_to_end(key)
+            return found[0]
+
+    def put(self, key: tuple[str, str], features: FrameFeatures) -> None:
+        """Cache ``features``; evict the least recently used beyond the budget."""
+        arrays = (getattr(features, f.name) for f in fields(features))
+        size = sum(a.nbytes for a in arrays if isinstance(a, np.ndarray))
+        with self._lock:
+            old = self._items.pop(key, None)
+            if old is not None:
+                self.nbytes -= old[1]
+            self._items[key] = (features, size)
+            self.nbytes += size
+            while self.nbytes > self.max_bytes and len(self._items) > 1:
+                _, (_, n) = self._items.popitem(last=False)
+                self.nbytes -= n
+
+    def clear(self) -> None:
+        """Empty the cache."""
+        with self._lock:
+            self._items.clear()
+            self.nbytes = 0
+
+
+SHARED_FEATURES = FeatureCache()
+"""The process-wide cache of prepared screenshots (512 MiB: about 500 screens at 640x400)."""
+
+
 class StateComparer:
     """Tiered, cached state equivalence between frames.
 
@@ -134,35 +191,33 @@ class StateComparer:
         config: Thresholds and tier switches.
         semantic: Optional tier-2 comparer (wrap it in
             :class:`~cua_rl.validator.semantic.CachedComparer` to count and cache calls).
-        max_cached: Prepared screenshots kept (least recently used dropped first).
+        cache: Where prepared screenshots are cached (default: the process-wide
+            :data:`SHARED_FEATURES`).
 
     Attributes:
         counts: Decisions made per tier, tier-1 computations, tier-2 pairs asked.
     """
 
     def __init__(self, config: EquivalenceConfig | None = None,
-                 semantic: SemanticComparer | None = None, *, max_cached: int = 512) -> None:
+                 semantic: SemanticComparer | None = None, *,
+                 cache: FeatureCache | None = None) -> None:
         self.config = config or EquivalenceConfig()
         self.semantic = semantic
-        self._features: OrderedDict[str, FrameFeatures] = OrderedDict()
+        self.cache = cache if cache is not None else SHARED_FEATURES
+        self._tier1_key = repr(self.config.tier1)
         self._decisions: dict[tuple[str, str], Decision] = {}
         self._keys: dict[str, str | None] = {}
-        self._max_cached = max_cached
         self.counts = {"tier1": 0, "a11y": 0, "tier2": 0, "default": 0, "tier1_computed": 0,
                        "tier2_asked": 0}
 
     def features(self, frame: Frame) -> FrameFeatures:
-        """The prepared screenshot of ``frame`` (cached by digest)."""
-        key = frame.digest
-        found = self._features.get(key)
-        if found is not None:
-            self._features.move_to_end(key)
-            return found
-        feats = prepare(frame.screenshot, self.config.tier1)
-        self._features[key] = feats
-        if len(self._features) > self._max_cached:
-            self._features.popitem(last=False)
-        return feats
+        """The prepared screenshot of ``frame`` (cached by digest and tier-1 settings)."""
+        key = (frame.digest, self._tier1_key)
+        found = self.cache.get(key)
+        if found is None:
+            found = prepare(frame.screenshot, self.config.tier1)
+            self.cache.put(key, found)
+        return found
 
     def a11y_key(self, frame: Frame) -> str | None:
         """The normalised accessibility key of ``frame`` (None without a usable one)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import os
+import sys
 from pathlib import Path
 from types import ModuleType
 
@@ -20,6 +21,7 @@ def _load(name: str) -> ModuleType:
     spec = importlib.util.spec_from_file_location(name, BENCH / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module  # dataclasses look their module up there
     spec.loader.exec_module(module)
     return module
 
@@ -76,3 +78,49 @@ def test_real_shape_build_path_in_bf16(tmp_path: Path, monkeypatch: pytest.Monke
         n_requests=2, generate_raw=False,
     )  # fmt: skip
     assert len(rows) == 1 and rows[0]["errors"] == "0" and rows[0]["image_tokens"] == 99
+
+
+@pytest.mark.slow
+def test_reward_correction_quick(tmp_path: Path) -> None:
+    bench = _load("reward_correction")
+    out = tmp_path / "rc.md"
+    argv = ["--quick", "--only", "homogeneous", "--workers", "1", "--work", str(tmp_path / "w"),
+            "--out", str(out)]  # fmt: skip
+    assert bench.main(argv) == 0
+    text = out.read_text()
+    assert "SIMULATED" in text and "## Calibrations" in text and "## Comparisons" in text
+    assert "| click_ok+click_yes | corrected | 1 |" in text
+    assert (tmp_path / "rc_homogeneous.png").is_file()
+    runs = sorted((tmp_path / "w" / "runs").glob("*.json"))
+    assert len(runs) == 3
+    first = json.loads(runs[0].read_text())
+    assert first["final"]["eval/episodes"] == 2 * bench.EVAL_SEEDS
+    # a second call finds every run done and only writes the report again
+    stamp = runs[0].stat().st_mtime_ns
+    assert bench.main(argv) == 0
+    assert runs[0].stat().st_mtime_ns == stamp
+
+
+def test_reward_correction_near_success_sees_a_closed_dialog() -> None:
+    from cua_rl.actions import Hotkey
+    from cua_rl.envs.backends.simdesk import SimDeskBackend
+    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+    from cua_rl.envs.backends.simdesk.expert import run_expert
+    from cua_rl.envs.backends.simdesk.tasks import make_task
+    from cua_rl.judges.base import JudgeRequest
+
+    bench = _load("reward_correction")
+    near = bench._dialog_closed_fn()
+    b = SimDeskBackend(SimDeskConfig(width=640, height=400))
+    task = make_task("click_yes", 4)
+
+    def score(shot: object) -> float:
+        return near(JudgeRequest(task.instruction, (shot,), task_id=task.id))
+
+    first = b.reset(task).screenshot
+    assert score(first) == 0.0  # the dialog is still there
+    assert score(b.step(Hotkey(("escape",))).screenshot) == 1.0  # closed without answering Yes
+    assert b.ground_truth(task) == 0.0
+    _, observations, ok = run_expert(b, task)
+    assert ok and score(observations[-1].screenshot) == 1.0  # a success looks the same
+    b.close()

@@ -260,11 +260,24 @@ def test_validator_filter_weights_and_counts() -> None:
 
     drop = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
     assert [drop(info(1.0)), drop(info(0.0)), drop(info(0.0, "close_window"))] == [1.0, 0.0, 1.0]
-    assert dict(drop.counts) == {"passed": 1, "failed": 1, "no_model": 1}
+    assert dict(drop.counts) == {
+        "passed": 1, "failed": 1, "no_model": 1,
+        "passed_true_success": 1, "failed_true_failure": 1,
+    }  # fmt: skip
     down = ValidatorFilter({"click_ok": FakeModel()}, "downweight", 0.3, None)
     assert down(info(0.0)) == 0.3
     by_coverage = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, 0.2)
     assert by_coverage(info(0.0)) == 1.0  # coverage 0.25 >= 0.2
+    assert by_coverage.counts["passed_true_failure"] == 1  # the filter let a failure through
+
+
+def test_validator_filter_does_not_count_truth_of_env_errors() -> None:
+    import dataclasses
+
+    broken = dataclasses.replace(trajectory(0.0), env_error="VM died")
+    flt = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
+    assert flt({"trajectory": broken}) == 0.0
+    assert dict(flt.counts) == {"failed": 1}
 
 
 def test_structural_weight_builds_a_weighted_reward(
@@ -297,3 +310,31 @@ def test_judge_id_is_checked_before_a_model_judge_loads(
     )
     with pytest.raises(ConfigError, match=r"configured judge is 'qwen_vl:no-such-model:prompt-v1"):
         prepare_run(config)  # refused from the id alone: loading the model would fail differently
+
+
+def test_validator_filter_on_judged_successes_vetoes_false_positives() -> None:
+    from cua_rl.judges.base import Verdict
+
+    def info(gt: float, said: bool | None) -> dict[str, Any]:
+        verdicts = {} if said is None else {"judge": Verdict(said, None, "", judge_id="j")}
+        return {"trajectory": trajectory(gt), "judge_verdicts": verdicts}
+
+    flt = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None, "judged_success")
+    assert flt(info(0.0, True)) == 0.0  # the judge's false positive is vetoed
+    assert flt(info(1.0, True)) == 1.0
+    assert flt(info(0.0, False)) == 1.0  # a judged failure is not validated: it stays
+    assert flt(info(1.0, None)) == 1.0
+    assert dict(flt.counts) == {
+        "failed": 1, "failed_true_failure": 1, "passed": 1, "passed_true_success": 1,
+        "unchecked": 2,
+    }  # fmt: skip
+    with pytest.raises(ConfigError, match="apply_to"):
+        ValidatorFilter({}, "drop", 0.5, None, "sometimes")
+
+
+def test_judged_success_filter_needs_a_judge_reward(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    flt = {"mode": "drop", "apply_to": "judged_success"}
+    with pytest.raises(ConfigError, match=r"reward\.filter: apply_to 'judged_success' needs"):
+        tiny_config(reward={"filter": flt, "reference_models": {"click_ok": "ref"}})

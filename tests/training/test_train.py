@@ -178,6 +178,7 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     last = latest_checkpoint(run)
     assert last is not None
     saved = load_checkpoint(last)
+    before = read_jsonl(run / "metrics.jsonl")
     config = TrainConfig.from_dict(data, base_dir=str(tmp_path))
     record = Record()
     result = train(
@@ -190,6 +191,24 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     assert result.updates_done == saved["updates_done"] + 1
     rows = read_jsonl(run / "metrics.jsonl")
     assert json.dumps(rows)  # the file a killed run appended to is still readable
+    # rows logged after the checkpoint were dropped; the resumed run logged those steps again
+    kept = [r for r in before if r["step"] <= saved["logger_step"]]
+    assert rows[: len(kept)] == kept
+    assert all(r["step"] > saved["logger_step"] for r in rows[len(kept) :])
+    steps = [r["step"] for r in rows if "time/updates" in r]
+    assert steps == sorted(set(steps))  # every update logged once, in order
+
+
+def test_resumed_run_continues_the_same_wandb_run(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    config = tiny_config(logging={"wandb": "offline"}, eval={"at_start": False, "at_end": False})
+    first = train(config, total_timesteps=16)
+    run_id = (first.run_dir / "wandb_id").read_text().strip()
+    train(config, resume=True, total_timesteps=32)
+    assert (first.run_dir / "wandb_id").read_text().strip() == run_id
+    folders = sorted(p.name for p in (first.run_dir / "wandb").rglob("offline-run-*"))
+    assert len(folders) == 2 and all(run_id in name for name in folders), folders
 
 
 class FlakyJudge:

@@ -1,4 +1,4 @@
-"""Desktop-shell task families: ``click_ok`` and ``close_window``."""
+"""Desktop-shell task families: ``click_ok``, ``click_yes`` and ``close_window``."""
 
 from __future__ import annotations
 
@@ -29,75 +29,101 @@ _TITLES = ("Confirm", "Question", "Notice", "Warning")
 _FILES = ("notes.txt", "todo.txt", "report.txt")
 
 
-# -- click_ok --------------------------------------------------------------------------------
-def _ok_sample(rng: np.random.Generator) -> dict[str, Any]:
-    extra = pick(rng, ("Help", "Retry", "Details"))
-    buttons = ["OK", "Cancel", extra]
-    order = rng.permutation(3)
-    return {"title": pick(rng, _TITLES), "message": pick(rng, _MESSAGES),
-            "buttons": [buttons[int(i)] for i in order]}
+# -- click_ok / click_yes -------------------------------------------------------------------
+# Both are a dialog with three buttons where the default one (Enter presses it, drawn as the
+# primary button) must be clicked; they differ in texts and labels (OK/Cancel vs Yes/No). They
+# are the two "OS-like" strata of benchmarks/reward_correction.py: the same skill, as quick to
+# learn, told apart by the instruction and the screen.
+_QUESTIONS = (
+    "Do you want to keep these changes?", "Replace the existing file?",
+    "Allow the app to restart now?", "Send the report to the team?",
+)
 
 
-def _ok_validate(p: Params) -> None:
-    if "OK" not in p["buttons"] or not all(isinstance(b, str) for b in p["buttons"]):
-        raise TaskSpecError(f"family 'click_ok': param 'buttons' must include 'OK', got "
-                            f"{p['buttons']!r}")
+def _dialog_family(
+    name: str, target: str, others: tuple[str, ...], extras: tuple[str, ...],
+    messages: tuple[str, ...], default: str, templates: tuple[str, ...],
+) -> TaskFamily:  # fmt: skip
+    """A dialog with ``target``, one of ``others`` and one of ``extras``; click ``target``.
+
+    Help and Details add a hint to the message; any other button and the title-bar close end
+    the dialog with that answer. ``default`` is the button Enter presses.
+    """
+
+    def sample(rng: np.random.Generator) -> dict[str, Any]:
+        other = others[0] if len(others) == 1 else pick(rng, others)
+        buttons = [target, other, pick(rng, extras)]
+        order = rng.permutation(3)
+        return {"title": pick(rng, _TITLES), "message": pick(rng, messages),
+                "buttons": [buttons[int(i)] for i in order]}
+
+    def validate(p: Params) -> None:
+        if target not in p["buttons"] or not all(isinstance(b, str) for b in p["buttons"]):
+            raise TaskSpecError(f"family {name!r}: param 'buttons' must include {target!r}, "
+                                f"got {p['buttons']!r}")
+
+    def setup(desk: Desktop, p: Params) -> None:
+        m = desk.m
+        bw = m.tx(110)
+        w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
+        h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
+        d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
+        msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
+
+        def press(label: str) -> None:
+            if label in ("Help", "Details"):
+                msg.set_text(f"{p['message']}\nClick {target} to confirm.")
+                return
+            desk.state["dialog_result"] = label
+            desk.wm.close(d)
+
+        x = w - len(p["buttons"]) * (bw + m.pad)
+        for label in p["buttons"]:
+            primary = label == default
+            enabled = not (label == target and "button_disabled" in desk.bugs)
+            b = d.add(Button((x, h - m.button_h - m.pad, bw, m.button_h), label,
+                             lambda lab=label: press(lab), primary=primary, enabled=enabled))
+            if primary:
+                d.default_button = b
+            x += bw + m.pad
+        d.on_cancel = lambda: press("Close")
+        desk.open_window(d)
+
+    def check(desk: Desktop, p: Params) -> bool:
+        return desk.state.get("dialog_result") == target
+
+    def plan(ops: Ops, p: Params) -> Action | None:
+        if "dialog_result" in ops.desk.state:
+            return None
+        wins = ops.desk.windows_titled(p["title"])
+        if not wins:
+            return None
+        return ops.click_widget(wins[0], wins[0].find(target))
+
+    return TaskFamily(
+        name=name,
+        description=f"A dialog with several buttons; click {target}.",
+        app=None,
+        params={"title": str, "message": str, "buttons": list},
+        sample_params=sample,
+        templates=templates,
+        setup=setup,
+        check=check,
+        plan=plan,
+        min_steps=1,
+        validate=validate,
+    )
 
 
-def _ok_setup(desk: Desktop, p: Params) -> None:
-    m = desk.m
-    bw = m.tx(110)
-    w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
-    h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
-    d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
-    msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
-
-    def press(label: str) -> None:
-        if label in ("Help", "Details"):
-            msg.set_text(f"{p['message']}\nClick OK to confirm.")
-            return
-        desk.state["dialog_result"] = label
-        desk.wm.close(d)
-
-    x = w - len(p["buttons"]) * (bw + m.pad)
-    for label in p["buttons"]:
-        primary = label == "OK"
-        enabled = not (primary and "button_disabled" in desk.bugs)
-        b = d.add(Button((x, h - m.button_h - m.pad, bw, m.button_h), label,
-                         lambda lab=label: press(lab), primary=primary, enabled=enabled))
-        if primary:
-            d.default_button = b
-        x += bw + m.pad
-    d.on_cancel = lambda: press("Close")
-    desk.open_window(d)
-
-
-def _ok_check(desk: Desktop, p: Params) -> bool:
-    return desk.state.get("dialog_result") == "OK"
-
-
-def _ok_plan(ops: Ops, p: Params) -> Action | None:
-    if "dialog_result" in ops.desk.state:
-        return None
-    wins = ops.desk.windows_titled(p["title"])
-    if not wins:
-        return None
-    return ops.click_widget(wins[0], wins[0].find("OK"))
-
-
-CLICK_OK = TaskFamily(
-    name="click_ok",
-    description="A dialog with several buttons; click OK.",
-    app=None,
-    params={"title": str, "message": str, "buttons": list},
-    sample_params=_ok_sample,
-    templates=("Click the OK button in the {title} dialog.", "Confirm the dialog by pressing OK.",
-               "Press OK in the '{title}' dialog box."),
-    setup=_ok_setup,
-    check=_ok_check,
-    plan=_ok_plan,
-    min_steps=1,
-    validate=_ok_validate,
+CLICK_OK = _dialog_family(
+    "click_ok", "OK", ("Cancel",), ("Help", "Retry", "Details"), _MESSAGES, "OK",
+    ("Click the OK button in the {title} dialog.", "Confirm the dialog by pressing OK.",
+     "Press OK in the '{title}' dialog box."),
+)
+CLICK_YES = _dialog_family(
+    "click_yes", "Yes", ("No", "Cancel"), ("Help", "Details"), _QUESTIONS, "Yes",
+    ("Answer Yes in the {title} dialog.", "Click Yes to accept the question.",
+     "Press the Yes button of the '{title}' dialog."),
 )
 
 
@@ -157,4 +183,4 @@ CLOSE_WINDOW = TaskFamily(
 )
 
 APPS: tuple[AppSpec, ...] = ()
-FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLOSE_WINDOW)
+FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLOSE_WINDOW)

@@ -1,0 +1,516 @@
+#!/usr/bin/env python
+"""The paper's claim in miniature: PPO with ground truth vs raw vs corrected judge rewards.
+
+    scripts/offline.sh .venv/bin/python benchmarks/reward_correction.py          # ~1 h, 2 cores
+    .venv/bin/python benchmarks/reward_correction.py --quick --out /tmp/rc      # smoke run
+
+Writes ``benchmarks/results/reward_correction.md`` and ``reward_correction_*.png`` (learning
+curves); per-run results go to ``<work>/runs/*.json`` (``--work``, default
+``runs/reward_correction``) and a re-run skips runs whose JSON exists, so a killed benchmark
+resumes.
+
+Every run is the compact CNN policy (``cua_rl.training``) trained with SB3 PPO on SimDesk's
+dialog families ``click_ok`` and ``click_yes`` (one click on the default button of a dialog;
+640x400 desktop resized to 64x40, 8x16 click grid, 3 steps per episode). They are the only
+families this policy learns in about a minute on one core, and they stand in for two OS-like
+groups of tasks. The judge is SIMULATED (:class:`~cua_rl.judges.simulated.SimulatedJudge`):
+it flips the true outcome with known rates, so the study isolates what the reward does with a
+noisy judge, not what a real VLM judge's errors look like. Calibrations come from held-out
+labelled sets (expert episodes with product bugs, task seeds >= 2**31).
+
+Experiments (each reward x seed is one run; true success is the benchmark checker's, on
+held-out task seeds, greedy policy):
+
+1. ``homogeneous``: one judge, e₊ = 0.2, e₋ = 0.3 on both families; ground truth, raw judge,
+   corrected (one calibration).
+2. ``strata``: the judge is good on click_ok (0.05, 0.05) and bad on click_yes (0.35, 0.40;
+   D = 0.25). Trained together (one policy): raw, corrected with one pooled calibration,
+   corrected per stratum; and separately (one policy per family, half the steps each):
+   ground truth, raw, corrected.
+3. ``near_success``: e₊ = 0.2, e₋ = 0.3, except that a failed episode whose dialog was
+   answered wrong (Cancel / No / closed: the screen shows a closed dialog, like a success) fools
+   the judge with e₋ = 0.8. Training on 32 fixed task instances per family (the validator
+   learns one reference model per instance from 2 expert traces): ground truth, raw, corrected,
+   corrected + 0.5 x the validator's structural reward (coverage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import multiprocessing as mp
+import os
+import shlex
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+REPO = Path(__file__).resolve().parent.parent
+FAMILIES = ("click_ok", "click_yes")
+SCREEN = (640, 400)
+MAX_STEPS = 3
+HOMOGENEOUS = (0.2, 0.3)
+STRATA = {"click_ok": (0.05, 0.05), "click_yes": (0.35, 0.40)}
+NEAR = (0.2, 0.3, 0.8)  # e_pos, e_neg, e_neg on a wrongly answered (closed) dialog
+TRAIN_INSTANCES = 32
+STRUCTURAL_WEIGHT = 0.5
+EVAL_SEEDS = 100  # held-out task seeds per family
+#: calibration name -> (judge, per family stratum); all from one held-out labelled set.
+CALIBRATIONS = {
+    "pooled": ("homogeneous", False),
+    "pooled_s": ("strata", False),
+    "strata": ("strata", True),
+    "near": ("near", True),
+}
+
+
+@dataclass(frozen=True)
+class Spec:
+    """One training run."""
+
+    experiment: str
+    variant: str
+    families: tuple[str, ...]
+    seed: int
+    steps: int
+    reward: str  # gt | raw | corrected
+    judge: str  # homogeneous | strata | near
+    calibration: str | None = None  # "pooled" | "strata" | "near"
+    structural: float = 0.0
+    train_seeds: int | None = None
+    extra: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def key(self) -> str:
+        fams = "+".join(self.families)
+        return f"{self.experiment}__{self.variant}__{fams}__s{self.seed}__n{self.steps}"
+
+
+# -- judges (built inside each worker: the near-success function is not picklable) -----------
+def _dialog_closed_fn() -> Any:
+    """Near-success score of a request: 1 when the task's dialog is gone from the final screen.
+
+    The dialog's rectangle comes from replaying the task's first screen (cached per task id);
+    the dialog is gone when more than half of its pixels changed.
+    """
+    from functools import lru_cache
+
+    from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
+    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+    from cua_rl.envs.backends.simdesk.tasks import make_task
+
+    backend = SimDeskBackend(SimDeskConfig(width=SCREEN[0], height=SCREEN[1]))
+
+    @lru_cache(maxsize=4096)
+    def first_screen(task_id: str) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+        _, family, seed = task_id.split("/")
+        task = make_task(family, int(seed))
+        obs = backend.reset(task)
+        desk = backend.desk
+        assert desk is not None
+        win = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+        x, y, w, h = win.rect
+        return obs.screenshot[y : y + h, x : x + w].copy(), (x, y, w, h)
+
+    def near_success(request: Any) -> float:
+        region, (x, y, w, h) = first_screen(request.task_id)
+        final = request.screenshots[-1][y : y + h, x : x + w]
+        changed = float(np.mean(np.any(final != region, axis=-1)))
+        return 1.0 if changed > 0.5 else 0.0
+
+    return near_success
+
+
+def make_judge(kind: str) -> Any:
+    """The SIMULATED judge of an experiment."""
+    from cua_rl.judges.simulated import SimulatedJudge
+
+    if kind == "homogeneous":
+        return SimulatedJudge(*HOMOGENEOUS, seed=7, name="homogeneous")
+    if kind == "strata":
+        per = {("simdesk", f): rates for f, rates in STRATA.items()}
+        return SimulatedJudge(0.2, 0.2, per_stratum=per, seed=7, name="strata")
+    if kind == "near":
+        return SimulatedJudge(NEAR[0], NEAR[1], near_success=_dialog_closed_fn(),
+                              near_success_e_neg=NEAR[2], seed=7, name="near")
+    raise ValueError(kind)
+
+
+# -- one run (in a worker process) ------------------------------------------------------------
+def _config(spec: Spec, work: Path) -> Any:
+    from cua_rl.training.config import TrainConfig
+
+    split: dict[str, Any] = {"eval_seeds": EVAL_SEEDS}
+    if spec.train_seeds is not None:
+        split["train_seeds"] = spec.train_seeds
+    return TrainConfig.from_dict({
+        "env": {"backend": "simdesk", "screen": list(SCREEN), "families": list(spec.families),
+                "max_steps": MAX_STEPS, "split": split},
+        "policy": {"resize": [64, 40], "grid": [8, 16], "cnn_channels": [16, 32, 32],
+                   "cnn_features": 128},
+        "ppo": {"n_envs": 4, "n_steps": 64, "batch_size": 64, "n_epochs": 4,
+                "learning_rate": 5e-4, "total_timesteps": spec.steps, "seed": spec.seed},
+        "reward": {"primary": "ground_truth"},
+        "logging": {"dir": str(work / "train"), "run_name": spec.key, "wandb": "disabled",
+                    "progress": False},
+        "checkpoint": {"every": 0, "keep_last": 1},
+        "eval": {"every": 8, "episodes": 20 * len(spec.families), "at_end": False},
+    })  # fmt: skip
+
+
+def _parts(spec: Spec, work: Path) -> Any:
+    from cua_rl.calibration.calibration import Calibration
+    from cua_rl.rewards.base import GroundTruthReward, WeightedReward
+    from cua_rl.rewards.corrected import CorrectedReward
+    from cua_rl.rewards.judge import JudgeReward
+    from cua_rl.training.build import RunParts, StructuralByTask
+
+    judge = make_judge(spec.judge)
+    cal = None
+    if spec.calibration is not None:
+        cal = Calibration.load(work / "calibration" / spec.calibration / "calibration.json")
+    if spec.reward == "gt":
+        reward: Any = GroundTruthReward()
+    elif spec.reward == "raw":
+        reward = JudgeReward(judge, name="judge")
+    else:
+        assert cal is not None
+        reward = CorrectedReward(judge, cal)
+    if spec.structural:
+        from cua_rl.validator.model import ReferenceModel
+
+        folder = work / "models"
+        models = {f"simdesk/{d.name.replace('__', '/')}": ReferenceModel.load(d)
+                  for d in sorted(folder.iterdir()) if d.is_dir()}
+        reward = WeightedReward(
+            {reward.name: (reward, 1.0),
+             "structural": (StructuralByTask(models), spec.structural)}, name="total")  # fmt: skip
+    extras = () if spec.reward == "gt" else (GroundTruthReward(),)
+    return RunParts(reward, extras, judge, {"all": cal} if cal is not None else {})
+
+
+def run_one(spec: Spec, work: str) -> dict[str, Any]:
+    """Train one run and evaluate it; the result as plain data."""
+    import shutil
+
+    import torch
+
+    from cua_rl.training.callbacks import RunCallback, evaluate
+    from cua_rl.training.train import train
+
+    torch.set_num_threads(1)
+    wdir = Path(work)
+    config = _config(spec, wdir)
+    shutil.rmtree(config.run_dir, ignore_errors=True)
+    parts = _parts(spec, wdir)
+    final: dict[str, float] = {}
+
+    class FinalEval(RunCallback):
+        def _on_training_end(self) -> None:
+            final.update(evaluate(
+                lambda o: self.model.predict(o, deterministic=True)[0], config, parts,
+                episodes=EVAL_SEEDS * len(spec.families)))  # fmt: skip
+
+    start = time.perf_counter()
+    result = train(config, callbacks=[FinalEval()], parts=parts)
+    wall = time.perf_counter() - start
+    curve = [(steps, m["eval/success_rate"],
+              {k.rsplit("/", 1)[1]: v for k, v in m.items() if k.startswith("eval/success_rate/")})
+             for _, steps, m in result.evals]  # fmt: skip
+    shutil.rmtree(config.run_dir, ignore_errors=True)
+    return {"spec": spec.__dict__, "key": spec.key, "curve": curve, "final": final,
+            "stats": result.stats, "wall_s": wall, "steps": result.num_timesteps}
+
+
+def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
+    spec, work = args
+    out = Path(work) / "runs" / f"{spec.key}.json"
+    result = run_one(spec, work)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(json.dumps(result))
+    os.replace(tmp, out)
+    print(f"done {spec.key}: final {result['final'].get('eval/success_rate'):.3f} "
+          f"in {result['wall_s']:.0f} s", flush=True)
+    return result
+
+
+# -- set-up: calibrations and reference models -------------------------------------------------
+def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
+    """Calibrate the three judges on held-out labelled sets; learn the reference models."""
+    from cua_rl.calibration.builders import build_simdesk_labelled
+    from cua_rl.calibration.calibration import Calibration, calibrate_judge
+    from cua_rl.calibration.labelled import load_labelled
+    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+    from cua_rl.pipeline import learn_task_models
+
+    info: dict[str, Any] = {}
+    labelled = work / "labelled"
+    if not (labelled / "labelled.jsonl").exists():
+        build_simdesk_labelled(
+            labelled, n_per_family=n_per_family, families=FAMILIES, seed=0,
+            config=SimDeskConfig(width=SCREEN[0], height=SCREEN[1]),
+            expert_knobs={"hesitation": 0.1, "mistakes": 0.1, "give_up": 0.1}, bug_rate=0.3)
+    examples = load_labelled(labelled / "labelled.jsonl")
+    info["labelled"] = (len(examples), sum(e.label for e in examples))
+    for name, (kind, per_app) in CALIBRATIONS.items():
+        file = work / "calibration" / name / "calibration.json"
+        if file.exists():
+            cal = Calibration.load(file)
+        else:
+            cal = calibrate_judge(make_judge(kind), examples, per_app=per_app)
+            cal.save(file)
+        info[name] = cal
+    models = work / "models"
+    if not models.exists():
+        learned = learn_task_models(FAMILIES, range(TRAIN_INSTANCES), screen=SCREEN,
+                                    max_steps=MAX_STEPS)  # fmt: skip
+        tmp = work / ".models.tmp"
+        for task_id, model in learned.items():
+            model.save(tmp / task_id.split("/", 1)[1].replace("/", "__"))
+        os.replace(tmp, models)
+    info["models"] = len(list(models.iterdir()))
+    return info
+
+
+def specs(seeds: Sequence[int], steps: int) -> list[Spec]:
+    """Every run of the study."""
+    out: list[Spec] = []
+    both = FAMILIES
+    for s in seeds:
+        out += [
+            Spec("homogeneous", "ground truth", both, s, steps, "gt", "homogeneous"),
+            Spec("homogeneous", "raw judge", both, s, steps, "raw", "homogeneous"),
+            Spec("homogeneous", "corrected", both, s, steps, "corrected", "homogeneous", "pooled"),
+            Spec("strata", "raw judge", both, s, steps, "raw", "strata"),
+            Spec("strata", "corrected, pooled", both, s, steps, "corrected", "strata", "pooled_s"),
+            Spec("strata", "corrected per stratum", both, s, steps, "corrected", "strata",
+                 "strata"),
+        ]
+        for fam in FAMILIES:
+            half = steps // 2
+            out += [
+                Spec("strata_sep", "ground truth", (fam,), s, half, "gt", "strata"),
+                Spec("strata_sep", "raw judge", (fam,), s, half, "raw", "strata"),
+                Spec("strata_sep", "corrected", (fam,), s, half, "corrected", "strata", "strata"),
+            ]
+        near = dict(train_seeds=TRAIN_INSTANCES)
+        out += [
+            Spec("near_success", "ground truth", both, s, steps, "gt", "near", **near),
+            Spec("near_success", "raw judge", both, s, steps, "raw", "near", **near),
+            Spec("near_success", "corrected", both, s, steps, "corrected", "near", "near", **near),
+            Spec("near_success", "corrected + structural", both, s, steps, "corrected", "near",
+                 "near", structural=STRUCTURAL_WEIGHT, **near),
+        ]
+    return out
+
+
+# -- report ------------------------------------------------------------------------------------
+TITLES = {
+    "homogeneous": "1. Same judge error rates on every task (e₊ = 0.2, e₋ = 0.3)",
+    "strata": "2a. Two strata with very different rates, trained together (one policy; "
+              "ground truth: see 1)",
+    "strata_sep": "2b. The same two strata trained separately (one policy per family)",
+    "near_success": "3. A state-dependent judge fooled by a closed dialog (e₋ = 0.8 there)",
+}
+
+
+def _final_counts(result: dict[str, Any], family: str | None = None) -> tuple[int, int]:
+    f = result["final"]
+    n = EVAL_SEEDS * (len(result["spec"]["families"]) if family is None else 1)
+    key = "eval/success_rate" if family is None else f"eval/success_rate/{family}"
+    rate = f.get(key)
+    if rate is None:
+        return 0, 0
+    return round(rate * n), n
+
+
+def _cell(results: list[dict[str, Any]], family: str | None = None) -> str:
+    from cua_rl.pipeline import success_interval
+
+    counts = [_final_counts(r, family) for r in results]
+    per_seed = ", ".join(f"{k / n:.2f}" for k, n in counts if n)
+    k, n = sum(c[0] for c in counts), sum(c[1] for c in counts)
+    rate, lo, hi = success_interval(k, n)
+    return f"**{rate:.3f}** [{lo:.3f}, {hi:.3f}] ({per_seed})"
+
+
+#: (experiment, variant A, variant B): the comparisons the findings are about.
+COMPARISONS = (
+    ("homogeneous", "raw judge", "ground truth"),
+    ("homogeneous", "corrected", "raw judge"),
+    ("strata", "corrected per stratum", "raw judge"),
+    ("strata", "corrected per stratum", "corrected, pooled"),
+    ("strata_sep", "corrected", "raw judge"),
+    ("near_success", "raw judge", "ground truth"),
+    ("near_success", "corrected", "raw judge"),
+    ("near_success", "corrected + structural", "corrected"),
+)
+
+
+def _rates(results: list[dict[str, Any]]) -> tuple[list[float], int, int]:
+    counts = [_final_counts(r) for r in results]
+    return [k / n for k, n in counts if n], sum(c[0] for c in counts), sum(c[1] for c in counts)
+
+
+def _finding(exp: str, a: str, b: str, groups: dict[Any, list[dict[str, Any]]]) -> list[str]:
+    """One comparison: the pooled difference (Newcombe interval) and the seed-level picture."""
+    from cua_rl.pipeline import success_interval
+
+    out = []
+    for fams in sorted({f for f, _ in groups}):
+        ra, rb = groups.get((fams, a)), groups.get((fams, b))
+        if not ra or not rb:
+            continue
+        (sa, ka, na), (sb, kb, nb) = _rates(ra), _rates(rb)
+        pa, la, ua = success_interval(ka, na)
+        pb, lb, ub = success_interval(kb, nb)
+        d = pa - pb
+        lo = d - ((pa - la) ** 2 + (ub - pb) ** 2) ** 0.5
+        hi = d + ((ua - pa) ** 2 + (pb - lb) ** 2) ** 0.5
+        if min(sa) > max(sb):
+            seeds = f"every seed of {a} above every seed of {b}"
+        elif max(sa) < min(sb):
+            seeds = f"every seed of {a} below every seed of {b}"
+        else:
+            seeds = "the seeds overlap: no difference shown at this number of seeds"
+        out.append(f"- {TITLES[exp].split('.')[0]} `{'+'.join(fams)}`: **{a}** − **{b}** = "
+                   f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] over evaluation episodes; {seeds} "
+                   f"({', '.join(f'{v:.2f}' for v in sa)} vs {', '.join(f'{v:.2f}' for v in sb)})")
+    return out
+
+
+def _cal_rows(info: dict[str, Any]) -> list[str]:
+    rows = ["| calibration | stratum | ê₊ [95% CI] | ê₋ [95% CI] | D̂ | n (pos/neg) |",
+            "|---|---|---|---|---|---|"]
+    for name in CALIBRATIONS:
+        cal = info[name]
+        for c in (cal, *cal.children.values()):
+            label = "/".join(c.stratum) if c.stratum else "pooled"
+            lo_p, hi_p = c.e_pos_interval
+            lo_n, hi_n = c.e_neg_interval
+            cnt = c.counts
+            rows.append(f"| {name} | {label} | {c.e_pos:.3f} [{lo_p:.3f}, {hi_p:.3f}] | "
+                        f"{c.e_neg:.3f} [{lo_n:.3f}, {hi_n:.3f}] | {c.D:.3f} | "
+                        f"{cnt.n_pos}/{cnt.n_neg} |")
+    return rows
+
+
+def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace,
+           out: Path, wall: float) -> str:
+    """The Markdown report; writes the learning-curve PNGs next to it."""
+    from cua_rl.pipeline import plot_curves
+    from cua_rl.provenance import commit_label, cpu_model
+
+    by_exp: dict[str, dict[tuple[tuple[str, ...], str], list[dict[str, Any]]]] = defaultdict(
+        lambda: defaultdict(list))
+    for r in results:
+        s = r["spec"]
+        by_exp[s["experiment"]][(tuple(s["families"]), s["variant"])].append(r)
+    lines = [
+        "# Reward correction in miniature: PPO with ground truth, raw and corrected judge rewards",
+        "",
+        f"- command: `{' '.join(shlex.quote(a) for a in sys.argv)}`",
+        f"- commit {commit_label(REPO)}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
+        f"{cpu_model()}, {args.workers} worker processes (1 torch thread each), "
+        f"total wall {wall / 60:.1f} min",
+        f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
+        f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
+        f"(4 envs x 64 steps, lr 5e-4)",
+        f"- tasks: SimDesk `click_ok` and `click_yes`, {SCREEN[0]}x{SCREEN[1]}, {MAX_STEPS} "
+        f"steps per episode; true success = the SimDesk checker on {EVAL_SEEDS} held-out task "
+        f"seeds per family (seeds from 1e9), greedy policy, after the last update",
+        "- **the judge is SIMULATED** (`SimulatedJudge`: the true outcome flipped with known "
+        "rates); calibrations are estimated from a held-out labelled set "
+        f"({info['labelled'][0]} expert episodes, {info['labelled'][1]} successes, 30% with "
+        "product bugs, task seeds >= 2^31)",
+        "- cells: true success pooled over seeds **rate** [95% Wilson interval over all "
+        "evaluation episodes of the seeds] (per-seed rates)",
+        "",
+        "## Calibrations",
+        "",
+        *_cal_rows(info),
+        "",
+    ]
+    lines += ["## Comparisons", "",
+              "Differences of true success pooled over seeds, with a Newcombe 95% interval over "
+              "the evaluation episodes (it treats the seeds' policies as fixed, so it is "
+              "narrower than the seed-to-seed spread), and whether the seeds separate.", ""]
+    for exp, a, b in COMPARISONS:
+        lines += _finding(exp, a, b, by_exp.get(exp, {}))
+    lines.append("")
+    for exp in ("homogeneous", "strata", "strata_sep", "near_success"):
+        groups = by_exp.get(exp)
+        if not groups:
+            continue
+        lines += [f"## {TITLES[exp]}", ""]
+        fams_all = sorted({f for fams, _ in groups for f in fams})
+        header = "| families | reward | runs | true success (all) | " + " | ".join(
+            f"`{f}`" for f in fams_all) + " | judge estimate (per seed) | wall per run |"
+        lines += [header, "|" + "---|" * (6 + len(fams_all))]
+        curves: dict[str, list[list[tuple[float, float]]]] = {}
+        for (fams, variant), rs in groups.items():
+            cells = [(_cell(rs, f) if f in fams else "–") for f in fams_all]
+            wall_run = np.mean([r["wall_s"] for r in rs])
+            est = ", ".join(f"{r['final']['eval/judge_estimate']:.2f}" for r in rs
+                            if "eval/judge_estimate" in r["final"]) or "–"  # fmt: skip
+            lines.append(f"| {'+'.join(fams)} | {variant} | {len(rs)} | {_cell(rs)} | "
+                         + " | ".join(cells) + f" | {est} | {wall_run:.0f} s |")
+            label = variant if len(groups) == len({v for _, v in groups}) else (
+                f"{'+'.join(fams)}: {variant}")
+            curves[label] = [[(p[0], p[1]) for p in r["curve"]] for r in rs]
+        png = out.with_name(f"{out.stem}_{exp}.png")
+        plot_curves(curves, png, title=TITLES[exp] + " (SIMULATED judge)")
+        lines += ["", f"![learning curves]({png.name})", ""]
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--steps", type=int, default=32768)
+    parser.add_argument("--workers", type=int, default=2)
+    parser.add_argument("--labelled", type=int, default=200, help="labelled episodes per family")
+    parser.add_argument("--work", default=str(REPO / "runs" / "reward_correction"))
+    parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
+                                             "reward_correction.md"))
+    parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
+    parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.seeds, args.steps, args.labelled = [0], 1024, 40
+    work = Path(args.work)
+    (work / "runs").mkdir(parents=True, exist_ok=True)
+    started = time.perf_counter()
+    info = prepare(work, args.labelled)
+    todo = [s for s in specs(args.seeds, args.steps)
+            if not args.only or s.experiment in args.only]
+    pending = [s for s in todo if not (work / "runs" / f"{s.key}.json").exists()]
+    print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
+    if pending and args.workers == 1:
+        for spec in pending:
+            _worker((spec, str(work)))
+    elif pending:
+        ctx = mp.get_context("spawn")
+        with ctx.Pool(args.workers, maxtasksperchild=1) as pool:
+            for _ in pool.imap_unordered(_worker, [(s, str(work)) for s in pending]):
+                pass
+    results = [json.loads((work / "runs" / f"{s.key}.json").read_text()) for s in todo]
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    text = report(results, info, args, out, time.perf_counter() - started)
+    tmp = out.with_name(f".{out.name}.tmp")
+    tmp.write_text(text, encoding="utf-8")
+    os.replace(tmp, out)
+    print(f"wrote {out}")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

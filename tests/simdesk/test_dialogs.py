@@ -1,0 +1,60 @@
+"""The dialog families ``click_ok`` and ``click_yes``: only the target button succeeds."""
+
+from __future__ import annotations
+
+import pytest
+
+from cua_rl.actions import Click, Hotkey
+from cua_rl.envs.backends.simdesk import SimDeskBackend
+from cua_rl.envs.backends.simdesk.tasks import make_task
+from cua_rl.errors import TaskSpecError
+
+
+def _buttons(b: SimDeskBackend) -> dict[str, tuple[int, int]]:
+    desk = b.desk
+    assert desk is not None
+    dialog = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+    out = {}
+    for label in ("OK", "Cancel", "Help", "Retry", "Details", "Yes", "No"):
+        try:
+            widget = dialog.find(label)
+        except KeyError:
+            continue
+        out[label] = tuple(int(v) for v in dialog.center_of(widget.rect))
+    return out
+
+
+@pytest.mark.parametrize(
+    ("family", "target", "wrong"),
+    [("click_ok", "OK", ("Cancel",)), ("click_yes", "Yes", ("No", "Cancel"))],
+)
+def test_only_the_target_button_succeeds(family: str, target: str, wrong: tuple[str, ...]) -> None:
+    b = SimDeskBackend()
+    seen_wrong = set()
+    for seed in range(12):
+        task = make_task(family, seed)
+        b.reset(task)
+        buttons = _buttons(b)
+        assert target in buttons and len(buttons) == 3
+        assert task.domain == family and target in task.instruction
+        for label in buttons:
+            b.reset(task)
+            x, y = _buttons(b)[label]
+            b.step(Click(x, y))
+            ok = b.ground_truth(task) == 1.0
+            assert ok == (label == target), (family, seed, label)
+            if label in wrong:
+                seen_wrong.add(label)
+        b.reset(task)
+        b.step(Hotkey(("escape",)))  # closing the dialog is an answer, not the target's
+        assert b.ground_truth(task) == 0.0
+    assert seen_wrong == set(wrong)
+    b.close()
+
+
+def test_click_yes_has_its_own_texts_and_checks_its_params() -> None:
+    ok, yes = make_task("click_ok", 3), make_task("click_yes", 3)
+    assert ok.instruction != yes.instruction and ok.id != yes.id
+    with pytest.raises(TaskSpecError, match="click_yes.*'Yes'"):
+        make_task("click_yes", 0, params={"title": "Q", "message": "m",
+                                          "buttons": ["OK", "No", "Help"]})  # fmt: skip
