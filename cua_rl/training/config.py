@@ -210,7 +210,8 @@ class PolicyConfig:
 
 @dataclass(frozen=True)
 class RayConfig:
-    """Where Ray rollout workers run (``ppo.vec_env: ray``)."""
+    """Where Ray rollout workers run (``ppo.vec_env: ray``); the timeout and restart budget
+    also apply to the worker processes of ``ppo.vec_env: subproc``."""
 
     SECTION: ClassVar[str] = "ppo.ray"
 
@@ -220,9 +221,10 @@ class RayConfig:
     num_cpus: int | None = None
     #: Object store of a local instance in MB (Ray needs at least 75).
     object_store_mb: int = 100
-    #: A sub-env step slower than this counts as a dead worker (restarted, episode dropped).
+    #: A sub-env step slower than this counts as a dead worker (restarted, episode dropped;
+    #: ray and subproc).
     step_timeout_s: float = 120.0
-    #: Worker restarts allowed per env over the run before training stops.
+    #: Worker restarts allowed per env over the run before training stops (ray and subproc).
     max_restarts: int = 20
 
     def __post_init__(self) -> None:

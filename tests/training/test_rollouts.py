@@ -53,6 +53,54 @@ def test_make_vec_env_subproc(tiny_config: Callable[..., TrainConfig]) -> None:
         venv.close()
 
 
+def test_process_vec_env_restarts_a_dead_worker(tiny_config: Callable[..., TrainConfig]) -> None:
+    from cua_rl.training.rollouts import ProcessVecEnv
+
+    config = tiny_config(env={"max_steps": 5})
+    venv = ProcessVecEnv([EnvFactory(config)] * 2, step_timeout_s=60)
+    try:
+        assert venv.num_envs == 2 and venv.get_attr("n") == [22, 22]
+        venv.seed(3)
+        obs = venv.reset()
+        assert obs["screenshot"].shape == (2, 24, 32, 3)
+        venv.step(np.array([0, 1]))
+        pid = venv.worker_pids()[0]
+        os.kill(pid, signal.SIGKILL)
+        obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+        assert dones.tolist() == [True, False] and rewards[0] == 0.0
+        assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
+        assert "worker process died" in infos[0]["unscorable_reason"]
+        assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
+        assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
+        ended = []
+        for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
+            obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+            ended += [infos[0]] if dones[0] else []
+        assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
+        assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
+        os.kill(venv.worker_pids()[1], signal.SIGKILL)  # dead between steps: found at reset
+        venv.reset()
+        assert venv.restarts == [1, 1]
+    finally:
+        venv.close()
+
+
+def test_process_vec_env_gives_up_after_max_restarts(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    from cua_rl.errors import BackendError
+    from cua_rl.training.rollouts import ProcessVecEnv
+
+    venv = ProcessVecEnv([EnvFactory(tiny_config())], step_timeout_s=60, max_restarts=0)
+    try:
+        venv.reset()
+        os.kill(venv.worker_pids()[0], signal.SIGKILL)
+        with pytest.raises(BackendError, match="more than 0 restarts"):
+            venv.step(np.array([0]))
+    finally:
+        venv.close()
+
+
 def test_ray_missing_names_the_extra(
     tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -123,11 +171,21 @@ def test_ray_vec_env_restarts_a_dead_worker(tiny_config: Callable[..., TrainConf
 @pytest.mark.ray
 @needs_netns
 @pytest.mark.usefixtures("local_ray")
-def test_killed_worker_episode_never_reaches_the_update(
+def test_killed_ray_worker_episode_never_reaches_the_update(
     tiny_config: Callable[..., TrainConfig],
 ) -> None:
+    _kill_a_worker_while_learning(tiny_config, "ray")
+
+
+def test_killed_process_worker_episode_never_reaches_the_update(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    _kill_a_worker_while_learning(tiny_config, "subproc")
+
+
+def _kill_a_worker_while_learning(tiny_config: Callable[..., TrainConfig], kind: str) -> None:
     config = tiny_config(
-        env={"max_steps": 3}, ppo={"vec_env": "ray", "n_steps": 12, "batch_size": 8}
+        env={"max_steps": 3}, ppo={"vec_env": kind, "n_steps": 12, "batch_size": 8}
     )
 
     class KillOnce(RunCallback):
