@@ -27,7 +27,7 @@ def _demo(args: argparse.Namespace) -> int:
            if args.quick else {}),
     )  # fmt: skip
     try:
-        print(run_pipeline(args.out, settings))
+        print(run_pipeline(args.out, settings, progress=lambda line: print(line, flush=True)))
     except CuaRLError as error:
         print(f"cua-rl demo: error: {' '.join(str(error).split())}", file=sys.stderr)
         return 2

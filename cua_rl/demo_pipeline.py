@@ -25,6 +25,7 @@ from __future__ import annotations
 import logging
 import shutil
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -109,10 +110,10 @@ def train_config(out: Path, settings: PipelineSettings, model_ids: list[str]) ->
     }  # fmt: skip
 
 
-def _stage(times: dict[str, float], name: str, start: float) -> float:
+def _stage(times: dict[str, float], name: str, start: float, say: Callable[[str], None]) -> float:
     now = time.perf_counter()
     times[name] = now - start
-    print(f"[demo] {name}: {times[name]:.1f} s", flush=True)
+    say(f"[demo] {name}: {times[name]:.1f} s")
     return now
 
 
@@ -230,13 +231,20 @@ def _summary(out: Path, settings: PipelineSettings, cal: Calibration, n_models: 
     return "\n".join(lines) + "\n"
 
 
-def run_pipeline(out_dir: str | Path, settings: PipelineSettings | None = None) -> str:
+def run_pipeline(
+    out_dir: str | Path,
+    settings: PipelineSettings | None = None,
+    progress: Callable[[str], None] | None = None,
+) -> str:
     """Run the demo pipeline into ``out_dir``; return (and write) ``summary.md``.
+
+    ``progress`` gets one line per finished stage (default: the module's logger, INFO).
 
     Raises:
         CuaRLError: Whatever a stage refuses (e.g. a calibration with D <= 0).
     """
     s = settings or PipelineSettings()
+    say = progress or logger.info
     out = Path(out_dir)
     out.mkdir(parents=True, exist_ok=True)
     times: dict[str, float] = {}
@@ -245,21 +253,21 @@ def run_pipeline(out_dir: str | Path, settings: PipelineSettings | None = None) 
         from cua_rl.demo import run_demo
 
         run_demo(out / "desktop", episodes=s.survey_episodes)
-        t = _stage(times, "1. desktop survey (every family: experts and random)", t)
+        t = _stage(times, "1. desktop survey (every family: experts and random)", t, say)
     cal_dir = out / "calibration"
     shutil.rmtree(cal_dir, ignore_errors=True)
     cal = calibrate_simdesk_judge(make_judge(s.seed), cal_dir, DEMO_FAMILIES,
                                   n_per_family=s.labelled_per_family, screen=SCREEN)  # fmt: skip
     write_report(cal, cal_dir)
-    t = _stage(times, "2. labelled set + calibration", t)
+    t = _stage(times, "2. labelled set + calibration", t, say)
     models = learn_task_models(DEMO_FAMILIES, range(s.train_instances), screen=SCREEN,
                                max_steps=MAX_STEPS)  # fmt: skip
     shutil.rmtree(out / "reference_models", ignore_errors=True)
     for task_id, model in models.items():
         model.save(out / "reference_models" / _model_dir(task_id))
-    t = _stage(times, "3. reference models", t)
+    t = _stage(times, "3. reference models", t, say)
     trained = _train(out, s, sorted(models))
-    t = _stage(times, "4-5. PPO with the corrected reward + evaluations", t)
+    t = _stage(times, "4-5. PPO with the corrected reward + evaluations", t, say)
     evals = trained["result"].evals
     curves = {
         "true success": [[(steps, m["eval/success_rate"]) for _, steps, m in evals]],
