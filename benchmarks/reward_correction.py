@@ -321,6 +321,14 @@ TITLES = {
 }
 
 
+PLOT_TITLES = {
+    "homogeneous": "1. same judge errors everywhere",
+    "strata": "2a. two strata, one policy",
+    "strata_sep": "2b. two strata, one policy each",
+    "near_success": "3. judge fooled by near-success screens",
+}
+
+
 def _final_counts(result: dict[str, Any], family: str | None = None) -> tuple[int, int]:
     f = result["final"]
     n = EVAL_SEEDS * (len(result["spec"]["families"]) if family is None else 1)
@@ -418,8 +426,9 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         "",
         f"- command: `{' '.join(shlex.quote(a) for a in sys.argv)}`",
         f"- commit {commit_label(REPO)}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
-        f"{cpu_model()}, {args.workers} worker processes (1 torch thread each), "
-        f"total wall {wall / 60:.1f} min",
+        f"{cpu_model()}, {args.workers} worker processes (1 torch thread each); the runs took "
+        f"{sum(r['wall_s'] for r in results) / 60:.0f} min of worker time in all (this "
+        f"invocation: {wall / 60:.1f} min; finished runs are reused from `--work`)",
         f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
         f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
         f"(4 envs x 64 steps, lr 5e-4)",
@@ -433,6 +442,8 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         "- cells: true success pooled over seeds **rate** [95% Wilson interval over all "
         "evaluation episodes of the seeds] (per-seed rates)",
         "",
+        *([f"## What the data shows (notes written for this run: `{args.notes}`)", "",
+           Path(args.notes).read_text(encoding="utf-8").strip(), ""] if args.notes else []),
         "## Calibrations",
         "",
         *_cal_rows(info),
@@ -466,8 +477,12 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
                 f"{'+'.join(fams)}: {variant}")
             curves[label] = [[(p[0], p[1]) for p in r["curve"]] for r in rs]
         png = out.with_name(f"{out.stem}_{exp}.png")
-        plot_curves(curves, png, title=TITLES[exp] + " (SIMULATED judge)")
-        lines += ["", f"![learning curves]({png.name})", ""]
+        plot_curves(curves, png, title=PLOT_TITLES[exp] + " (SIMULATED judge)",
+                    ylabel="true success (40 held-out tasks)")  # fmt: skip
+        lines += ["", f"![learning curves]({png.name})",
+                  "", "Curves: the periodic evaluation (40 held-out tasks, greedy); mean over "
+                  "seeds with the min-max band. Table: the final evaluation (100 tasks per "
+                  "family).", ""]
     return "\n".join(lines) + "\n"
 
 
@@ -482,6 +497,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                                              "reward_correction.md"))
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
     parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
+    parser.add_argument("--notes", help="a Markdown file of findings to put on top of the report")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.labelled = [0], 1024, 40
