@@ -53,34 +53,40 @@ def test_make_vec_env_subproc(tiny_config: Callable[..., TrainConfig]) -> None:
         venv.close()
 
 
+def _check_restart_of_a_killed_worker(venv: Any, config: TrainConfig, reason: str) -> None:
+    """Env 0's worker is killed mid-episode: its episode ends unscorable, a new worker goes on."""
+    assert venv.num_envs == 2 and venv.get_attr("n") == [22, 22]
+    venv.seed(3)
+    obs = venv.reset()
+    assert obs["screenshot"].shape == (2, 24, 32, 3)
+    _, rewards, dones, _ = venv.step(np.array([0, 1]))
+    assert rewards.dtype == np.float32 and not dones.any()
+    pid = venv.worker_pids()[0]
+    os.kill(pid, signal.SIGKILL)
+    obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+    assert dones.tolist() == [True, False] and rewards[0] == 0.0
+    assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
+    assert reason in infos[0]["unscorable_reason"]
+    assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
+    assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
+    ended = []
+    for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
+        obs, rewards, dones, infos = venv.step(np.array([0, 1]))
+        ended += [infos[0]] if dones[0] else []
+    assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
+    assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
+    os.kill(venv.worker_pids()[1], signal.SIGKILL)  # dead between steps: found at reset
+    venv.reset()
+    assert venv.restarts == [1, 1]
+
+
 def test_process_vec_env_restarts_a_dead_worker(tiny_config: Callable[..., TrainConfig]) -> None:
     from cua_rl.training.rollouts import ProcessVecEnv
 
     config = tiny_config(env={"max_steps": 5})
     venv = ProcessVecEnv([EnvFactory(config)] * 2, step_timeout_s=60)
     try:
-        assert venv.num_envs == 2 and venv.get_attr("n") == [22, 22]
-        venv.seed(3)
-        obs = venv.reset()
-        assert obs["screenshot"].shape == (2, 24, 32, 3)
-        venv.step(np.array([0, 1]))
-        pid = venv.worker_pids()[0]
-        os.kill(pid, signal.SIGKILL)
-        obs, rewards, dones, infos = venv.step(np.array([0, 1]))
-        assert dones.tolist() == [True, False] and rewards[0] == 0.0
-        assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
-        assert "worker process died" in infos[0]["unscorable_reason"]
-        assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
-        assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
-        ended = []
-        for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
-            obs, rewards, dones, infos = venv.step(np.array([0, 1]))
-            ended += [infos[0]] if dones[0] else []
-        assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
-        assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
-        os.kill(venv.worker_pids()[1], signal.SIGKILL)  # dead between steps: found at reset
-        venv.reset()
-        assert venv.restarts == [1, 1]
+        _check_restart_of_a_killed_worker(venv, config, "worker process died")
     finally:
         venv.close()
 
@@ -144,26 +150,7 @@ def test_ray_vec_env_restarts_a_dead_worker(tiny_config: Callable[..., TrainConf
     config = tiny_config(env={"max_steps": 5})
     venv = RayVecEnv([EnvFactory(config)] * 2, step_timeout_s=60)
     try:
-        assert venv.num_envs == 2 and venv.get_attr("n") == [22, 22]
-        venv.seed(3)
-        obs = venv.reset()
-        assert obs["screenshot"].shape == (2, 24, 32, 3)
-        _, rewards, dones, _ = venv.step(np.array([0, 1]))
-        assert rewards.dtype == np.float32 and not dones.any()
-        pid = venv.worker_pids()[0]
-        os.kill(pid, signal.SIGKILL)
-        obs, rewards, dones, infos = venv.step(np.array([0, 1]))
-        assert dones.tolist() == [True, False] and rewards[0] == 0.0
-        assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
-        assert "Ray worker died" in infos[0]["unscorable_reason"]
-        assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
-        assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
-        ended = []
-        for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
-            obs, rewards, dones, infos = venv.step(np.array([0, 1]))
-            ended += [infos[0]] if dones[0] else []
-        assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
-        assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
+        _check_restart_of_a_killed_worker(venv, config, "Ray worker died")
     finally:
         venv.close()
 
