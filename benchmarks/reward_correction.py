@@ -184,11 +184,9 @@ def _parts(spec: Spec, work: Path) -> Any:
         assert cal is not None
         reward = CorrectedReward(judge, cal)
     if spec.structural:
-        from cua_rl.validator.model import ReferenceModel
+        from cua_rl.pipeline import load_task_models
 
-        folder = work / "models"
-        models = {f"simdesk/{d.name.replace('__', '/')}": ReferenceModel.load(d)
-                  for d in sorted(folder.iterdir()) if d.is_dir()}
+        models = load_task_models(work / "models")
         reward = WeightedReward(
             {reward.name: (reward, 1.0),
              "structural": (StructuralByTask(models), spec.structural)}, name="total")  # fmt: skip
@@ -202,7 +200,8 @@ def run_one(spec: Spec, work: str) -> dict[str, Any]:
 
     import torch
 
-    from cua_rl.training.callbacks import RunCallback, evaluate
+    from cua_rl.pipeline import evaluate_greedy
+    from cua_rl.training.callbacks import RunCallback
     from cua_rl.training.train import train
 
     torch.set_num_threads(1)
@@ -214,9 +213,8 @@ def run_one(spec: Spec, work: str) -> dict[str, Any]:
 
     class FinalEval(RunCallback):
         def _on_training_end(self) -> None:
-            final.update(evaluate(
-                lambda o: self.model.predict(o, deterministic=True)[0], config, parts,
-                episodes=EVAL_SEEDS * len(spec.families)))  # fmt: skip
+            final.update(evaluate_greedy(self.model, config, parts,
+                                         EVAL_SEEDS * len(spec.families)))  # fmt: skip
 
     start = time.perf_counter()
     result = train(config, callbacks=[FinalEval()], parts=parts)
@@ -244,19 +242,14 @@ def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
 # -- set-up: calibrations and reference models -------------------------------------------------
 def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     """Calibrate the three judges on held-out labelled sets; learn the reference models."""
-    from cua_rl.calibration.builders import build_simdesk_labelled
     from cua_rl.calibration.calibration import Calibration, calibrate_judge
     from cua_rl.calibration.labelled import load_labelled
-    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
-    from cua_rl.pipeline import learn_task_models
+    from cua_rl.pipeline import build_labelled, learn_task_models, save_task_models
 
     info: dict[str, Any] = {}
     labelled = work / "labelled"
     if not (labelled / "labelled.jsonl").exists():
-        build_simdesk_labelled(
-            labelled, n_per_family=n_per_family, families=FAMILIES, seed=0,
-            config=SimDeskConfig(width=SCREEN[0], height=SCREEN[1]),
-            expert_knobs={"hesitation": 0.1, "mistakes": 0.1, "give_up": 0.1}, bug_rate=0.3)
+        build_labelled(labelled, FAMILIES, n_per_family=n_per_family, screen=SCREEN)
     examples = load_labelled(labelled / "labelled.jsonl")
     info["labelled"] = (len(examples), sum(e.label for e in examples))
     for name, (kind, per_app) in CALIBRATIONS.items():
@@ -271,10 +264,7 @@ def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     if not models.exists():
         learned = learn_task_models(FAMILIES, range(TRAIN_INSTANCES), screen=SCREEN,
                                     max_steps=MAX_STEPS)  # fmt: skip
-        tmp = work / ".models.tmp"
-        for task_id, model in learned.items():
-            model.save(tmp / task_id.split("/", 1)[1].replace("/", "__"))
-        os.replace(tmp, models)
+        save_task_models(learned, models)
     info["models"] = len(list(models.iterdir()))
     return info
 

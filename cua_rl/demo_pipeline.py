@@ -34,8 +34,15 @@ import yaml
 
 from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.report import write_report
-from cua_rl.judges.simulated import SimulatedJudge
-from cua_rl.pipeline import calibrate_simdesk_judge, learn_task_models, plot_curves
+from cua_rl.judges.base import Judge
+from cua_rl.pipeline import (
+    calibrate_simdesk_judge,
+    evaluate_greedy,
+    learn_task_models,
+    plot_curves,
+    save_task_models,
+    task_model_dir,
+)
 from cua_rl.pipeline import success_interval as wilson
 
 __all__ = ["DEMO_FAMILIES", "DEMO_RATES", "PipelineSettings", "run_pipeline"]
@@ -69,14 +76,22 @@ class PipelineSettings:
     seed: int = 0
 
 
-def make_judge(seed: int = 0) -> SimulatedJudge:
-    """The demo's SIMULATED judge (rates :data:`DEMO_RATES`, per family)."""
-    per = {("simdesk", family): rates for family, rates in DEMO_RATES.items()}
-    return SimulatedJudge(0.15, 0.15, per_stratum=per, seed=seed, name="demo")
+def judge_section(seed: int = 0) -> dict[str, Any]:
+    """The demo's SIMULATED judge as a ``reward.judge`` section (rates :data:`DEMO_RATES`)."""
+    return {
+        "kind": "simulated", "e_pos": 0.15, "e_neg": 0.15, "seed": seed, "name": "demo",
+        "per_stratum": {f"simdesk/{f}": list(r) for f, r in DEMO_RATES.items()},
+    }  # fmt: skip
 
 
-def _model_dir(task_id: str) -> str:
-    return task_id.split("/", 1)[1].replace("/", "__")
+def make_judge(seed: int = 0) -> Judge:
+    """The judge :func:`judge_section` describes, built as a training run builds it."""
+    from cua_rl.training._strict import build_section
+    from cua_rl.training.build import build_judge
+    from cua_rl.training.config import JudgeSection, TrainConfig
+
+    section = build_section(JudgeSection, judge_section(seed), "reward.judge")
+    return build_judge(section, TrainConfig())
 
 
 def train_config(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[str, Any]:
@@ -95,13 +110,10 @@ def train_config(out: Path, settings: PipelineSettings, model_ids: list[str]) ->
                 "learning_rate": 5e-4, "total_timesteps": s.steps, "seed": s.seed},
         "reward": {
             "primary": "corrected",
-            "judge": {
-                "kind": "simulated", "e_pos": 0.15, "e_neg": 0.15, "seed": s.seed, "name": "demo",
-                "per_stratum": {f"simdesk/{f}": list(r) for f, r in DEMO_RATES.items()},
-            },
+            "judge": judge_section(s.seed),
             "calibration": {"all": "calibration/calibration.json"},
             "calibration_labelled": {"all": "calibration/labelled.jsonl"},
-            "reference_models": {i: f"reference_models/{_model_dir(i)}" for i in model_ids},
+            "reference_models": {i: f"reference_models/{task_model_dir(i)}" for i in model_ids},
             "filter": {"mode": "drop", "min_coverage": 1.0, "apply_to": "judged_success"},
         },
         "logging": {"dir": "runs", "run_name": "ppo", "wandb": "offline", "progress": True},
@@ -115,13 +127,6 @@ def _stage(times: dict[str, float], name: str, start: float, say: Callable[[str]
     times[name] = now - start
     say(f"[demo] {name}: {times[name]:.1f} s")
     return now
-
-
-def _evaluate(model: Any, config: Any, parts: Any, episodes: int) -> dict[str, float]:
-    from cua_rl.training.callbacks import evaluate
-
-    return evaluate(lambda o: model.predict(o, deterministic=True)[0], config, parts,
-                    episodes=episodes)  # fmt: skip
 
 
 def _train(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[str, Any]:
@@ -144,10 +149,10 @@ def _train(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[
 
     class ZeroShotAndTrained(RunCallback):
         def _on_training_start(self) -> None:
-            evals["zero-shot (untrained)"] = _evaluate(self.model, config, parts, episodes)
+            evals["zero-shot (untrained)"] = evaluate_greedy(self.model, config, parts, episodes)
 
         def _on_training_end(self) -> None:
-            evals["trained (PPO, corrected reward)"] = _evaluate(
+            evals["trained (PPO, corrected reward)"] = evaluate_greedy(
                 self.model, config, parts, episodes)
 
     result = train(config, callbacks=[ZeroShotAndTrained()], parts=parts)
@@ -262,9 +267,7 @@ def run_pipeline(
     t = _stage(times, "2. labelled set + calibration", t, say)
     models = learn_task_models(DEMO_FAMILIES, range(s.train_instances), screen=SCREEN,
                                max_steps=MAX_STEPS)  # fmt: skip
-    shutil.rmtree(out / "reference_models", ignore_errors=True)
-    for task_id, model in models.items():
-        model.save(out / "reference_models" / _model_dir(task_id))
+    save_task_models(models, out / "reference_models")
     t = _stage(times, "3. reference models", t, say)
     trained = _train(out, s, sorted(models))
     t = _stage(times, "4-5. PPO with the corrected reward + evaluations", t, say)

@@ -1,9 +1,12 @@
 """Building blocks of the end-to-end SimDesk pipeline (``make demo``) and its benchmark.
 
-* :func:`calibrate_simdesk_judge`: a held-out labelled set of expert episodes (seeds from
-  ``CALIBRATION_SEED_START``, so never training tasks) judged and calibrated per stratum;
+* :func:`build_labelled` / :func:`calibrate_simdesk_judge`: a held-out labelled set of expert
+  episodes (seeds from ``CALIBRATION_SEED_START``, so never training tasks), judged and
+  calibrated per stratum;
 * :func:`learn_task_models`: one dominator reference model per training task instance, from
   passing expert traces (the validator's intended input: 2-10 passing runs of one task);
+* :func:`save_task_models` / :func:`load_task_models`: those models on disk;
+* :func:`evaluate_greedy`: held-out evaluation of a trained SB3 model;
 * :func:`success_interval`: true success with a Wilson interval;
 * :func:`plot_curves`: learning curves (mean over seeds with the min-max band) as a PNG.
 """
@@ -11,6 +14,7 @@
 from __future__ import annotations
 
 import os
+import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
@@ -20,17 +24,25 @@ import numpy as np
 from cua_rl.calibration.builders import build_simdesk_labelled
 from cua_rl.calibration.calibration import Calibration, calibrate_judge
 from cua_rl.calibration.estimators import wilson_interval
+from cua_rl.calibration.labelled import LabelledExample
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 from cua_rl.envs.backends.simdesk.expert import run_expert
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.judges.base import Judge
 
-__all__ = ["calibrate_simdesk_judge", "learn_task_models", "plot_curves", "success_interval"]
+__all__ = [
+    "EXPERT_NOISE", "build_labelled", "calibrate_simdesk_judge", "evaluate_greedy",
+    "learn_task_models", "load_task_models", "plot_curves", "save_task_models",
+    "success_interval", "task_model_dir",
+]  # fmt: skip
 
 
-def calibrate_simdesk_judge(
-    judge: Judge,
+#: Scripted-expert noise of the held-out labelled sets.
+EXPERT_NOISE = {"hesitation": 0.1, "mistakes": 0.1, "give_up": 0.1}
+
+
+def build_labelled(
     out_dir: str | os.PathLike[str],
     families: Sequence[str],
     *,
@@ -39,29 +51,41 @@ def calibrate_simdesk_judge(
     knobs: Mapping[str, Any] | None = None,
     bug_rate: float = 0.3,
     seed: int = 0,
-) -> Calibration:
-    """Generate a held-out labelled set on SimDesk and calibrate ``judge`` on it.
+) -> list[LabelledExample]:
+    """A held-out SimDesk labelled set in ``out_dir`` (``labelled.jsonl``, images).
 
-    The set is written to ``out_dir`` (``labelled.jsonl``, images); the scripted expert runs with
-    some noise (hesitation, mistakes, giving up) and a share ``bug_rate`` of episodes get product
-    bugs, so failures include screens that look successful. The calibration is estimated per
-    (OS, family) stratum, with the pooled estimate as fallback; it is saved to
-    ``out_dir/calibration.json``.
-
-    Raises:
-        CalibrationError: A stratum without both classes is fine (it falls back); D̂ <= 0 is
-            refused by the estimator.
+    The scripted expert runs with :data:`EXPERT_NOISE` and a share ``bug_rate`` of episodes get
+    product bugs, so failures include screens that look successful; task seeds start at 2**31,
+    so no example is a training task.
     """
     config = SimDeskConfig(**{**dict(knobs or {}), "width": screen[0], "height": screen[1]})
-    examples = build_simdesk_labelled(
-        out_dir,
-        n_per_family=n_per_family,
-        families=families,
-        seed=seed,
-        config=config,
-        expert_knobs={"hesitation": 0.1, "mistakes": 0.1, "give_up": 0.1},
-        bug_rate=bug_rate,
-    )
+    return build_simdesk_labelled(
+        out_dir, n_per_family=n_per_family, families=families, seed=seed, config=config,
+        expert_knobs=EXPERT_NOISE, bug_rate=bug_rate,
+    )  # fmt: skip
+
+
+def calibrate_simdesk_judge(
+    judge: Judge,
+    out_dir: str | os.PathLike[str],
+    families: Sequence[str],
+    **kwargs: Any,
+) -> Calibration:
+    """:func:`build_labelled` in ``out_dir``, then calibrate ``judge`` on it.
+
+    The calibration is estimated per (OS, family) stratum, with the pooled estimate as fallback
+    for a stratum short of either class, and saved to ``out_dir/calibration.json``.
+
+    Args:
+        judge: The judge to calibrate.
+        out_dir: Folder of the labelled set and the calibration.
+        families: Task families.
+        **kwargs: :func:`build_labelled`'s keyword arguments.
+
+    Raises:
+        CalibrationError: D̂ <= 0 (or an interval reaching the margin).
+    """
+    examples = build_labelled(out_dir, families, **kwargs)
     cal = calibrate_judge(judge, examples, per_app=True)
     cal.save(Path(out_dir) / "calibration.json")
     return cal
@@ -104,6 +128,40 @@ def learn_task_models(
     finally:
         backend.close()
     return models
+
+
+def task_model_dir(task_id: str) -> str:
+    """The folder name of a task's reference model: ``simdesk/click_ok/3`` -> ``click_ok__3``."""
+    return task_id.split("/", 1)[1].replace("/", "__")
+
+
+def save_task_models(models: Mapping[str, Any], folder: str | os.PathLike[str]) -> Path:
+    """Save task id -> reference model as ``folder/<task_model_dir>``, replacing ``folder``."""
+    target = Path(folder)
+    tmp = target.with_name(f".{target.name}.tmp")
+    shutil.rmtree(tmp, ignore_errors=True)
+    for task_id, model in models.items():
+        model.save(tmp / task_model_dir(task_id))
+    tmp.mkdir(parents=True, exist_ok=True)
+    shutil.rmtree(target, ignore_errors=True)
+    os.replace(tmp, target)
+    return target
+
+
+def load_task_models(folder: str | os.PathLike[str], os_name: str = "simdesk") -> dict[str, Any]:
+    """What :func:`save_task_models` wrote: task id -> reference model."""
+    from cua_rl.validator.model import ReferenceModel
+
+    return {f"{os_name}/{d.name.replace('__', '/')}": ReferenceModel.load(d)
+            for d in sorted(Path(folder).iterdir()) if d.is_dir()}  # fmt: skip
+
+
+def evaluate_greedy(model: Any, config: Any, parts: Any, episodes: int) -> dict[str, float]:
+    """:func:`~cua_rl.training.callbacks.evaluate` of an SB3 model's greedy actions."""
+    from cua_rl.training.callbacks import evaluate
+
+    return evaluate(lambda o: model.predict(o, deterministic=True)[0], config, parts,
+                    episodes=episodes)  # fmt: skip
 
 
 def success_interval(
