@@ -1,4 +1,4 @@
-"""SimDesk env throughput: backend alone, through CUAEnv, and with DiscretizeAction.
+"""SimDesk env throughput: backend alone, through CUAEnv, and with DiscretizeDesktopAction.
 
 Measured against the floor of turning one Pillow frame of the same size into the numpy
 observation, in one run, on one core (the process pins itself to CPU 0). Writes
@@ -10,7 +10,7 @@ Method: expert action sequences are recorded once per (family, seed) on a deskto
 noise (loading screens, popups, jitter); each measurement replays the same sequences from the same
 reset and times only the steps (resets are timed separately). Typed actions go to the backend;
 CUAEnv is measured with typed actions and with pyautogui text (which adds parsing);
-DiscretizeAction gets each expert action's encoded index (clicks snap to the grid, so those
+DiscretizeDesktopAction gets each expert action's encoded index (clicks snap to the grid, so those
 episodes differ from the expert's: fewer screen changes, faster steps); it is compared with CUAEnv
 stepping the very same grid-snapped typed actions, which isolates the wrapper's own cost.
 """
@@ -38,7 +38,7 @@ from cua_rl.envs.backends.simdesk.expert import run_expert
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.envs.cua_env import CUAEnv
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.provenance import commit_label, cpu_model
 from cua_rl.tasks.base import FixedTasks
 
@@ -127,7 +127,7 @@ def measure(width: int, height: int, seeds: int, repeats: int) -> dict[str, tupl
     results["CUAEnv.step (typed actions)"] = _best_rate(_replay(env, env, episodes), repeats)
     results["CUAEnv.step (pyautogui text, parsed)"] = _best_rate(_replay(env, env, texts), repeats)
 
-    discrete = DiscretizeAction(CUAEnv(SimDeskBackend(config), FixedTasks([episodes[0][0]])))
+    discrete = DiscretizeDesktopAction(CUAEnv(SimDeskBackend(config), FixedTasks([episodes[0][0]])))
     encoded: list[tuple[Task, list[Any]]] = []
     for task, actions in episodes:
         idx = [discrete.encode(a, task) for a in actions]
@@ -138,7 +138,7 @@ def measure(width: int, height: int, seeds: int, repeats: int) -> dict[str, tupl
     through_discrete = _replay(discrete, discrete, encoded)
 
     results["CUAEnv.step (grid-snapped typed actions)"] = _best_rate(snapped_typed, repeats)
-    results["DiscretizeAction(CUAEnv).step (the same actions as indices)"] = _best_rate(
+    results["DiscretizeDesktopAction(CUAEnv).step (the same actions as indices)"] = _best_rate(
         through_discrete, repeats
     )
 
@@ -202,9 +202,10 @@ def main() -> int:
     )
     for size in SIZES:
         snapped = rows[size]["CUAEnv.step (grid-snapped typed actions)"][0]
-        wrapped = rows[size]["DiscretizeAction(CUAEnv).step (the same actions as indices)"][0]
+        key = "DiscretizeDesktopAction(CUAEnv).step (the same actions as indices)"
+        wrapped = rows[size][key][0]
         lines.append(
-            f"At {size[0]}x{size[1]}, DiscretizeAction on the same actions runs at "
+            f"At {size[0]}x{size[1]}, DiscretizeDesktopAction on the same actions runs at "
             f"{wrapped / snapped:.0%} of CUAEnv's rate "
             f"({1e3 / wrapped - 1e3 / snapped:+.3f} ms per step)."
         )

@@ -128,18 +128,18 @@ def _dialog_closed_fn() -> Any:
     return near_success
 
 
-def make_judge(kind: str) -> Any:
-    """The SIMULATED judge of an experiment."""
-    from cua_rl.judges.simulated import SimulatedJudge
+def study_judge(kind: str) -> Any:
+    """The SIMULATED judge of an experiment (through the library's one judge factory)."""
+    from cua_rl.judges.factory import SimulatedJudgeConfig, make_judge
 
     if kind == "homogeneous":
-        return SimulatedJudge(*HOMOGENEOUS, seed=7, name="homogeneous")
+        return make_judge(SimulatedJudgeConfig(*HOMOGENEOUS, seed=7, name="homogeneous"))
     if kind == "strata":
-        per = {("simdesk", f): rates for f, rates in STRATA.items()}
-        return SimulatedJudge(0.2, 0.2, per_stratum=per, seed=7, name="strata")
+        per = {f"simdesk/{f}": rates for f, rates in STRATA.items()}
+        return make_judge(SimulatedJudgeConfig(0.2, 0.2, per, seed=7, name="strata"))
     if kind == "near":
-        return SimulatedJudge(NEAR[0], NEAR[1], near_success=_dialog_closed_fn(),
-                              near_success_e_neg=NEAR[2], seed=7, name="near")
+        return make_judge(SimulatedJudgeConfig(NEAR[0], NEAR[1], seed=7, name="near"),
+                          near_success=_dialog_closed_fn(), near_success_e_neg=NEAR[2])
     raise ValueError(kind)
 
 
@@ -170,9 +170,10 @@ def _parts(spec: Spec, work: Path) -> Any:
     from cua_rl.rewards.base import GroundTruthReward, WeightedReward
     from cua_rl.rewards.corrected import CorrectedReward
     from cua_rl.rewards.judge import JudgeReward
-    from cua_rl.training.build import RunParts, StructuralByTask
+    from cua_rl.rewards.structural import StructuralReward
+    from cua_rl.training.build import RunParts
 
-    judge = make_judge(spec.judge)
+    judge = study_judge(spec.judge)
     cal = None
     if spec.calibration is not None:
         cal = Calibration.load(work / "calibration" / spec.calibration / "calibration.json")
@@ -189,7 +190,7 @@ def _parts(spec: Spec, work: Path) -> Any:
         models = load_task_models(work / "models")
         reward = WeightedReward(
             {reward.name: (reward, 1.0),
-             "structural": (StructuralByTask(models), spec.structural)}, name="total")  # fmt: skip
+             "structural": (StructuralReward(models), spec.structural)}, name="total")  # fmt: skip
     extras = () if spec.reward == "gt" else (GroundTruthReward(),)
     return RunParts(reward, extras, judge, {"all": cal} if cal is not None else {})
 
@@ -257,7 +258,7 @@ def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
         if file.exists():
             cal = Calibration.load(file)
         else:
-            cal = calibrate_judge(make_judge(kind), examples, per_app=per_app)
+            cal = calibrate_judge(study_judge(kind), examples, per_app=per_app)
             cal.save(file)
         info[name] = cal
     models = work / "models"

@@ -5,14 +5,14 @@
 """
 
 from cua_rl import registration as _registration
-from cua_rl.core import EpisodeResult, Observation, Step, Task, Trajectory
+from cua_rl.core import EpisodeEnd, Observation, Step, Task, Trajectory
 from cua_rl.errors import CuaRLError
 
 __version__ = "0.1.0"
 
 __all__ = [
     "CuaRLError",
-    "EpisodeResult",
+    "EpisodeEnd",
     "Observation",
     "Step",
     "Task",

@@ -7,7 +7,7 @@ validator, trainers) speaks in these types.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -15,15 +15,18 @@ import numpy as np
 
 if TYPE_CHECKING:
     from cua_rl.actions import Action
+    from cua_rl.judges.base import Verdict
 
 __all__ = [
+    "SUCCESS_THRESHOLD",
     "EndReason",
-    "EpisodeResult",
+    "EpisodeEnd",
     "Observation",
     "Step",
     "Task",
     "Trajectory",
     "check_screenshot",
+    "is_success",
 ]
 
 EndReason = Literal["done", "fail", "max_steps", "env_error"]
@@ -93,7 +96,7 @@ class Task:
             and seed; for OSWorld the task JSON.
         max_steps: Step budget of an episode.
         vocabulary: Strings a compact policy may need to type for this task (file names, search
-            terms); used by ``DiscretizeAction``.
+            terms); used by ``DiscretizeDesktopAction``.
     """
 
     id: str
@@ -174,28 +177,117 @@ class Trajectory:
         return len(self.steps)
 
 
-@dataclass(frozen=True)
-class EpisodeResult:
-    """The summary of one finished episode, as logged and as evaluation aggregates it.
+#: Checker scores at or above this count as success (:func:`is_success`).
+SUCCESS_THRESHOLD: float = 0.5
+
+
+def is_success(ground_truth: float | None) -> bool | None:
+    """The success rule for a checker score: ``ground_truth >= 0.5`` (None stays None).
+
+    Every part of the library that turns a score into success / failure (evaluation, logging,
+    the rollout filter's counters, labelled sets) uses this one rule.
+
+    Example:
+        >>> is_success(1.0), is_success(0.49), is_success(None)
+        (True, False, None)
+    """
+    return None if ground_truth is None else ground_truth >= SUCCESS_THRESHOLD
+
+
+@dataclass(frozen=True, eq=False)
+class EpisodeEnd:
+    """The one record of a finished episode, in ``info["episode_end"]`` of its last step.
+
+    CUAEnv creates it unscored (``scored=False``, ``reward=None``); the scoring wrappers
+    (:class:`~cua_rl.envs.score.ScoreEpisodes`, :class:`~cua_rl.envs.score.ScoreEpisodesVec`)
+    replace it with the scored record, and the rollout filter with a weighted one. Whoever adds
+    to it uses :func:`dataclasses.replace`; nobody mutates it.
 
     Attributes:
-        task_id: Id of the task.
-        os: Stratum of the task.
-        domain: App or family of the task.
-        length: Number of steps taken.
+        trajectory: The whole episode; None only when the episode was lost with its worker
+            process (then ``env_error`` says so).
         end_reason: Why the episode ended.
-        reward: The scalar terminal reward, or None when unscorable.
-        components: Every reward component by name (None = unscorable).
-        ground_truth: The checker's score where known.
-        env_error: Backend error message, if any.
+        env_error: The backend (or worker) error that cut the episode, else None.
+        ground_truth: The benchmark checker's score in [0, 1] where one exists, else None.
+        scored: Whether a scoring wrapper has scored it.
+        reward: The primary reward source's value; None when unscored or unscorable.
+        components: Every reward component by name (None = unscorable by that source).
+        verdicts: Judge verdicts by reward-source name, for sources that judged the episode.
+        unscorable_reason: Why ``reward`` is None, else None.
+        weight: Weight of the episode's steps in a PPO update (the rollout filter's); an
+            unscorable episode weighs 0 whatever this says.
+        filter_report: What the rollout filter decided (``passed`` / ``failed`` /
+            ``unchecked`` / ``no_model``), else None.
     """
 
-    task_id: str
-    os: str
-    domain: str
-    length: int
+    trajectory: Trajectory | None
     end_reason: EndReason
-    reward: float | None
-    components: Mapping[str, float | None] = field(default_factory=dict)
-    ground_truth: float | None = None
     env_error: str | None = None
+    ground_truth: float | None = None
+    scored: bool = False
+    reward: float | None = None
+    components: Mapping[str, float | None] = field(default_factory=dict)
+    verdicts: Mapping[str, Verdict] = field(default_factory=dict)
+    unscorable_reason: str | None = "not scored: wrap the env in cua_rl.envs.score.ScoreEpisodes"
+    weight: float = 1.0
+    filter_report: str | None = None
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "components", _frozen_mapping(self.components))
+        object.__setattr__(self, "verdicts", _frozen_mapping(self.verdicts))
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        # mappingproxies pickle as plain dicts (worker processes, SB3's deepcopy of infos)
+        values = {f.name: getattr(self, f.name) for f in fields(self)}
+        values["components"] = dict(self.components)
+        values["verdicts"] = dict(self.verdicts)
+        return (_episode_end, (values,))
+
+    @property
+    def scorable(self) -> bool:
+        """True when the episode has a primary reward (scored, no env error)."""
+        return self.env_error is None and self.reward is not None
+
+    @property
+    def effective_weight(self) -> float:
+        """The weight a PPO update gives the episode's steps: 0 when unscorable."""
+        return self.weight if self.scorable else 0.0
+
+    @property
+    def success(self) -> bool | None:
+        """True success by the checker (:func:`is_success`); None without one or on env error."""
+        return None if self.env_error is not None else is_success(self.ground_truth)
+
+    @property
+    def task(self) -> Task | None:
+        """The episode's task (None when the trajectory was lost)."""
+        return None if self.trajectory is None else self.trajectory.task
+
+    @property
+    def length(self) -> int:
+        """Steps taken (0 when the trajectory was lost)."""
+        return 0 if self.trajectory is None else len(self.trajectory)
+
+    @classmethod
+    def of(cls, trajectory: Trajectory) -> EpisodeEnd:
+        """The unscored record of a finished trajectory."""
+        return cls(
+            trajectory=trajectory,
+            end_reason=trajectory.end_reason,
+            env_error=trajectory.env_error,
+            ground_truth=trajectory.ground_truth,
+            unscorable_reason=(
+                f"env error: {trajectory.env_error}"
+                if trajectory.env_error is not None
+                else cls.__dataclass_fields__["unscorable_reason"].default
+            ),
+        )
+
+    @classmethod
+    def lost(cls, why: str) -> EpisodeEnd:
+        """The record of an episode lost with its worker: no trajectory, unscorable."""
+        return cls(None, "env_error", env_error=why, unscorable_reason=f"env error: {why}")
+
+
+def _episode_end(values: dict[str, Any]) -> EpisodeEnd:
+    return EpisodeEnd(**values)

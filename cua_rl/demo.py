@@ -1,7 +1,7 @@
 """``make demo`` / ``cua-rl demo``: every SimDesk task family, scripted experts and a random policy.
 
 For each family it runs the scripted expert (clean, then with mistakes and giving up) and a
-uniformly random policy over the DiscretizeAction space, through CUAEnv on a noisy desktop
+uniformly random policy over the DiscretizeDesktopAction space, through CUAEnv on a noisy desktop
 (loading screens, popups, window and theme jitter), and reports ground-truth success rates. It
 saves a PNG strip of one expert episode. Later parts of the pipeline extend it.
 """
@@ -21,7 +21,7 @@ from cua_rl.envs.backends.simdesk.expert import SimDeskExpert
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.simdesk_env import make_simdesk_env
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.viz import save_png, strip_image
 
 __all__ = ["DEMO_KNOBS", "FamilyResult", "run_demo"]
@@ -61,16 +61,17 @@ def _run_expert(env: CUAEnv, seed: int, knobs: dict[str, float]) -> tuple[bool, 
     while True:
         _, _, terminated, truncated, info = env.step(expert.next_action())
         if terminated or truncated:
-            return info["ground_truth"] == 1.0, len(env.steps), info["trajectory"]
+            end = info["episode_end"]
+            return bool(end.success), len(env.steps), end.trajectory
 
 
-def _run_random(env: DiscretizeAction, seed: int) -> tuple[bool, int]:
+def _run_random(env: DiscretizeDesktopAction, seed: int) -> tuple[bool, int]:
     env.reset(seed=seed)
     env.action_space.seed(seed)
     while True:
         _, _, terminated, truncated, info = env.step(env.action_space.sample())
         if terminated or truncated:
-            return info["ground_truth"] == 1.0, info["step"]
+            return bool(info["episode_end"].success), info["step"]
 
 
 def run_demo(
@@ -92,8 +93,8 @@ def run_demo(
     strip_traj = None
     policies = [*EXPERTS, "random"]
     for family in sorted(FAMILIES):
-        env = make_simdesk_env(family=family, width=width, height=height, **DEMO_KNOBS)
-        randomised = DiscretizeAction(env)
+        env = make_simdesk_env(family=family, width=width, height=height, **DEMO_KNOBS).unwrapped
+        randomised = DiscretizeDesktopAction(env)
         res = FamilyResult(
             family,
             FAMILIES[family].min_steps,
@@ -153,7 +154,7 @@ def run_demo(
     lines.append("| **all** | | " + " | ".join(f"**{o:.0%}**" for o in overall) + " |")
     lines += [
         "",
-        f"Expert knobs: {EXPERTS}. Random: uniform over the DiscretizeAction space "
+        f"Expert knobs: {EXPERTS}. Random: uniform over the DiscretizeDesktopAction space "
         "(32x18 click grid, keys, task vocabulary, WAIT, DONE).",
         f"{total_steps} env steps in {elapsed:.1f} s ({total_steps / elapsed:.0f} steps/s).",
     ]

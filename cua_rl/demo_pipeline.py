@@ -84,14 +84,14 @@ def judge_section(seed: int = 0) -> dict[str, Any]:
     }  # fmt: skip
 
 
-def make_judge(seed: int = 0) -> Judge:
+def demo_judge(seed: int = 0) -> Judge:
     """The judge :func:`judge_section` describes, built as a training run builds it."""
-    from cua_rl.training._strict import build_section
-    from cua_rl.training.build import build_judge
-    from cua_rl.training.config import JudgeSection, TrainConfig
+    from cua_rl._strict import build_section
+    from cua_rl.judges.factory import make_judge
+    from cua_rl.training.config import JudgeSection
 
     section = build_section(JudgeSection, judge_section(seed), "reward.judge")
-    return build_judge(section, TrainConfig())
+    return make_judge(section.judge_config())
 
 
 def train_config(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[str, Any]:
@@ -261,7 +261,7 @@ def run_pipeline(
         t = _stage(times, "1. desktop survey (every family: experts and random)", t, say)
     cal_dir = out / "calibration"
     shutil.rmtree(cal_dir, ignore_errors=True)
-    cal = calibrate_simdesk_judge(make_judge(s.seed), cal_dir, DEMO_FAMILIES,
+    cal = calibrate_simdesk_judge(demo_judge(s.seed), cal_dir, DEMO_FAMILIES,
                                   n_per_family=s.labelled_per_family, screen=SCREEN)  # fmt: skip
     write_report(cal, cal_dir)
     t = _stage(times, "2. labelled set + calibration", t, say)

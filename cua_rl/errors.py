@@ -27,8 +27,8 @@ class CuaRLError(Exception):
 class BackendError(CuaRLError):
     """The desktop is gone or broken (connection lost, VM died, simulator crashed).
 
-    CUAEnv truncates the episode and marks it ``info["env_error"]``; such an episode never gets a
-    reward and never reaches a PPO update.
+    CUAEnv truncates the episode and records it in ``info["episode_end"].env_error``; such an
+    episode never gets a reward and never reaches a PPO update.
     """
 
 

@@ -157,11 +157,20 @@ def load_task_models(folder: str | os.PathLike[str], os_name: str = "simdesk") -
 
 
 def evaluate_greedy(model: Any, config: Any, parts: Any, episodes: int) -> dict[str, float]:
-    """:func:`~cua_rl.training.callbacks.evaluate` of an SB3 model's greedy actions."""
-    from cua_rl.training.callbacks import evaluate
+    """:func:`cua_rl.evaluation.evaluate` of an SB3 model's greedy actions on the first
+    ``episodes`` held-out tasks of ``config``, as ``eval/`` metrics."""
+    from cua_rl.envs.make import make_env
+    from cua_rl.evaluation import evaluate, held_out_tasks
+    from cua_rl.training.envs import wrap_for_policy
 
-    return evaluate(lambda o: model.predict(o, deterministic=True)[0], config, parts,
-                    episodes=episodes)  # fmt: skip
+    env = wrap_for_policy(make_env(config.env, "eval"), config.policy)
+    try:
+        report = evaluate(lambda o: model.predict(o, deterministic=True)[0], env,
+                          held_out_tasks(config, episodes), parts.judge,
+                          parts.calibrations or None)  # fmt: skip
+    finally:
+        env.close()
+    return report.metrics()
 
 
 def success_interval(

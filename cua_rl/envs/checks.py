@@ -19,8 +19,9 @@ import gymnasium as gym
 import numpy as np
 from gymnasium.utils.env_checker import check_env as gym_check_env
 
+from cua_rl.core import EpisodeEnd
 from cua_rl.envs.cua_env import CUAEnv
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.errors import CuaRLError
 
@@ -33,13 +34,12 @@ CONTRACTS: tuple[str, ...] = (
     "same_seed_same_first_observation",
     "wait_is_valid",
     "garbage_action_reported",
-    "reward_only_at_last_step",
+    "episode_end_only_at_last_step",
     "done_terminates",
     "step_after_end_raises",
 )
 
 _GARBAGE = "this is not an action ((("
-_FINAL_KEYS = ("reward_components", "end_reason", "scorable", "episode", "trajectory")
 
 
 class EnvCheckError(CuaRLError, AssertionError):
@@ -76,7 +76,7 @@ def check_cua_env(
         env: A :class:`~cua_rl.envs.cua_env.CUAEnv` (wrappers are looked through: the raw env
             is checked).
         resize: Screenshot size of the SB3 check's wrapped env
-            (``ResizeScreenshot`` -> ``EncodeInstruction`` -> ``DiscretizeAction``).
+            (``ResizeScreenshot`` -> ``EncodeInstruction`` -> ``DiscretizeDesktopAction``).
         seed: Seed of the determinism and flow checks.
 
     Returns:
@@ -91,14 +91,14 @@ def check_cua_env(
         raise TypeError(f"check_cua_env needs a CUAEnv, got {type(raw).__name__}")
     from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
-    wrapped = DiscretizeAction(EncodeInstruction(ResizeScreenshot(raw, size=resize)))
+    wrapped = DiscretizeDesktopAction(EncodeInstruction(ResizeScreenshot(raw, size=resize)))
     checks: list[tuple[str, Callable[[], None]]] = [
         ("gymnasium_check_env", lambda: gym_check_env(raw, skip_close_check=True)),
         ("sb3_check_env", lambda: sb3_check_env(wrapped, warn=True)),
         ("same_seed_same_first_observation", lambda: _check_seed(raw, seed)),
         ("wait_is_valid", lambda: _check_wait(raw, seed)),
         ("garbage_action_reported", lambda: _check_garbage(raw, seed)),
-        ("reward_only_at_last_step", lambda: _check_terminal_reward(raw, seed)),
+        ("episode_end_only_at_last_step", lambda: _check_terminal_reward(raw, seed)),
         ("done_terminates", lambda: _check_done(raw, seed)),
         ("step_after_end_raises", lambda: _check_after_end(raw, seed)),
     ]
@@ -139,11 +139,13 @@ def _check_seed(env: CUAEnv, seed: int) -> None:
 def _check_wait(env: CUAEnv, seed: int) -> None:
     env.reset(seed=seed)
     _, _, _, _, info = env.step("WAIT")
-    if info.get("action_error") is not None or info.get("env_error") is not None:
+    end = info.get("episode_end")
+    env_error = end.env_error if isinstance(end, EpisodeEnd) else None
+    if info.get("action_error") is not None or env_error is not None:
         raise _fail(
             "wait_is_valid",
             f"step('WAIT') reported action_error={info.get('action_error')!r}, "
-            f"env_error={info.get('env_error')!r}; WAIT must always be valid",
+            f"env_error={env_error!r}; WAIT must always be valid",
         )
 
 
@@ -165,21 +167,28 @@ def _check_garbage(env: CUAEnv, seed: int) -> None:
         )
 
 
-def _check_terminal_reward(env: CUAEnv, seed: int) -> None:
-    contract = "reward_only_at_last_step"
+def _check_terminal_reward(raw: CUAEnv, seed: int) -> None:
+    """Only the last step carries ``episode_end``; scored (ScoreEpisodes), only it has a reward."""
+    from cua_rl.envs.score import ScoreEpisodes
+
+    contract = "episode_end_only_at_last_step"
+    env = ScoreEpisodes(raw)
     env.reset(seed=seed)
-    budget = env.step_budget or 0
+    budget = raw.step_budget or 0
     for index in range(budget):
         _, reward, terminated, truncated, info = env.step("WAIT")
         ended = terminated or truncated
-        if not ended and reward != 0.0:
-            raise _fail(contract, f"step {index} is not the last but returned reward {reward!r}")
+        end = info.get("episode_end")
+        if not ended and (reward != 0.0 or end is not None):
+            raise _fail(contract, f"step {index} is not the last but returned reward {reward!r} "
+                                  f"and episode_end {end!r}")  # fmt: skip
         if ended:
-            missing = [k for k in _FINAL_KEYS if k not in info]
-            if missing:
-                raise _fail(contract, f"the last step's info lacks {missing}")
-            if info["end_reason"] == "env_error":
+            if not isinstance(end, EpisodeEnd) or not end.scored:
+                raise _fail(contract, f"the last step's info has no scored episode_end: {end!r}")
+            if end.end_reason == "env_error":
                 return
+            if end.trajectory is None or len(end.trajectory) != index + 1:
+                raise _fail(contract, "episode_end.trajectory does not hold every step")
             if index != budget - 1 or not truncated or terminated:
                 raise _fail(
                     contract,
@@ -193,13 +202,15 @@ def _check_terminal_reward(env: CUAEnv, seed: int) -> None:
 def _check_done(env: CUAEnv, seed: int) -> None:
     env.reset(seed=seed)
     _, _, terminated, truncated, info = env.step("DONE")
-    if info.get("end_reason") == "env_error":
+    end = info.get("episode_end")
+    reason = end.end_reason if isinstance(end, EpisodeEnd) else None
+    if reason == "env_error":
         return
-    if not terminated or truncated or info.get("end_reason") != "done":
+    if not terminated or truncated or reason != "done":
         raise _fail(
             "done_terminates",
             f"step('DONE') gave terminated={terminated}, truncated={truncated}, "
-            f"end_reason={info.get('end_reason')!r}; expected True, False, 'done'",
+            f"end_reason={reason!r}; expected True, False, 'done'",
         )
 
 

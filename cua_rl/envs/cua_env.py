@@ -1,10 +1,12 @@
-"""CUAEnv: one gymnasium env over any desktop backend, task source and reward sources.
+"""CUAEnv: one gymnasium env over any desktop backend and task source.
 
 The agent sees a screenshot and the task instruction and answers with an action string (a
 pyautogui call, an OSWorld ``computer_13`` dict, ``WAIT`` / ``DONE`` / ``FAIL``), which is parsed
-with :func:`cua_rl.actions.parse_action` and never executed on the host. The reward is terminal:
-0.0 on every step but the last, where the finished :class:`~cua_rl.core.Trajectory` is scored by
-the reward sources.
+with :func:`cua_rl.actions.parse_action` and never executed on the host. The env scores nothing:
+its last step emits the finished episode as an unscored :class:`~cua_rl.core.EpisodeEnd` in
+``info["episode_end"]``, and a scoring wrapper (:class:`cua_rl.envs.score.ScoreEpisodes`, or
+:class:`cua_rl.envs.score.ScoreEpisodesVec` for a vector of envs, one judge batch per step) turns
+it into the terminal reward.
 """
 
 from __future__ import annotations
@@ -14,7 +16,7 @@ import logging
 import string
 import typing
 import unicodedata
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any, SupportsFloat
 
@@ -23,11 +25,9 @@ import numpy as np
 from gymnasium import spaces
 
 from cua_rl.actions import Action, Done, Fail, parse_action, to_pyautogui
-from cua_rl.core import EndReason, EpisodeResult, Observation, Step, Task, Trajectory
+from cua_rl.core import EndReason, EpisodeEnd, Observation, Step, Task, Trajectory
 from cua_rl.envs.backends.base import DesktopBackend
 from cua_rl.errors import ActionError, BackendError, ConfigError
-from cua_rl.rewards.base import GroundTruthReward, RewardSource
-from cua_rl.rewards.scoring import EpisodeScore, component_names, score_trajectories
 from cua_rl.tasks.base import TaskSource
 
 __all__ = [
@@ -86,11 +86,11 @@ def _to_charset(text: str, max_length: int) -> str:
 
 
 class CUAEnv(gym.Env[dict[str, Any], Any]):
-    """A desktop as a gymnasium env with a terminal reward.
+    """A desktop as a gymnasium env whose episodes end with a record to score.
 
     Observation: ``{"screenshot": HxWx3 uint8 array, "instruction": str}``. Action: a string
     (``Text`` space, printable ASCII) parsed with :func:`~cua_rl.actions.parse_action`; ``step``
-    also accepts a typed :class:`~cua_rl.actions.Action` (experts, ``DiscretizeAction``) or a
+    also accepts a typed :class:`~cua_rl.actions.Action` (experts, ``DiscretizeDesktopAction``) or a
     :class:`RejectedAction`.
 
     Episode flow:
@@ -102,33 +102,23 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         * ``DONE`` / ``FAIL`` end the episode (``terminated=True``); they are not sent to the
           backend. The step budget (``max_steps`` or ``task.max_steps``) truncates it
           (``truncated=True``, end reason ``"max_steps"``).
-        * A ``BackendError`` (the VM died) truncates the episode: ``info["env_error"]`` holds the
-          message, the observation is the last one received, no reward source is called and every
-          reward component is None.
+        * A ``BackendError`` (the VM died) truncates the episode: ``episode_end.env_error`` holds
+          the message, the observation is the last one received, and no scorer will score it.
 
-    Rewards and unscorable episodes:
-        The reward is 0.0 on every step but the last. On the last step the env builds the
-        :class:`~cua_rl.core.Trajectory` (with ``backend.ground_truth(task)`` unless an env error
-        cut it) and calls the primary and every extra reward source once. The returned reward is
-        the primary source's value. **When that value is None (env error, judge timeout, no
-        checker) the episode is unscorable: gymnasium still receives 0.0, because it needs a float,
-        but ``info["scorable"]`` is False and ``info["unscorable_reason"]`` says why. That 0.0 is
-        not a score: trainers and evaluators must drop such episodes (keep them out of PPO updates
-        and success rates) and count them.**
+    Rewards:
+        CUAEnv returns 0.0 on every step. Its last step carries the unscored
+        :class:`~cua_rl.core.EpisodeEnd` (trajectory, end reason, env error, ground truth) in
+        ``info["episode_end"]``; wrap the env in :class:`cua_rl.envs.score.ScoreEpisodes` (or a
+        vector of them in :class:`cua_rl.envs.score.ScoreEpisodesVec`) to get the terminal
+        reward. An unscored or unscorable episode (env error, judge timeout, no checker) is
+        never a score: ``episode_end.scorable`` is False and trainers give it weight 0.
 
     ``info`` keys:
         Every step and reset: ``task_id``, ``step`` (steps taken so far), ``title`` (of the
         focused window, may be None), and ``a11y`` / ``url`` when the backend provides them.
         Reset also: ``instruction``, ``os``, ``domain``. Every step also: ``action_error``
-        (str or None). The last step also: ``end_reason`` (``done`` / ``fail`` / ``max_steps`` /
-        ``env_error``), ``env_error`` (str or None), ``ground_truth`` (float or None),
-        ``reward_components`` (name -> float or None: the primary source, the parts of a
-        ``WeightedReward`` primary, every extra source), ``scorable`` (bool),
-        ``unscorable_reason`` (str or None), ``judge_verdicts`` (source name ->
-        :class:`~cua_rl.judges.base.Verdict` for sources that judged the episode),
-        ``reward_pending`` (True when ``defer_rewards`` left the scoring to a vector wrapper),
-        ``episode`` (:class:`~cua_rl.core.EpisodeResult`) and ``trajectory``
-        (:class:`~cua_rl.core.Trajectory`).
+        (str or None). The last step also: ``episode_end`` (:class:`~cua_rl.core.EpisodeEnd`),
+        the one record of the finished episode.
 
     Memory:
         The trajectory keeps every full screenshot (the judge needs them): about
@@ -141,19 +131,11 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
     Args:
         backend: The desktop.
         tasks: Where each episode's task comes from.
-        reward: The primary reward source; its value is the returned reward. Default
-            :class:`~cua_rl.rewards.base.GroundTruthReward`.
-        extra_rewards: More sources, computed and reported in ``info["reward_components"]`` only.
         max_steps: Step budget overriding every task's ``max_steps``.
         render_mode: None or ``"rgb_array"`` (``render()`` returns the last screenshot).
-        defer_rewards: Do not score finished episodes here: return 0.0 with
-            ``info["reward_pending"] = True`` and let :class:`cua_rl.envs.vector.BatchRewards`
-            (gymnasium vector envs) or :class:`cua_rl.envs.vector.BatchRewardsVecEnv` (SB3) score
-            every episode that ended in the same vector step with one judge call.
 
     Raises:
-        ConfigError: ``max_steps`` < 1, an unknown render mode, or two reward components share a
-            name.
+        ConfigError: ``max_steps`` < 1 or an unknown render mode.
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 1}
@@ -162,12 +144,9 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self,
         backend: DesktopBackend,
         tasks: TaskSource,
-        reward: RewardSource | None = None,
         *,
-        extra_rewards: Sequence[RewardSource] = (),
         max_steps: int | None = None,
         render_mode: str | None = None,
-        defer_rewards: bool = False,
     ) -> None:
         if max_steps is not None and max_steps < 1:
             raise ConfigError(f"CUAEnv max_steps must be >= 1 or None, got {max_steps}")
@@ -178,12 +157,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
             )
         self.backend = backend
         self.tasks = tasks
-        self.reward_source: RewardSource = reward if reward is not None else GroundTruthReward()
-        self.extra_rewards: tuple[RewardSource, ...] = tuple(extra_rewards)
         self.max_steps = max_steps
         self.render_mode = render_mode
-        self.defer_rewards = defer_rewards
-        self._component_names = component_names(self.reward_source, self.extra_rewards)
 
         width, height = backend.screen_size
         self.observation_space = spaces.Dict(
@@ -320,13 +295,13 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
 
         info = self._observation_info(self._last)
         info["action_error"] = action_error
-        reward = 0.0
         if end_reason is not None:
-            reward, end_reason, final_info = self._finish(end_reason, env_error)
-            info.update(final_info)
+            end = self._finish(end_reason, env_error)
+            end_reason = end.end_reason
+            info["episode_end"] = end
         terminated = end_reason in ("done", "fail")
         truncated = end_reason in ("max_steps", "env_error")
-        return self._gym_observation(self._last), reward, terminated, truncated, info
+        return self._gym_observation(self._last), 0.0, terminated, truncated, info
 
     def render(self) -> np.ndarray | None:  # type: ignore[override]
         """The last screenshot (a copy) when ``render_mode="rgb_array"``, else None."""
@@ -416,10 +391,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
     def _task_id(self) -> str:
         return self._task.id if self._task is not None else "<none>"
 
-    def _finish(
-        self, end_reason: EndReason, env_error: str | None
-    ) -> tuple[float, EndReason, dict[str, Any]]:
-        """Score the finished episode; returns (reward, end reason, final info entries)."""
+    def _finish(self, end_reason: EndReason, env_error: str | None) -> EpisodeEnd:
+        """Close the finished episode: run the checker, build the trajectory and its record."""
         assert self._task is not None and self._initial is not None
         task = self._task
         ground_truth: float | None = None
@@ -442,37 +415,4 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         )
         self._ended = True
         self._why_no_episode = f"the episode ended with end_reason={end_reason!r}"
-
-        if self.defer_rewards and env_error is None:
-            score = EpisodeScore(
-                None,
-                dict.fromkeys(self._component_names),
-                unscorable_reason="reward deferred to a batching vector wrapper (BatchRewards)",
-            )
-        else:
-            score = score_trajectories([trajectory], self.reward_source, self.extra_rewards)[0]
-        components, primary, reason = score.components, score.reward, score.unscorable_reason
-        episode = EpisodeResult(
-            task_id=task.id,
-            os=task.os,
-            domain=task.domain,
-            length=len(trajectory),
-            end_reason=end_reason,
-            reward=primary,
-            components=dict(components),
-            ground_truth=ground_truth,
-            env_error=env_error,
-        )
-        info = {
-            "end_reason": end_reason,
-            "env_error": env_error,
-            "ground_truth": ground_truth,
-            "reward_components": components,
-            "scorable": primary is not None,
-            "unscorable_reason": reason,
-            "judge_verdicts": score.verdicts,
-            "reward_pending": self.defer_rewards and env_error is None,
-            "episode": episode,
-            "trajectory": trajectory,
-        }
-        return (0.0 if primary is None else primary), end_reason, info
+        return EpisodeEnd.of(trajectory)

@@ -23,7 +23,7 @@ import gymnasium as gym
 from PIL import Image
 
 from cua_rl.actions import action_to_dict
-from cua_rl.core import Observation, Trajectory
+from cua_rl.core import EpisodeEnd, Observation, Trajectory
 
 __all__ = ["RecordTrajectory"]
 
@@ -38,7 +38,8 @@ class RecordTrajectory(gym.Wrapper[Any, Any, Any, Any]):
     already there, but two writers sharing a directory may collide.
 
     Args:
-        env: A CUAEnv, possibly wrapped (it reads ``info["trajectory"]`` of the last step).
+        env: A CUAEnv, possibly wrapped (it reads ``info["episode_end"]`` of the last step;
+            wrap it outside ``ScoreEpisodes`` to record the scored reward components).
         directory: Where the episode folders go; created if missing.
 
     Attributes:
@@ -59,12 +60,12 @@ class RecordTrajectory(gym.Wrapper[Any, Any, Any, Any]):
     def step(self, action: Any) -> tuple[Any, SupportsFloat, bool, bool, dict[str, Any]]:
         """Step the env; when the episode ends, write its trajectory."""
         observation, reward, terminated, truncated, info = self.env.step(action)
-        trajectory = info.get("trajectory")
-        if isinstance(trajectory, Trajectory):
-            self.written.append(self._write(trajectory, info))
+        end = info.get("episode_end")
+        if isinstance(end, EpisodeEnd) and end.trajectory is not None:
+            self.written.append(self._write(end.trajectory, end))
         return observation, reward, terminated, truncated, info
 
-    def _write(self, trajectory: Trajectory, info: dict[str, Any]) -> Path:
+    def _write(self, trajectory: Trajectory, end: EpisodeEnd) -> Path:
         task = trajectory.task
         name = f"{self._next:06d}-{_UNSAFE.sub('_', task.id).strip('_')[:80]}"
         self._next += 1
@@ -79,8 +80,8 @@ class RecordTrajectory(gym.Wrapper[Any, Any, Any, Any]):
             "end_reason": trajectory.end_reason,
             "ground_truth": trajectory.ground_truth,
             "env_error": trajectory.env_error,
-            "reward_components": info.get("reward_components"),
-            "scorable": info.get("scorable"),
+            "reward_components": dict(end.components) if end.scored else None,
+            "scorable": end.scorable if end.scored else None,
             "length": len(trajectory),
             "initial": _save_png(tmp, 0, trajectory.initial),
         }

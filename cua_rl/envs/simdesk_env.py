@@ -1,22 +1,19 @@
-"""The entry point of ``cua_rl/SimDesk-v0``: CUAEnv over the embedded simulated desktop."""
+"""The entry point of ``cua_rl/SimDesk-v0``: a scored CUAEnv over the embedded simulated desktop."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
-from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+from cua_rl.envs.backends.simdesk.config import SIMDESK_KNOBS, SimDeskConfig
 from cua_rl.envs.backends.simdesk.tasks import SimDeskTasks
 from cua_rl.envs.cua_env import CUAEnv
+from cua_rl.envs.score import ScoreEpisodes
 from cua_rl.errors import ConfigError
 from cua_rl.rewards.base import RewardSource
 
 __all__ = ["SIMDESK_KNOBS", "make_simdesk_env"]
-
-#: Keyword arguments of ``make_simdesk_env`` that configure the desktop (SimDeskConfig fields).
-SIMDESK_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimDeskConfig))
 
 
 def make_simdesk_env(
@@ -29,10 +26,14 @@ def make_simdesk_env(
     extra_rewards: Sequence[RewardSource] = (),
     render_mode: str | None = None,
     **knobs: Any,
-) -> CUAEnv:
-    """A CUAEnv on SimDesk; with no arguments, a default mix of every task family.
+) -> ScoreEpisodes:
+    """A CUAEnv on SimDesk, scored by ``reward``; with no arguments, a mix of every family.
 
     ``gym.make("cua_rl/SimDesk-v0", family="editor_find", popup_rate=0.1, width=640, height=400)``
+
+    The CUAEnv is wrapped in :class:`~cua_rl.envs.score.ScoreEpisodes`, so the last step's reward
+    is the primary source's value (default: SimDesk's checker) and ``info["episode_end"]`` is the
+    scored record (``env.unwrapped`` is the CUAEnv).
 
     Args:
         family: Run only this task family.
@@ -40,15 +41,15 @@ def make_simdesk_env(
         config: A whole SimDeskConfig; exclusive with the knob keywords.
         max_steps: Step budget overriding each family's default.
         reward: Primary reward source (default: the ground-truth checker).
-        extra_rewards: More reward sources reported in ``info["reward_components"]``.
+        extra_rewards: More reward sources reported in ``episode_end.components``.
         render_mode: None or ``"rgb_array"``.
         **knobs: SimDeskConfig fields (``width``, ``height``, ``loading_prob``,
             ``loading_steps``, ``jitter``, ``theme_jitter``, ``popup_rate``, ``bugs``, ``clock``,
             ``step_seconds``).
 
     Raises:
-        ConfigError: an unknown keyword, or conflicting arguments.
-        TaskSpecError: an unknown family or bug name.
+        ConfigError: an unknown keyword, an invalid knob value, or conflicting arguments.
+        TaskSpecError: an unknown family.
     """
     unknown = sorted(set(knobs) - set(SIMDESK_KNOBS))
     if unknown:
@@ -63,17 +64,7 @@ def make_simdesk_env(
     if config is not None and knobs:
         raise ConfigError(f"give either config or knob keywords, not both (got {sorted(knobs)})")
     if config is None:
-        if "bugs" in knobs and not isinstance(knobs["bugs"], str):
-            knobs["bugs"] = frozenset(knobs["bugs"])
-        for name in ("loading_steps", "step_seconds"):
-            if name in knobs and isinstance(knobs[name], list):
-                knobs[name] = tuple(knobs[name])
-        config = SimDeskConfig(**knobs)
+        config = SimDeskConfig.from_knobs(knobs, "cua_rl/SimDesk-v0")
     tasks = SimDeskTasks([family] if family is not None else families, max_steps=max_steps)
-    return CUAEnv(
-        SimDeskBackend(config),
-        tasks,
-        reward,
-        extra_rewards=extra_rewards,
-        render_mode=render_mode,
-    )
+    env = CUAEnv(SimDeskBackend(config), tasks, render_mode=render_mode)
+    return ScoreEpisodes(env, reward, extra_rewards)

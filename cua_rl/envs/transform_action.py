@@ -1,4 +1,4 @@
-"""DiscretizeAction: a ``Discrete`` action space over a click grid, a key set and typing slots.
+"""DiscretizeDesktopAction: a ``Discrete`` action space over a click grid, keys and typing slots.
 
 For compact policies (SB3's PPO over a CNN) that cannot write action strings. Index layout, in
 order::
@@ -29,7 +29,7 @@ from cua_rl.core import Task
 from cua_rl.envs.cua_env import RejectedAction
 from cua_rl.errors import ActionError, ConfigError
 
-__all__ = ["DEFAULT_KEYS", "DiscretizeAction", "grid_cell_centre"]
+__all__ = ["DEFAULT_KEYS", "DiscretizeDesktopAction", "grid_cell_centre"]
 
 #: The default key set: editing and navigation keys and the common application hotkeys.
 DEFAULT_KEYS: tuple[str, ...] = (
@@ -74,10 +74,12 @@ def _hotkey(spec: str | Sequence[str]) -> Hotkey:
     try:
         return Hotkey(tuple(keys))
     except ValueError as error:
-        raise ConfigError(f"DiscretizeAction key {spec!r} is not a valid hotkey: {error}") from None
+        raise ConfigError(
+            f"DiscretizeDesktopAction key {spec!r} is not a valid hotkey: {error}"
+        ) from None
 
 
-class DiscretizeAction(gym.ActionWrapper[Any, np.int64, Any]):
+class DiscretizeDesktopAction(gym.ActionWrapper[Any, np.int64, Any]):
     """Replace the text action space by ``Discrete(n)``: click grid, keys, typing slots, WAIT,
     DONE (and FAIL).
 
@@ -108,20 +110,21 @@ class DiscretizeAction(gym.ActionWrapper[Any, np.int64, Any]):
             screen_size = env.get_wrapper_attr("screen_size")
         except AttributeError:
             raise ConfigError(
-                f"DiscretizeAction needs an env exposing screen_size (a CUAEnv), got {env}"
+                f"DiscretizeDesktopAction needs an env exposing screen_size (a CUAEnv), got {env}"
             ) from None
         cols, rows = grid
         width, height = screen_size
         if not (1 <= cols <= width and 1 <= rows <= height):
             raise ConfigError(
-                f"DiscretizeAction grid must be between 1x1 and the screen size {width}x{height}, "
+                f"DiscretizeDesktopAction grid must be between 1x1 and the screen size "
+                f"{width}x{height}, "
                 f"got {cols}x{rows}"
             )
         if text_slots < 0:
-            raise ConfigError(f"DiscretizeAction text_slots must be >= 0, got {text_slots}")
+            raise ConfigError(f"DiscretizeDesktopAction text_slots must be >= 0, got {text_slots}")
         hotkeys = tuple(_hotkey(k) for k in keys)
         if len(set(hotkeys)) != len(hotkeys):
-            raise ConfigError(f"DiscretizeAction keys must be distinct, got {list(keys)}")
+            raise ConfigError(f"DiscretizeDesktopAction keys must be distinct, got {list(keys)}")
 
         self.grid = (int(cols), int(rows))
         self.screen_size = (int(width), int(height))
@@ -243,9 +246,12 @@ class DiscretizeAction(gym.ActionWrapper[Any, np.int64, Any]):
         array = np.asarray(action)
         if array.size != 1 or not np.issubdtype(array.dtype, np.integer):
             raise ActionError(
-                f"DiscretizeAction expects one integer index in [0, {self.n}), got {action!r}"
+                f"DiscretizeDesktopAction expects one integer index in [0, {self.n}), "
+                f"got {action!r}"
             )
         index = int(array.reshape(()))
         if not 0 <= index < self.n:
-            raise ActionError(f"DiscretizeAction index must be in [0, {self.n}), got {index}")
+            raise ActionError(
+                f"DiscretizeDesktopAction index must be in [0, {self.n}), got {index}"
+            )
         return index

@@ -22,7 +22,7 @@ class RewardSource(Protocol):
     """Scores a finished trajectory.
 
     Attributes:
-        name: Key of this component in ``info["reward_components"]`` and in logs
+        name: Key of this component in ``episode_end.components`` and in logs
             (``reward/<name>``).
     """
 

@@ -2,19 +2,22 @@
 
 E[(r̃ − e₋)/D | r*] = r* when the rates are the true ones, so the corrected reward is an unbiased
 surrogate of the true success. The rates are looked up per stratum (the trajectory's task OS and
-domain) from the Calibration, which matters when strata with different error rates share a batch.
+domain), which matters when strata with different error rates share a batch.
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
-from cua_rl.calibration.calibration import Calibration
 from cua_rl.core import Trajectory
 from cua_rl.errors import CalibrationError
 from cua_rl.judges.base import Judge, Verdict
 from cua_rl.rewards.judge import JudgeReward
+
+if TYPE_CHECKING:
+    from cua_rl.calibration.calibration import Calibration
 
 __all__ = ["CorrectedReward"]
 
@@ -25,47 +28,58 @@ class CorrectedReward:
     """The judge verdict corrected for the judge's calibrated error rates.
 
     Success maps to (1 − ê₋)/D̂ and failure to −ê₋/D̂, with the calibration of the trajectory's
-    stratum (:meth:`Calibration.for_stratum` of the task's ``os`` and ``domain``, with its
-    fallback rule). ``None`` (never 0) on an env error or a judge error.
+    stratum: the calibration of its task's OS (``calibrations[task.os]``, else
+    ``calibrations["all"]``), at the (OS, domain) stratum with its fallback rule
+    (:meth:`Calibration.for_stratum`). ``None`` (never 0) on an env error, a judge error, or a
+    task whose OS no calibration covers (counted in :attr:`uncovered`).
 
     Args:
-        judge: The judge; its ``judge_id`` must equal the calibration's.
-        calibration: The pooled Calibration of that judge (with per-stratum children).
+        judge: The judge; every calibration's ``judge_id`` must equal its id.
+        calibrations: One pooled Calibration (with per-stratum children), used for every OS;
+            or a mapping stratum (an OS such as ``"ubuntu"``, or ``"all"``) -> Calibration.
         strict_judge_id: Refuse a calibration made for another judge id (default). With False,
             a mismatch is only logged as a warning.
         last_k: How many final screenshots the judge sees.
-        name: Component name in ``info`` and logs.
+        name: Component name in the episode record and logs.
 
     Raises:
-        CalibrationError: When ``strict_judge_id`` and the ids differ (both are named).
+        CalibrationError: When ``strict_judge_id`` and an id differs (both are named), or no
+            calibration is given.
 
     Attributes:
-        last_verdict: The verdict of the most recent trajectory scored, for ``info``.
-        last_calibration: The (stratum) calibration used for it.
+        calibrations: Stratum -> calibration.
+        last_calibrations: The (stratum) calibrations used for the most recent batch (None where
+            no calibration covered the task).
+        uncovered: Trajectories left unscored because no calibration covers their OS.
     """
 
     def __init__(
         self,
         judge: Judge,
-        calibration: Calibration,
+        calibrations: Calibration | Mapping[str, Calibration],
         *,
         strict_judge_id: bool = True,
         last_k: int = 1,
         name: str = "corrected",
     ) -> None:
-        if calibration.judge_id != judge.judge_id:
+        cals = dict(calibrations) if isinstance(calibrations, Mapping) else {"all": calibrations}
+        if not cals:
+            raise CalibrationError("CorrectedReward needs at least one calibration, got none")
+        for stratum, cal in cals.items():
+            if cal.judge_id == judge.judge_id:
+                continue
             msg = (
-                f"calibration was made for judge_id {calibration.judge_id!r}, but the judge is "
-                f"{judge.judge_id!r}; recalibrate this judge configuration"
+                f"calibration {stratum!r} was made for judge_id {cal.judge_id!r}, but the judge "
+                f"is {judge.judge_id!r}; recalibrate this judge configuration"
             )
             if strict_judge_id:
                 raise CalibrationError(msg)
             logger.warning("%s (strict_judge_id=False: using it anyway)", msg)
         self.judge_reward = JudgeReward(judge, last_k, name=name + "/raw")
-        self.calibration = calibration
+        self.calibrations = cals
         self.name = name
-        self.last_calibration: Calibration | None = None
-        self.last_calibrations: list[Calibration] = []
+        self.last_calibrations: list[Calibration | None] = []
+        self.uncovered = 0
 
     @property
     def judge_id(self) -> str:
@@ -82,17 +96,26 @@ class CorrectedReward:
         """The verdicts of the most recent batch."""
         return self.judge_reward.last_verdicts
 
-    def calibration_for(self, trajectory: Trajectory) -> Calibration:
-        """The stratum calibration used for a trajectory (by its task's os and domain)."""
-        return self.calibration.for_stratum(trajectory.task.os, trajectory.task.domain)
+    def calibration_for(self, trajectory: Trajectory) -> Calibration | None:
+        """The stratum calibration of a trajectory (by its task's os and domain), or None when
+        no calibration covers its OS."""
+        task = trajectory.task
+        cal = self.calibrations.get(task.os, self.calibrations.get("all"))
+        return None if cal is None else cal.for_stratum(task.os, task.domain)
 
     def score_batch(self, trajectories: Sequence[Trajectory]) -> list[float | None]:
         """Corrected rewards of many trajectories with a single judge call."""
         raw = self.judge_reward.score_batch(trajectories)
         cals = [self.calibration_for(t) for t in trajectories]
         self.last_calibrations = cals
-        self.last_calibration = cals[-1] if cals else None
-        return [None if r is None else float(c.correct(r)) for r, c in zip(raw, cals, strict=True)]
+        out: list[float | None] = []
+        for r, cal, trajectory in zip(raw, cals, trajectories, strict=True):
+            if cal is None and r is not None:
+                self.uncovered += 1
+                logger.warning("no calibration covers os %r of task %s (have %s): unscored",
+                               trajectory.task.os, trajectory.task.id, sorted(self.calibrations))
+            out.append(None if r is None or cal is None else float(cal.correct(r)))
+        return out
 
     def __call__(self, trajectory: Trajectory) -> float | None:
         """(r̃ − ê₋)/D̂ for one trajectory, or None when unscorable."""
@@ -100,6 +123,6 @@ class CorrectedReward:
 
     def __repr__(self) -> str:
         return (
-            f"CorrectedReward(judge_id={self.judge_id!r}, strata={len(self.calibration.children)}, "
-            f"name={self.name!r})"
+            f"CorrectedReward(judge_id={self.judge_id!r}, "
+            f"calibrations={sorted(self.calibrations)}, name={self.name!r})"
         )

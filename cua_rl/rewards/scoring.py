@@ -1,24 +1,31 @@
 """Score finished episodes with a primary reward source and extra sources, in batches.
 
-One function, :func:`score_trajectories`, is used both by CUAEnv (one episode at its end) and by
-the vector wrappers (every episode that ended in the same vector step, so a judge sees one batch).
-Sources with a ``score_batch(trajectories)`` method (JudgeReward, CorrectedReward) are called once
-per batch; others once per trajectory. Episodes cut by an env error are never scored.
+:func:`score_episodes` scores :class:`~cua_rl.core.EpisodeEnd` records; the scoring wrappers
+(:mod:`cua_rl.envs.score`) call it with one episode (``ScoreEpisodes``) or with every episode
+that ended in the same vector step (``ScoreEpisodesVec``), so a judge sees one batch. Sources with
+a ``score_batch(trajectories)`` method (JudgeReward, CorrectedReward) are called once per batch;
+others once per trajectory. Episodes cut by an env error are never scored.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.core import Trajectory
+from cua_rl.core import EpisodeEnd, Trajectory
 from cua_rl.errors import ConfigError, CuaRLError
 from cua_rl.judges.base import Verdict
 from cua_rl.rewards.base import RewardSource, WeightedReward
 
-__all__ = ["EpisodeScore", "component_names", "score_trajectories"]
+__all__ = [
+    "EpisodeFilter", "EpisodeScore", "component_names", "score_episodes", "score_trajectories",
+]
+
+EpisodeFilter = Callable[[EpisodeEnd], EpisodeEnd]
+"""Takes a scored episode record and returns it with its ``weight`` (the rollout filter)."""
 
 
 @dataclass(frozen=True)
@@ -141,3 +148,41 @@ def score_trajectories(
             reason = None
         scores.append(EpisodeScore(reward, components, verdicts[i], reason))
     return scores
+
+
+def score_episodes(
+    ends: Sequence[EpisodeEnd],
+    primary: RewardSource,
+    extras: Sequence[RewardSource] = (),
+    episode_filter: EpisodeFilter | None = None,
+) -> list[EpisodeEnd]:
+    """Score finished episodes (each source once for the whole batch) and weigh them.
+
+    Args:
+        ends: Unscored records (an already scored one is scored again).
+        primary: The source whose value is the reward.
+        extras: More sources, reported in ``components`` only.
+        episode_filter: Applied to every scorable scored record (the rollout filter).
+
+    Returns:
+        The scored records, in order. An episode without a trajectory (lost with its worker)
+        or cut by an env error keeps reward None.
+    """
+    live = [i for i, e in enumerate(ends) if e.trajectory is not None]
+    scores = score_trajectories([ends[i].trajectory for i in live], primary, extras)  # type: ignore[misc]
+    names = component_names(primary, extras)
+    position = {i: k for k, i in enumerate(live)}
+    out = []
+    for i, end in enumerate(ends):
+        if i in position:
+            score = scores[position[i]]
+            end = dataclasses.replace(
+                end, scored=True, reward=score.reward, components=score.components,
+                verdicts=score.verdicts, unscorable_reason=score.unscorable_reason,
+            )  # fmt: skip
+        else:
+            end = dataclasses.replace(end, scored=True, components=dict.fromkeys(names))
+        if episode_filter is not None and end.scorable:
+            end = episode_filter(end)
+        out.append(end)
+    return out

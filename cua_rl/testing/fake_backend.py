@@ -147,8 +147,8 @@ def fake_tasks(n: int = 8, *, max_steps: int = 6) -> tuple[Task, ...]:
     """``n`` fake tasks: click tasks then type tasks, cycling through the colours and layouts.
 
     Task ``i`` targets colour ``i % 4`` with layout ``i``; tasks 0-3 are click tasks, 4-7 type
-    tasks, and so on. Every task's vocabulary is the colour names, so ``DiscretizeAction`` can type
-    them.
+    tasks, and so on. Every task's vocabulary is the colour names, so
+    ``DiscretizeDesktopAction`` can type them.
 
     Args:
         n: Number of tasks (at least 1).

@@ -10,7 +10,6 @@ namespaces: ``rollout/`` (episodes, exclusions), ``reward/<component>``, ``train
 from __future__ import annotations
 
 import logging
-import math
 import sys
 import time
 from collections import Counter, defaultdict
@@ -21,21 +20,21 @@ import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from cua_rl.core import Trajectory
-from cua_rl.envs.vector import BatchRewardsVecEnv
+from cua_rl.core import is_success
+from cua_rl.envs.make import make_env
+from cua_rl.envs.score import EpisodeScorer
+from cua_rl.evaluation.run import evaluate, held_out_tasks
 from cua_rl.logger import Logger
-from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.training.build import RunParts
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.envs import eval_task, make_cua_env, wrap_for_policy
+from cua_rl.training.envs import wrap_for_policy
 
 __all__ = [
-    "CheckpointCallback",
-    "EvalCallback",
-    "LogCallback",
-    "ProgressCallback",
     "RunCallback",
-    "evaluate",
+    "SaveCheckpoints",
+    "TrackProgress",
+    "LogMetrics",
+    "EvaluateHeldOut",
 ]
 
 logger = logging.getLogger(__name__)
@@ -52,7 +51,7 @@ class RunCallback(BaseCallback):
         return True
 
 
-class ProgressCallback(RunCallback):
+class TrackProgress(RunCallback):
     """A tqdm progress bar over environment steps (on stderr), with the recent success rate."""
 
     def __init__(self, total_timesteps: int) -> None:
@@ -76,7 +75,7 @@ class ProgressCallback(RunCallback):
         recent = [e["ground_truth"] for e in self.model.finished if e["ground_truth"] is not None]
         post = {"update": self.model.updates_done}
         if recent:
-            post["success"] = f"{np.mean([g >= 0.5 for g in recent]):.2f}"
+            post["success"] = f"{np.mean([bool(is_success(g)) for g in recent]):.2f}"
         self.bar.set_postfix(post)
         return True
 
@@ -85,16 +84,17 @@ class ProgressCallback(RunCallback):
             self.bar.close()
 
 
-def _batch_rewards(venv: VecEnv) -> BatchRewardsVecEnv | None:
+def _scorer(venv: VecEnv) -> EpisodeScorer | None:
+    """The scoring wrapper in a VecEnv stack (for its judge batch sizes)."""
     env: Any = venv
     while isinstance(env, VecEnvWrapper):
-        if isinstance(env, BatchRewardsVecEnv):
+        if isinstance(env, EpisodeScorer):
             return env
         env = env.venv
     return None
 
 
-class LogCallback(RunCallback):
+class LogMetrics(RunCallback):
     """Records rollout, reward, train, time, env and judge metrics every ``interval`` updates.
 
     Args:
@@ -157,7 +157,7 @@ class LogCallback(RunCallback):
                 log.record(f"env/end_{reason}", n / len(eps))
         truth = [e["ground_truth"] for e in eps if e["ground_truth"] is not None]
         if truth:
-            log.record("rollout/success_rate", float(np.mean([g >= 0.5 for g in truth])))
+            log.record("rollout/success_rate", float(np.mean([bool(is_success(g)) for g in truth])))
         components: dict[str, list[float]] = defaultdict(list)
         for e in scored:
             for name, value in e["components"].items():
@@ -167,7 +167,7 @@ class LogCallback(RunCallback):
             log.record(f"reward/{name}", float(np.mean(values)))
         for key, value in m.train_metrics.items():
             log.record(key, value)
-        batcher = _batch_rewards(m.get_env())
+        batcher = _scorer(m.get_env())
         judged = self.parts is not None and self.parts.judge is not None
         if judged and batcher is not None and len(batcher.batches) > self._batches_seen:
             new = batcher.batches[self._batches_seen :]
@@ -188,104 +188,7 @@ class LogCallback(RunCallback):
         log.dump(self.last_step)
 
 
-def evaluate(
-    predict: Callable[[Any], Any],
-    config: TrainConfig,
-    parts: RunParts | None = None,
-    *,
-    env: Any = None,
-    episodes: int | None = None,
-) -> dict[str, float]:
-    """Run the held-out tasks with ground truth; add the judge-based estimate when calibrated.
-
-    Args:
-        predict: Observation -> action (e.g. ``lambda o: model.predict(o, deterministic=True)[0]``).
-        config: The run's config (the held-out tasks, the env, the policy wrappers).
-        parts: The run's judge and calibrations; without them only ground truth is reported.
-        env: A wrapped eval env to reuse (default: a new one, closed at the end).
-        episodes: Episodes to run (default ``eval.episodes``): task ``i`` is
-            :func:`~cua_rl.training.envs.eval_task` ``(i)``.
-
-    Returns:
-        ``eval/`` metrics: ``success_rate`` (true success over episodes the checker scored),
-        ``success_rate/<domain>``, ``episodes``, ``unscorable``, ``ep_len_mean``, and with a
-        judge ``judge_raw_rate``, with a calibration also ``judge_estimate``,
-        ``judge_ci_low``, ``judge_ci_high`` (the OS-level calibration), and per domain
-        (``judge_estimate/<domain>``...) with the domain's own calibration when the calibration
-        has per-domain strata and the episodes span several domains.
-    """
-    own_env = env is None
-    if env is None:
-        base = make_cua_env(config.env, "eval", reward=GroundTruthReward())
-        env = wrap_for_policy(base, config.policy)
-    n = episodes if episodes is not None else config.eval.episodes
-    trajectories: list[Trajectory] = []
-    try:
-        for i in range(n):
-            obs, info = env.reset(options={"task": eval_task(config.env, i)})
-            done = False
-            while not done:
-                obs, _, terminated, truncated, info = env.step(predict(obs))
-                done = terminated or truncated
-            trajectories.append(info["trajectory"])
-    finally:
-        if own_env:
-            env.close()
-    return _eval_metrics(trajectories, parts)
-
-
-def _eval_metrics(trajectories: list[Trajectory], parts: RunParts | None) -> dict[str, float]:
-    scored = [t for t in trajectories if t.env_error is None and t.ground_truth is not None]
-    out: dict[str, float] = {
-        "eval/episodes": float(len(trajectories)),
-        "eval/unscorable": float(len(trajectories) - len(scored)),
-        "eval/ep_len_mean": float(np.mean([len(t) for t in trajectories])),
-        "eval/success_rate": float(np.mean([t.ground_truth >= 0.5 for t in scored]))  # type: ignore[operator]
-        if scored
-        else math.nan,
-    }
-    by_domain: dict[str, list[bool]] = defaultdict(list)
-    for t in scored:
-        by_domain[t.task.domain].append(t.ground_truth >= 0.5)  # type: ignore[operator]
-    for domain, wins in sorted(by_domain.items()):
-        out[f"eval/success_rate/{domain}"] = float(np.mean(wins))
-    if parts is None or parts.judge is None:
-        return out
-    from cua_rl.rewards.estimate import estimate_success
-    from cua_rl.rewards.judge import JudgeReward
-
-    live = [t for t in trajectories if t.env_error is None]
-    judged = JudgeReward(parts.judge).verdicts(live)
-    verdicts = [v for v in judged if v is not None and v.ok]
-    if not verdicts:
-        return out
-    out["eval/judge_raw_rate"] = float(np.mean([v.success for v in verdicts]))
-    os_names = sorted({t.task.os for t in live})
-    cals = parts.calibrations
-    cal = cals.get(os_names[0], cals.get("all")) if len(os_names) == 1 else cals.get("all")
-    if cal is None:
-        return out
-    stratum = cal.for_stratum(os_names[0]) if len(os_names) == 1 else cal
-    est = estimate_success(verdicts, stratum, n_boot=1000)
-    out["eval/judge_estimate"] = est.estimate
-    out["eval/judge_ci_low"], out["eval/judge_ci_high"] = est.interval
-    if len(os_names) != 1:
-        return out
-    domains = {t.task.domain for t in live}
-    if len(domains) < 2 or not any((os_names[0], d) in cal.children for d in domains):
-        return out
-    by_domain: dict[str, list[Any]] = defaultdict(list)
-    for t, v in zip(live, judged, strict=True):
-        if v is not None and v.ok:
-            by_domain[t.task.domain].append(v)
-    for domain, vs in sorted(by_domain.items()):  # each family with its own calibration
-        est = estimate_success(vs, cal.for_stratum(os_names[0], domain), n_boot=1000)
-        out[f"eval/judge_estimate/{domain}"] = est.estimate
-        out[f"eval/judge_ci_low/{domain}"], out[f"eval/judge_ci_high/{domain}"] = est.interval
-    return out
-
-
-class EvalCallback(RunCallback):
+class EvaluateHeldOut(RunCallback):
     """Evaluates on the held-out tasks every ``eval.every`` updates and dumps ``eval/`` metrics.
 
     Attributes:
@@ -303,16 +206,17 @@ class EvalCallback(RunCallback):
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
         if self.env is None:
-            base = make_cua_env(self.config.env, "eval", reward=GroundTruthReward())
-            self.env = wrap_for_policy(base, self.config.policy)
+            self.env = wrap_for_policy(make_env(self.config.env, "eval"), self.config.policy)
         deterministic = self.config.eval.deterministic
         start = time.perf_counter()
-        metrics = evaluate(
+        report = evaluate(
             lambda o: self.model.predict(o, deterministic=deterministic)[0],
-            self.config,
-            self.parts,
-            env=self.env,
+            self.env,
+            held_out_tasks(self.config, self.config.eval.episodes),
+            self.parts.judge,
+            self.parts.calibrations or None,
         )
+        metrics = report.metrics()
         metrics["time/eval_s"] = time.perf_counter() - start
         for key, value in metrics.items():
             self.log.record(key, value)
@@ -334,7 +238,7 @@ class EvalCallback(RunCallback):
             self.env = None
 
 
-class CheckpointCallback(RunCallback):
+class SaveCheckpoints(RunCallback):
     """Writes a checkpoint every ``checkpoint.every`` updates (and on demand).
 
     Args:

@@ -25,8 +25,7 @@ from typing import Any, ClassVar, Literal
 
 import yaml
 
-from cua_rl.errors import ConfigError
-from cua_rl.training._strict import (
+from cua_rl._strict import (
     build_section,
     check,
     check_fields,
@@ -34,131 +33,18 @@ from cua_rl.training._strict import (
     plain,
     reject_unknown,
 )
+from cua_rl.envs.config import EnvConfig, SplitConfig
+from cua_rl.errors import ConfigError
 
 __all__ = [
-    "BACKENDS", "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
+    "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
     "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
     "TrainConfig", "config_hash", "load_config",
 ]  # fmt: skip
 
-#: Backends a config may name; only ``simdesk`` can build an env today.
-BACKENDS: tuple[str, ...] = ("simdesk", "osworld", "waa", "macosworld", "miniwob")
-#: First seed of held-out SimDesk calibration tasks (``cua_rl.calibration.CALIBRATION_SEED_START``).
-CALIBRATION_SEED_START = 2**31
 
 
 # -- sections --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class SplitConfig:
-    """Which tasks train and which are held out for evaluation."""
-
-    SECTION: ClassVar[str] = "env.split"
-
-    #: simdesk: first task seed of the training tasks.
-    train_seed_start: int = 0
-    #: simdesk: training task seeds per family; None = every seed up to eval_seed_start.
-    train_seeds: int | None = None
-    #: simdesk: first task seed of the held-out evaluation tasks.
-    eval_seed_start: int = 1_000_000_000
-    #: simdesk: held-out evaluation task seeds per family.
-    eval_seeds: int = 50
-    #: file backends: share of task files held out for evaluation.
-    eval_fraction: float = 0.2
-    #: file backends: seed of the task-file split.
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check(self, "train_seed_start", self.train_seed_start >= 0, "must be >= 0")
-        v = self.train_seeds
-        check(self, "train_seeds", v is None or v >= 1, "must be >= 1 or null")
-        check(self, "eval_seeds", self.eval_seeds >= 1, "must be >= 1")
-        check(self, "eval_fraction", 0.0 < self.eval_fraction < 1.0, "must be in (0, 1)")
-        (t0, t1), (e0, e1) = self.train_range, self.eval_range
-        check(self, "train_seed_start", t0 < t1, "must be below eval_seed_start")
-        check(self, "eval_seed_start", t1 <= e0 or e1 <= t0,
-               f"eval seeds [{e0}, {e1}) overlap training seeds [{t0}, {t1})")  # fmt: skip
-        check(self, "eval_seeds", max(t1, e1) <= CALIBRATION_SEED_START,
-               f"task seeds must stay below {CALIBRATION_SEED_START} (held-out calibration "
-               f"tasks start there); training [{t0}, {t1}), eval [{e0}, {e1})")  # fmt: skip
-
-    @property
-    def train_range(self) -> tuple[int, int]:
-        """Training seeds as a half-open range [lo, hi)."""
-        lo = self.train_seed_start
-        return lo, self.eval_seed_start if self.train_seeds is None else lo + self.train_seeds
-
-    @property
-    def eval_range(self) -> tuple[int, int]:
-        """Held-out evaluation seeds as a half-open range [lo, hi)."""
-        return self.eval_seed_start, self.eval_seed_start + self.eval_seeds
-
-
-@dataclass(frozen=True)
-class EnvConfig:
-    """The desktop, its tasks and the episode budget."""
-
-    SECTION: ClassVar[str] = "env"
-
-    #: Desktop backend; only simdesk can run today.
-    backend: Literal["simdesk", "osworld", "waa", "macosworld", "miniwob"] = "simdesk"
-    #: Backend settings (simdesk: SimDeskConfig knobs other than width/height).
-    backend_kwargs: dict[str, Any] = field(default_factory=dict)
-    #: (width, height) of the desktop in pixels.
-    screen: tuple[int, int] = (640, 400)
-    #: simdesk/miniwob: task families (simdesk: empty = all); file backends: domains kept.
-    families: tuple[str, ...] = ()
-    #: osworld/waa/macosworld: task JSON files or folders.
-    task_files: tuple[str, ...] = ()
-    #: Step budget of every episode; None = each task's own.
-    max_steps: int | None = None
-    #: Train / held-out evaluation task split.
-    split: SplitConfig = field(default_factory=SplitConfig)
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check(self, "screen", min(self.screen) >= 1, "must be positive")
-        v = self.max_steps
-        check(self, "max_steps", v is None or v >= 1, "must be >= 1 or null")
-        check(self, "families", len(set(self.families)) == len(self.families), "must be distinct")
-        if self.backend == "simdesk":
-            self._check_simdesk()
-        elif self.backend == "miniwob":
-            check(self, "families", bool(self.families), "miniwob needs task names")
-            check(self, "task_files", not self.task_files, "miniwob takes families, not files")
-        else:
-            check(self, "task_files", bool(self.task_files), f"{self.backend} needs task files")
-
-    def _check_simdesk(self) -> None:
-        from cua_rl.envs.backends.simdesk.config import SimDeskConfig
-        from cua_rl.envs.backends.simdesk.registry import FAMILIES
-        from cua_rl.envs.simdesk_env import SIMDESK_KNOBS
-
-        unknown = sorted(set(self.families) - set(FAMILIES))
-        known = ", ".join(sorted(FAMILIES))
-        check(self, "families", not unknown, f"unknown families {unknown}; known: {known}")
-        check(self, "task_files", not self.task_files, "simdesk takes families, not task files")
-        allowed = sorted(set(SIMDESK_KNOBS) - {"width", "height"})
-        unknown = sorted(set(self.backend_kwargs) - set(allowed))
-        check(self, "backend_kwargs", not unknown,
-               f"unknown key(s) {unknown}; allowed: {allowed} (size: env.screen)")  # fmt: skip
-        try:
-            SimDeskConfig(**self.simdesk_knobs())
-        except (ValueError, TypeError) as error:
-            raise ConfigError(f"{self.SECTION}.backend_kwargs: {error}") from None
-
-    def simdesk_knobs(self) -> dict[str, Any]:
-        """SimDeskConfig keyword arguments: ``backend_kwargs`` plus the screen size."""
-        knobs = dict(self.backend_kwargs)
-        for name in ("loading_steps", "step_seconds"):
-            if isinstance(knobs.get(name), list):
-                knobs[name] = tuple(knobs[name])
-        if isinstance(knobs.get("bugs"), (list, tuple)):
-            knobs["bugs"] = frozenset(knobs["bugs"])
-        knobs.update(width=self.screen[0], height=self.screen[1])
-        return knobs
 
 
 @dataclass(frozen=True)
@@ -305,13 +191,6 @@ class JudgeSection:
     """The judge behind the ``judge`` and ``corrected`` rewards and the eval estimate."""
 
     SECTION: ClassVar[str] = "reward.judge"
-    QWEN_OPTIONS: ClassVar[frozenset[str]] = frozenset(
-        {"device", "dtype", "batch_size", "generate_raw", "max_new_tokens"}
-    )
-    OPENAI_OPTIONS: ClassVar[frozenset[str]] = frozenset({
-        "base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s",
-        "max_concurrency", "max_tokens", "top_logprobs", "seed",
-    })  # fmt: skip
 
     #: Which judge: a SIMULATED one with known rates, a local Qwen2-VL, or a served model.
     kind: Literal["simulated", "qwen_vl", "openai"] = "simulated"
@@ -333,6 +212,8 @@ class JudgeSection:
     cache: str | None = None
 
     def __post_init__(self) -> None:
+        from cua_rl.judges.factory import RUNTIME_OPTIONS
+
         check_fields(self)
         if self.kind == "simulated":
             check(self, "config", not self.config, "is for qwen_vl/openai judges")
@@ -342,17 +223,28 @@ class JudgeSection:
             bad = {k: v for k, v in self.per_stratum.items() if not all(0 <= r <= 1 for r in v)}
             check(self, "per_stratum", not bad, f"rates must be in [0, 1] ({sorted(bad)})")
             return
-        from cua_rl.judges.config import JudgeConfig
-
-        try:
-            JudgeConfig.from_dict({**self.config, "kind": self.kind})
-        except ConfigError as error:
-            raise ConfigError(f"{self.SECTION}.config: {error}") from None
-        allowed = self.QWEN_OPTIONS if self.kind == "qwen_vl" else self.OPENAI_OPTIONS
+        self.judge_config()
+        allowed = RUNTIME_OPTIONS[self.kind]
         unknown = sorted(set(self.options) - allowed)
         check(self, "options", not unknown, f"unknown keys {unknown}; allowed: {sorted(allowed)}")
         ok = self.kind != "openai" or "base_url" in self.options
         check(self, "options", ok, "an openai judge needs base_url")
+
+    def judge_config(self) -> Any:
+        """The :class:`~cua_rl.judges.config.JudgeConfig` (or
+        :class:`~cua_rl.judges.factory.SimulatedJudgeConfig`) this section describes, for
+        :func:`~cua_rl.judges.factory.make_judge`."""
+        from cua_rl.judges.config import JudgeConfig
+        from cua_rl.judges.factory import SimulatedJudgeConfig
+
+        if self.kind == "simulated":
+            return SimulatedJudgeConfig(
+                self.e_pos, self.e_neg, dict(self.per_stratum), self.seed, self.name
+            )
+        try:
+            return JudgeConfig.from_dict({**self.config, "kind": self.kind})
+        except ConfigError as error:
+            raise ConfigError(f"{self.SECTION}.config: {error}") from None
 
 
 @dataclass(frozen=True)

@@ -1,9 +1,10 @@
 """PPO over CUAEnv with per-episode weights: unscorable episodes are excluded from the update.
 
 SB3's PPO treats every collected step alike. A computer-use episode can be *unscorable* (the VM
-died, the judge timed out: ``info["scorable"] is False``); its 0.0 reward is not a score, so its
-steps must not reach the update. A rollout filter may also drop or down-weight an episode (the
-validator says it took an implausible path). :class:`WeightedPPO` is SB3's PPO with
+died, the judge timed out: ``info["episode_end"].scorable`` is False); its 0.0 reward is not a
+score, so its steps must not reach the update. A rollout filter may also drop or down-weight an
+episode (the validator says it took an implausible path: ``episode_end.weight``, set by the
+scoring wrapper's filter). :class:`WeightedPPO` is SB3's PPO with
 
 * a rollout buffer that carries a weight per step. A weight is only known when the episode
   ends, so it is written then, retroactively, to every step of that episode still in the buffer
@@ -53,24 +54,21 @@ from stable_baselines3.common.logger import configure as configure_logger
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv
 
+from cua_rl.core import EpisodeEnd
 from cua_rl.errors import ConfigError
 from cua_rl.training.gae import compute_gae
 
-__all__ = [
-    "EpisodeWeight",
-    "WeightedBatch",
-    "WeightedDictRolloutBuffer",
-    "WeightedPPO",
-    "scorable_weight",
-]
-
-EpisodeWeight = Callable[[dict[str, Any]], float]
-"""Maps the final-step ``info`` of an episode to the weight of all its steps (0 = excluded)."""
+__all__ = ["WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "episode_weight"]
 
 
-def scorable_weight(info: dict[str, Any]) -> float:
-    """0.0 for an unscorable episode (``info["scorable"] is False``), else 1.0."""
-    return 0.0 if info.get("scorable") is False else 1.0
+def episode_weight(info: dict[str, Any]) -> float:
+    """The weight of an ended episode's steps from its final-step info.
+
+    ``info["episode_end"].effective_weight`` (0 when unscorable, else the filter's weight); an
+    env that emits no :class:`~cua_rl.core.EpisodeEnd` (not a CUAEnv) weighs 1.
+    """
+    end = info.get("episode_end")
+    return end.effective_weight if isinstance(end, EpisodeEnd) else 1.0
 
 
 class WeightedBatch(NamedTuple):
@@ -164,11 +162,11 @@ class WeightedDictRolloutBuffer(DictRolloutBuffer):
 class WeightedPPO(PPO):
     """SB3 PPO whose update weights each step by its episode's weight (0 = excluded).
 
+    Each ended episode's steps get :func:`episode_weight` of its final-step info.
+
     Args:
         policy: ``"MultiInputPolicy"`` or a policy class (Dict observations only).
-        env: The training VecEnv (``VecMonitor(BatchRewardsVecEnv(...))`` in :mod:`.rollouts`).
-        episode_weight: Final-step info -> weight of the episode; default
-            :func:`scorable_weight`. An unscorable episode always gets 0, whatever this returns.
+        env: The training VecEnv (``VecMonitor(ScoreEpisodesVec(...))`` in :mod:`.rollouts`).
         **kwargs: SB3 ``PPO`` arguments.
 
     Attributes:
@@ -187,8 +185,6 @@ class WeightedPPO(PPO):
         self,
         policy: Any,
         env: VecEnv,
-        *,
-        episode_weight: EpisodeWeight | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(env.observation_space, spaces.Dict):
@@ -199,7 +195,6 @@ class WeightedPPO(PPO):
             raise ConfigError("WeightedPPO sets its own rollout buffer and has no clip_range_vf")
         super().__init__(policy, env, rollout_buffer_class=WeightedDictRolloutBuffer, **kwargs)
         self.set_logger(configure_logger(None, []))  # silent: metrics go through cua_rl.logger
-        self.episode_weight = episode_weight or scorable_weight
         self.stats: Counter[str] = Counter()
         self.updates_done = 0
         self.finished: list[dict[str, Any]] = []
@@ -248,8 +243,10 @@ class WeightedPPO(PPO):
     def _end_episode(
         self, buffer: WeightedDictRolloutBuffer, env: int, info: dict[str, Any], reward: float
     ) -> None:
-        scorable = info.get("scorable") is not False
-        weight = float(self.episode_weight(info)) if scorable else 0.0
+        end = info.get("episode_end")
+        end = end if isinstance(end, EpisodeEnd) else None
+        scorable = end is None or end.scorable
+        weight = episode_weight(info)
         stale = buffer.end_episode(env, weight)
         self.stats["episodes"] += 1
         if not scorable:
@@ -265,11 +262,12 @@ class WeightedPPO(PPO):
             {
                 "reward": reward if scorable else None,
                 "weight": weight,
-                "length": int(info.get("step", 0)),
-                "ground_truth": info.get("ground_truth"),
-                "components": dict(info.get("reward_components") or {}),
-                "end_reason": info.get("end_reason"),
-                "unscorable_reason": info.get("unscorable_reason"),
+                "length": end.length if end is not None and end.trajectory is not None
+                else int(info.get("step", 0)),
+                "ground_truth": None if end is None or end.env_error else end.ground_truth,
+                "components": {} if end is None else dict(end.components),
+                "end_reason": None if end is None else end.end_reason,
+                "unscorable_reason": None if end is None else end.unscorable_reason,
                 "action_error": info.get("action_error") is not None,
             }
         )

@@ -1,14 +1,15 @@
 """Training VecEnvs: sub-envs in this process, in subprocesses, or in Ray actors.
 
-:func:`make_vec_env` builds ``VecMonitor(BatchRewardsVecEnv(<sub-envs>))`` for a config: the
-sub-envs defer their rewards, :class:`~cua_rl.envs.vector.BatchRewardsVecEnv` scores every
-episode that ends in one vector step with one judge call (in this process, where the judge
-lives), and ``VecMonitor`` outside it sees the scored rewards.
+:func:`make_vec_env` builds ``VecMonitor(ScoreEpisodesVec(<sub-envs>))`` for a config: the
+sub-envs score nothing, :class:`~cua_rl.envs.score.ScoreEpisodesVec` scores every episode that
+ends in one vector step with one judge call (in this process, where the judge lives) and lets the
+rollout filter weigh it, and ``VecMonitor`` outside it sees the scored rewards.
 
 :class:`RestartingVecEnv` runs one sub-env per worker and survives workers that fail: a worker
 that dies (or takes longer than ``step_timeout_s`` for one call, or raises) is replaced by a
-fresh one; the episode it was running ends at once, marked unscorable (``info["scorable"] =
-False``, ``info["env_error"]``), so it is never scored and never reaches an update. Two
+fresh one; the episode it was running ends at once with an unscorable record
+(``info["episode_end"]``, :meth:`EpisodeEnd.lost <cua_rl.core.EpisodeEnd.lost>`: no
+trajectory, ``env_error`` says why), so it is never scored and never reaches an update. Two
 transports: :class:`ProcessVecEnv` (``vec_env: subproc``, local processes) and
 :class:`RayVecEnv` (``vec_env: ray``, Ray actors, so rollouts can spread over a cluster with
 ``ray start --head`` and ``ppo.ray.address``, or run in a small local Ray instance). Ray probes
@@ -29,9 +30,11 @@ import numpy as np
 from stable_baselines3.common.vec_env import DummyVecEnv, VecEnv, VecMonitor
 from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvStepReturn
 
-from cua_rl.envs.vector import BatchRewardsVecEnv
+from cua_rl.core import EpisodeEnd
+from cua_rl.envs.score import EPISODE_END, ScoreEpisodesVec
 from cua_rl.errors import BackendError, DependencyNotInstalled
 from cua_rl.rewards.base import RewardSource
+from cua_rl.rewards.scoring import EpisodeFilter
 from cua_rl.training.config import TrainConfig
 from cua_rl.training.envs import EnvFactory, EnvWorker
 
@@ -41,17 +44,22 @@ logger = logging.getLogger(__name__)
 
 
 def make_vec_env(
-    config: TrainConfig, reward: RewardSource, extra_rewards: Sequence[RewardSource] = ()
+    config: TrainConfig,
+    reward: RewardSource,
+    extra_rewards: Sequence[RewardSource] = (),
+    episode_filter: EpisodeFilter | None = None,
 ) -> VecMonitor:
-    """The training VecEnv of a config: ``VecMonitor(BatchRewardsVecEnv(sub-envs))``.
+    """The training VecEnv of a config: ``VecMonitor(ScoreEpisodesVec(sub-envs))``.
 
     Args:
         config: The run's config (``ppo.n_envs``, ``ppo.vec_env``, ``ppo.ray``, env, policy).
         reward: The primary reward source (scored in this process, batched per vector step).
-        extra_rewards: More sources reported in ``info["reward_components"]``.
+        extra_rewards: More sources reported in ``episode_end.components``.
+        episode_filter: The rollout filter (sets each scored episode's weight).
 
     Raises:
         ConfigError: The backend is not implemented yet.
+        BackendError: Ray cannot start or reach its cluster.
         DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
     """
     fns = [EnvFactory(config, "train") for _ in range(config.ppo.n_envs)]
@@ -75,7 +83,7 @@ def make_vec_env(
             step_timeout_s=ray_cfg.step_timeout_s,
             max_restarts=ray_cfg.max_restarts,
         )
-    return VecMonitor(BatchRewardsVecEnv(venv, reward, extra_rewards))
+    return VecMonitor(ScoreEpisodesVec(venv, reward, extra_rewards, episode_filter))
 
 
 def _require_ray() -> Any:
@@ -95,12 +103,8 @@ def _stack(observations: Sequence[Any], space: gym.Space[Any]) -> Any:
 def _dead_info(why: str, last_obs: Any) -> dict[str, Any]:
     """The final-step info of an episode whose worker died: unscorable, never a reward."""
     return {
-        "scorable": False,
-        "unscorable_reason": why,
-        "env_error": why,
-        "end_reason": "env_error",
+        EPISODE_END: EpisodeEnd.lost(why),
         "worker_restarted": True,
-        "reward_components": {},
         "TimeLimit.truncated": True,
         "terminal_observation": last_obs,
     }
@@ -115,8 +119,8 @@ class RestartingVecEnv(VecEnv):
 
     A worker that dies, takes longer than ``step_timeout_s`` for a call, or raises, is replaced
     by a fresh one and reset; the episode it was running ends at once, marked unscorable
-    (``info["scorable"] = False``, ``info["env_error"]``), so it is never scored and never
-    reaches an update. Subclasses provide the transport (:class:`ProcessVecEnv`: local
+    (``info["episode_end"]`` without a trajectory, ``env_error`` set), so it is never scored
+    and never reaches an update. Subclasses provide the transport (:class:`ProcessVecEnv`: local
     processes; :class:`RayVecEnv`: Ray actors); each worker runs an
     :class:`~cua_rl.training.envs.EnvWorker`.
 
@@ -420,16 +424,25 @@ class RayVecEnv(RestartingVecEnv):
         ray = _require_ray()
         self._owns_ray = False
         if not ray.is_initialized():
-            if address is None:
-                os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                ray.init(
-                    num_cpus=num_cpus or len(env_fns),
-                    object_store_memory=object_store_mb * 1024 * 1024,
-                    include_dashboard=False,
-                    log_to_driver=False,
-                )
-            else:
-                ray.init(address=address, log_to_driver=False)
+            try:
+                if address is None:
+                    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
+                    ray.init(
+                        num_cpus=num_cpus or len(env_fns),
+                        object_store_memory=object_store_mb * 1024 * 1024,
+                        include_dashboard=False,
+                        log_to_driver=False,
+                    )
+                else:
+                    ray.init(address=address, log_to_driver=False)
+            except Exception as error:  # ConnectionError, RuntimeError, ValueError from Ray
+                where = "a local Ray instance" if address is None else f"Ray at {address!r}"
+                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+                raise BackendError(
+                    f"ppo.ray.address: cannot start or connect to {where}: {first}"
+                    + (" (is a cluster running? start one with `ray start --head`)"
+                       if address is not None else "")
+                ) from None
             self._owns_ray = True
         self._ray = ray
         self._actor_class = ray.remote(num_cpus=1, max_restarts=0)(EnvWorker)

@@ -36,11 +36,11 @@ from cua_rl.errors import ConfigError, CuaRLError
 from cua_rl.logger import JSONLWriter, Logger, StdoutWriter, WandbWriter, Writer
 from cua_rl.training.build import RunParts, prepare_run
 from cua_rl.training.callbacks import (
-    CheckpointCallback,
-    EvalCallback,
-    LogCallback,
-    ProgressCallback,
+    EvaluateHeldOut,
+    LogMetrics,
     RunCallback,
+    SaveCheckpoints,
+    TrackProgress,
 )
 from cua_rl.training.checkpoint import (
     latest_checkpoint,
@@ -79,25 +79,15 @@ class TrainResult:
     resumed_from: Path | None = None
 
 
-def build_model(config: TrainConfig, venv: Any, episode_weight: Any = None) -> Any:
+def build_model(config: TrainConfig, venv: Any) -> Any:
     """The :class:`~cua_rl.training.ppo_sb3.WeightedPPO` of a config over ``venv``."""
-    from cua_rl.policies.cnn import ScreenInstructionExtractor
+    from cua_rl.policies.cnn import policy_kwargs
     from cua_rl.training.ppo_sb3 import WeightedPPO
 
-    p, ppo = config.policy, config.ppo
-    policy_kwargs = {
-        "features_extractor_class": ScreenInstructionExtractor,
-        "features_extractor_kwargs": {
-            "cnn_channels": p.cnn_channels,
-            "cnn_features": p.cnn_features,
-            "text_features": p.text_features,
-        },
-        "net_arch": {"pi": list(p.net_arch), "vf": list(p.net_arch)},
-    }
+    ppo = config.ppo
     return WeightedPPO(
         "MultiInputPolicy",
         venv,
-        episode_weight=episode_weight,
         learning_rate=ppo.learning_rate,
         n_steps=ppo.n_steps,
         batch_size=ppo.batch_size,
@@ -110,7 +100,7 @@ def build_model(config: TrainConfig, venv: Any, episode_weight: Any = None) -> A
         max_grad_norm=ppo.max_grad_norm,
         normalize_advantage=ppo.normalize_advantage,
         target_kl=ppo.target_kl,
-        policy_kwargs=policy_kwargs,
+        policy_kwargs=policy_kwargs(config.policy),
         seed=ppo.seed,
         device=ppo.device,
         verbose=0,
@@ -200,9 +190,9 @@ def train(
         closers.append(log)
         from cua_rl.training.rollouts import make_vec_env
 
-        venv = make_vec_env(config, parts.reward, parts.extra_rewards)
+        venv = make_vec_env(config, parts.reward, parts.extra_rewards, parts.filter)
         closers.append(venv)
-        model = build_model(config, venv, parts.episode_weight)
+        model = build_model(config, venv)
         digest = config_hash(config)
         if state is not None:
             restore_checkpoint(model, state, digest)
@@ -226,9 +216,9 @@ def _run(
     resumed_from: Path | None,
 ) -> TrainResult:
     run_dir = config.run_dir
-    log_cb = LogCallback(log, config.logging.log_interval, parts)
+    log_cb = LogMetrics(log, config.logging.log_interval, parts)
     log_cb.last_step = int(model.num_timesteps)
-    eval_cb = EvalCallback(config, parts, log)
+    eval_cb = EvaluateHeldOut(config, parts, log)
     closers.append(eval_cb)
     result = TrainResult(run_dir, 0, 0, evals=eval_cb.history, resumed_from=resumed_from)
 
@@ -243,8 +233,8 @@ def _run(
         )
         return result.checkpoint
 
-    ckpt_cb = CheckpointCallback(save, config.checkpoint.every)
-    progress = [ProgressCallback(total)] if config.logging.progress else []
+    ckpt_cb = SaveCheckpoints(save, config.checkpoint.every)
+    progress = [TrackProgress(total)] if config.logging.progress else []
     cbs: list[RunCallback] = [*progress, log_cb, eval_cb, ckpt_cb, *extra]
     eval_cb.init_callback(model)
     if config.eval.at_start and model.updates_done == 0:

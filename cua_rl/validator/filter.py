@@ -1,4 +1,10 @@
-"""Filter a folder of rollouts by dominator match and write a manifest.
+"""The rollout filter: keep, drop or down-weight episodes by dominator match.
+
+Two forms: :class:`RolloutFilter` weighs training episodes as they end (an
+``episode_filter`` of the scoring wrappers, :mod:`cua_rl.envs.score`), and
+:func:`filter_rollouts` filters a folder of recorded rollouts and writes a manifest.
+
+Folders:
 
 Each trace folder directly under ``folder`` (cua_rl episode folders from ``RecordTrajectory``
 or OSWorld-style result folders) is validated against a :class:`ReferenceModel`. A rollout is
@@ -12,18 +18,94 @@ person can see why each rollout was kept or not.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import tempfile
+from collections import Counter
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
-from cua_rl.errors import TraceFormatError
+from cua_rl.core import EpisodeEnd
+from cua_rl.errors import ConfigError, TraceFormatError
+from cua_rl.rewards.structural import model_for
 from cua_rl.validator.model import ReferenceModel, ValidationReport
-from cua_rl.validator.traces import list_trace_folders, read_trace
+from cua_rl.validator.traces import Trace, list_trace_folders, read_trace
 
-__all__ = ["FilterResult", "filter_rollouts", "write_json_atomic"]
+__all__ = ["FilterResult", "RolloutFilter", "filter_rollouts", "write_json_atomic"]
+
+
+class RolloutFilter:
+    """The rollout filter: the weight of a finished episode from its dominator validation.
+
+    Passing episodes (PASS, or coverage >= ``min_coverage``) get 1; failing ones 0 (``drop``)
+    or ``weight`` (``downweight``); episodes whose task has no reference model get 1 and are
+    counted in ``counts["no_model"]``. ``counts`` also has ``passed`` / ``failed`` and, where
+    the backend's checker scored the episode, ``passed_true_success``, ``passed_true_failure``,
+    ``failed_true_success`` and ``failed_true_failure`` (never used for the weight: they
+    measure the filter against ground truth).
+
+    With ``apply_to="judged_success"`` only episodes that a judge called successful (a verdict
+    in ``episode_end.verdicts`` with ``success``) are validated: the validator then vetoes the
+    judge's false positives; the others get 1 and count in ``counts["unchecked"]``.
+
+    Args:
+        models: Task id or domain -> ReferenceModel.
+        mode: ``"drop"`` or ``"downweight"``.
+        weight: Weight of a failing episode in ``downweight`` mode, in (0, 1).
+        min_coverage: Pass threshold on coverage; None = the validator's PASS.
+        apply_to: ``"all"`` or ``"judged_success"``.
+
+    Raises:
+        ConfigError: An unknown mode or ``apply_to``, or a weight outside (0, 1).
+    """
+
+    def __init__(
+        self,
+        models: Mapping[str, ReferenceModel],
+        mode: Literal["drop", "downweight"] = "drop",
+        weight: float = 0.5,
+        min_coverage: float | None = None,
+        apply_to: Literal["all", "judged_success"] = "all",
+    ) -> None:
+        if mode not in ("drop", "downweight"):
+            raise ConfigError(f"RolloutFilter mode must be 'drop' or 'downweight', got {mode!r}")
+        if apply_to not in ("all", "judged_success"):
+            raise ConfigError(f"RolloutFilter apply_to must be 'all' or 'judged_success', "
+                              f"got {apply_to!r}")  # fmt: skip
+        if mode == "downweight" and not 0.0 < weight < 1.0:
+            raise ConfigError(f"RolloutFilter weight must be in (0, 1), got {weight!r}")
+        self.models = dict(models)
+        self.fail_weight = 0.0 if mode == "drop" else float(weight)
+        self.min_coverage = min_coverage
+        self.apply_to = apply_to
+        self.counts: Counter[str] = Counter()
+
+    def __call__(self, end: EpisodeEnd) -> EpisodeEnd:
+        """The episode's record with its ``weight`` and ``filter_report`` set."""
+        verdict = self._verdict(end)
+        self.counts[verdict] += 1
+        ok = verdict != "failed"
+        if verdict in ("passed", "failed") and end.success is not None:
+            # how the filter agrees with the checker, where there is one
+            self.counts[f"{verdict}_true_{'success' if end.success else 'failure'}"] += 1
+        return dataclasses.replace(
+            end, weight=end.weight if ok else self.fail_weight, filter_report=verdict
+        )
+
+    def _verdict(self, end: EpisodeEnd) -> str:
+        if self.apply_to == "judged_success" and not any(
+            v is not None and v.ok and v.success for v in end.verdicts.values()
+        ):
+            return "unchecked"
+        model = None if end.trajectory is None else model_for(self.models, end.trajectory)
+        if model is None or end.trajectory is None:
+            return "no_model"
+        report = model.validate(Trace.from_trajectory(end.trajectory))
+        ok = report.passed if self.min_coverage is None else report.coverage >= self.min_coverage
+        return "passed" if ok else "failed"
 
 
 @dataclass

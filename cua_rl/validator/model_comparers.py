@@ -177,13 +177,13 @@ class QwenVLComparer(_JudgeComparer):
             JudgeError: The model cannot be loaded.
             ConfigError: A bad setting.
         """
-        from cua_rl.judges.qwen_vl import QwenVLJudge
+        from cua_rl.judges.factory import make_judge
 
         config = JudgeConfig(model, kind="qwen_vl", decision=decision or ThresholdRule(),
                              min_pixels=min_pixels, max_pixels=max_pixels)
-        judge = QwenVLJudge(config, device=device, dtype=dtype, batch_size=batch_size,
-                            generate_raw=False)
-        return cls(judge, layout=layout)
+        judge = make_judge(config, device=device, dtype=dtype, batch_size=batch_size,
+                           generate_raw=False)
+        return cls(judge, layout=layout)  # type: ignore[arg-type]
 
     def _messages(self, a: np.ndarray, b: np.ndarray) -> list[dict[str, Any]]:
         cfg = self.judge.config
@@ -226,11 +226,12 @@ class OpenAIComparer(_JudgeComparer):
         Raises:
             ConfigError: A bad URL or setting.
         """
-        from cua_rl.judges.openai_compat import OpenAIJudge
+        from cua_rl.judges.factory import make_judge
 
         config = JudgeConfig(model, kind="openai", decision=decision or ThresholdRule(),
                              min_pixels=min_pixels, max_pixels=max_pixels)
-        return cls(OpenAIJudge(config, base_url, **client), layout=layout)
+        judge = make_judge(config, base_url=base_url, **client)
+        return cls(judge, layout=layout)  # type: ignore[arg-type]
 
     def _messages(self, a: np.ndarray, b: np.ndarray) -> list[dict[str, Any]]:
         cfg = self.judge.config

@@ -14,7 +14,7 @@ from cua_rl.actions import Action, Wait
 from cua_rl.core import Observation, Task
 from cua_rl.envs.checks import CONTRACTS, CheckReport, EnvCheckError, check_cua_env
 from cua_rl.envs.cua_env import CUAEnv
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.errors import ActionError
 from cua_rl.tasks.base import FixedTasks
@@ -27,7 +27,7 @@ def make_env(backend: FakeBackend | None = None, render_mode: str | None = None)
 
 
 def wrap(env: gym.Env) -> gym.Env:  # type: ignore[type-arg]
-    return DiscretizeAction(EncodeInstruction(ResizeScreenshot(env, size=(64, 40))))
+    return DiscretizeDesktopAction(EncodeInstruction(ResizeScreenshot(env, size=(64, 40))))
 
 
 @pytest.mark.filterwarnings("ignore:.*alternative render modes:UserWarning")

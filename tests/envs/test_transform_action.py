@@ -1,4 +1,4 @@
-"""DiscretizeAction: index layout, grid centres, keys, vocabulary slots, encode as the inverse."""
+"""DiscretizeDesktopAction: index layout, grid centres, keys, vocabulary slots, encode as the inverse."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ import pytest
 from cua_rl.actions import Click, Done, Drag, Fail, Hotkey, Scroll, Type, Wait
 from cua_rl.core import Task
 from cua_rl.envs.cua_env import CUAEnv, RejectedAction
-from cua_rl.envs.transform_action import DEFAULT_KEYS, DiscretizeAction, grid_cell_centre
+from cua_rl.envs.transform_action import DEFAULT_KEYS, DiscretizeDesktopAction, grid_cell_centre
 from cua_rl.errors import ActionError, ConfigError
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing import FAKE_COLOURS, FakeBackend, fake_oracle, fake_tasks
@@ -20,9 +20,9 @@ N_KEYS = len(DEFAULT_KEYS)
 N_CELLS = 32 * 18
 
 
-def make(size: tuple[int, int] = (320, 200), **kwargs: object) -> DiscretizeAction:
+def make(size: tuple[int, int] = (320, 200), **kwargs: object) -> DiscretizeDesktopAction:
     env = CUAEnv(FakeBackend(size), FixedTasks(fake_tasks(8)))
-    return DiscretizeAction(env, **kwargs)  # type: ignore[arg-type]
+    return DiscretizeDesktopAction(env, **kwargs)  # type: ignore[arg-type]
 
 
 def test_action_space_size_and_layout() -> None:
@@ -223,4 +223,4 @@ def test_config_errors(kwargs: dict[str, object], message: str) -> None:
 
 def test_needs_an_env_with_a_screen_size() -> None:
     with pytest.raises(ConfigError, match="needs an env exposing screen_size"):
-        DiscretizeAction(gym.make("CartPole-v1"))
+        DiscretizeDesktopAction(gym.make("CartPole-v1"))

@@ -11,7 +11,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 
 from cua_rl.actions import to_pyautogui
 from cua_rl.envs.cua_env import CUAEnv
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.envs.vector import BatchRewards, BatchRewardsVecEnv
 from cua_rl.errors import ConfigError
@@ -99,7 +99,7 @@ def test_sb3_vector_scores_in_one_batch() -> None:
     judge = CountingJudge()
 
     def make() -> gym.Env:
-        return DiscretizeAction(EncodeInstruction(ResizeScreenshot(_env(), (32, 20))))
+        return DiscretizeDesktopAction(EncodeInstruction(ResizeScreenshot(_env(), (32, 20))))
 
     venv = BatchRewardsVecEnv(DummyVecEnv([make, make, make]), JudgeReward(judge))
     venv.reset()

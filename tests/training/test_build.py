@@ -17,7 +17,7 @@ from cua_rl.errors import CalibrationError, ConfigError
 from cua_rl.rewards.base import GroundTruthReward, WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
 from cua_rl.rewards.judge import JudgeReward
-from cua_rl.training.build import StratifiedCorrectedReward, ValidatorFilter, prepare_run
+from cua_rl.training.build import StratifiedCorrectedReward, RolloutFilter, prepare_run
 from cua_rl.training.config import TrainConfig
 
 JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
@@ -258,15 +258,15 @@ def test_validator_filter_weights_and_counts() -> None:
     def info(gt: float, family: str = "click_ok") -> dict[str, Any]:
         return {"trajectory": trajectory(gt, family)}
 
-    drop = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
+    drop = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
     assert [drop(info(1.0)), drop(info(0.0)), drop(info(0.0, "close_window"))] == [1.0, 0.0, 1.0]
     assert dict(drop.counts) == {
         "passed": 1, "failed": 1, "no_model": 1,
         "passed_true_success": 1, "failed_true_failure": 1,
     }  # fmt: skip
-    down = ValidatorFilter({"click_ok": FakeModel()}, "downweight", 0.3, None)
+    down = RolloutFilter({"click_ok": FakeModel()}, "downweight", 0.3, None)
     assert down(info(0.0)) == 0.3
-    by_coverage = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, 0.2)
+    by_coverage = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, 0.2)
     assert by_coverage(info(0.0)) == 1.0  # coverage 0.25 >= 0.2
     assert by_coverage.counts["passed_true_failure"] == 1  # the filter let a failure through
 
@@ -275,7 +275,7 @@ def test_validator_filter_does_not_count_truth_of_env_errors() -> None:
     import dataclasses
 
     broken = dataclasses.replace(trajectory(0.0), env_error="VM died")
-    flt = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
+    flt = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
     assert flt({"trajectory": broken}) == 0.0
     assert dict(flt.counts) == {"failed": 1}
 
@@ -319,7 +319,7 @@ def test_validator_filter_on_judged_successes_vetoes_false_positives() -> None:
         verdicts = {} if said is None else {"judge": Verdict(said, None, "", judge_id="j")}
         return {"trajectory": trajectory(gt), "judge_verdicts": verdicts}
 
-    flt = ValidatorFilter({"click_ok": FakeModel()}, "drop", 0.5, None, "judged_success")
+    flt = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None, "judged_success")
     assert flt(info(0.0, True)) == 0.0  # the judge's false positive is vetoed
     assert flt(info(1.0, True)) == 1.0
     assert flt(info(0.0, False)) == 1.0  # a judged failure is not validated: it stays
@@ -329,7 +329,7 @@ def test_validator_filter_on_judged_successes_vetoes_false_positives() -> None:
         "unchecked": 2,
     }  # fmt: skip
     with pytest.raises(ConfigError, match="apply_to"):
-        ValidatorFilter({}, "drop", 0.5, None, "sometimes")
+        RolloutFilter({}, "drop", 0.5, None, "sometimes")
 
 
 def test_judged_success_filter_needs_a_judge_reward(

@@ -10,7 +10,7 @@ from collections.abc import Callable
 import numpy as np
 import pytest
 
-from cua_rl.envs.transform_action import DiscretizeAction
+from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.errors import ConfigError
 from cua_rl.training.config import TrainConfig
 from cua_rl.training.envs import (
@@ -70,7 +70,7 @@ def test_factory_builds_the_wrapped_env_and_pickles(
     factory = pickle.loads(pickle.dumps(EnvFactory(config)))
     env = factory()
     try:
-        assert isinstance(env, DiscretizeAction)
+        assert isinstance(env, DiscretizeDesktopAction)
         assert env.action_space.n == 4 * 4 + 4 + 2  # grid, keys, WAIT, DONE
         obs, info = env.reset(seed=3)
         assert obs["screenshot"].shape == (24, 32, 3)

@@ -1,13 +1,21 @@
-"""The contract every desktop (SimDesk, OSWorld VM, WAA VM, local X11, MiniWoB++) implements."""
+"""The contracts of a backend: the desktop (:class:`DesktopBackend`) and how a config makes it
+and its tasks (:class:`BackendSpec`, one registry entry per backend)."""
 
 from __future__ import annotations
 
-from typing import Protocol, runtime_checkable
+from typing import TYPE_CHECKING, Literal, Protocol, runtime_checkable
 
 from cua_rl.actions import Action
 from cua_rl.core import Observation, Task
 
-__all__ = ["DesktopBackend"]
+if TYPE_CHECKING:
+    from cua_rl.envs.config import EnvConfig
+    from cua_rl.tasks.base import TaskSet
+
+__all__ = ["BackendSpec", "DesktopBackend", "Split"]
+
+#: Which tasks: the training tasks or the held-out evaluation tasks of a config.
+Split = Literal["train", "eval"]
 
 
 @runtime_checkable
@@ -46,4 +54,33 @@ class DesktopBackend(Protocol):
 
     def close(self) -> None:
         """Release every resource (processes, connections, VMs)."""
+        ...
+
+
+@runtime_checkable
+class BackendSpec(Protocol):
+    """How an ``env`` config section becomes a desktop and its tasks: one per backend.
+
+    A backend is one module defining its :class:`DesktopBackend` and a spec, plus one entry in
+    :mod:`cua_rl.envs.backends.registry`; training, evaluation and the CLI build envs only through
+    :func:`cua_rl.envs.make.make_env`, which asks the spec.
+
+    Attributes:
+        name: The registry name (``env.backend`` in a config).
+    """
+
+    name: str
+
+    def check_config(self, config: EnvConfig) -> None:
+        """Refuse (``ConfigError`` naming ``env.<key>``) what this backend cannot run: unknown
+        ``backend_kwargs``, families or task files, a screen it cannot show. Reads no files
+        beyond what is cheap; called when the config is loaded."""
+        ...
+
+    def make_backend(self, config: EnvConfig) -> DesktopBackend:
+        """A fresh desktop for the config (one per env)."""
+        ...
+
+    def tasks(self, config: EnvConfig, split: Split) -> TaskSet:
+        """The training or held-out evaluation tasks of the config."""
         ...

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from typing import Any
 
-from cua_rl.errors import TaskSpecError
+from cua_rl.errors import ConfigError, TaskSpecError
 
-__all__ = ["KNOWN_BUGS", "SimDeskConfig"]
+__all__ = ["KNOWN_BUGS", "SIMDESK_KNOBS", "SimDeskConfig"]
 
 KNOWN_BUGS: frozenset[str] = frozenset({
     "search_empty", "save_fails", "button_disabled",
@@ -91,3 +94,29 @@ class SimDeskConfig:
     def scale(self) -> float:
         """Layout scale relative to 1280x720: ``min(width / 1280, height / 720)``."""
         return min(self.width / 1280, self.height / 720)
+
+    @classmethod
+    def from_knobs(cls, knobs: Mapping[str, Any], where: str = "SimDeskConfig") -> SimDeskConfig:
+        """Build from plain data (YAML, keyword arguments), strictly.
+
+        Args:
+            knobs: Field name -> value; lists are accepted for the pairs and the bugs.
+            where: How messages name the source (a config key, an env id).
+
+        Raises:
+            ConfigError: An unknown key or an invalid value, naming ``where``.
+            TaskSpecError: An unknown bug name.
+        """
+        unknown = sorted(set(knobs) - set(SIMDESK_KNOBS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {unknown}; allowed: {list(SIMDESK_KNOBS)}")
+        try:
+            return cls(**knobs)
+        except TaskSpecError:
+            raise
+        except (ValueError, TypeError) as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+
+#: The fields of :class:`SimDeskConfig` (the desktop's knobs).
+SIMDESK_KNOBS: tuple[str, ...] = tuple(f.name for f in dataclasses.fields(SimDeskConfig))

@@ -1,7 +1,8 @@
 """Strict construction of config dataclasses: type checks, unknown keys, plain-data export.
 
-Used by :mod:`cua_rl.training.config`. A config dataclass has a ``SECTION`` class variable (its
-dotted place in the YAML file, for messages) and calls :func:`check_fields` in ``__post_init__``.
+Used by the config dataclasses (:mod:`cua_rl.envs.config`, :mod:`cua_rl.training.config`). A
+config dataclass has a ``SECTION`` class variable (its dotted place in the YAML file, for
+messages) and calls :func:`check_fields` in ``__post_init__``.
 """
 
 from __future__ import annotations

@@ -1,0 +1,104 @@
+"""The ``env`` section of a config: which desktop backend, its tasks and their split.
+
+:class:`EnvConfig` is read strictly from YAML (through :mod:`cua_rl._strict`). Which backend
+names exist, and what each accepts in ``backend_kwargs``, ``families`` and ``task_files``, is
+the backend's business: :meth:`EnvConfig.__post_init__` asks the backend registry
+(:mod:`cua_rl.envs.backends.registry`), so a new backend adds no code here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, ClassVar
+
+from cua_rl._strict import check, check_fields
+
+__all__ = ["CALIBRATION_SEED_START", "EnvConfig", "SplitConfig"]
+
+#: First task seed of held-out calibration tasks (seeded backends): training and evaluation
+#: seeds stay below it (``cua_rl.calibration.CALIBRATION_SEED_START`` is the same number).
+CALIBRATION_SEED_START = 2**31
+
+
+@dataclass(frozen=True)
+class SplitConfig:
+    """Which tasks train and which are held out for evaluation."""
+
+    SECTION: ClassVar[str] = "env.split"
+
+    #: seeded backends (tasks made from a seed): first task seed of the training tasks.
+    train_seed_start: int = 0
+    #: seeded backends: training task seeds per family; None = every seed up to eval_seed_start.
+    train_seeds: int | None = None
+    #: seeded backends: first task seed of the held-out evaluation tasks.
+    eval_seed_start: int = 1_000_000_000
+    #: seeded backends: held-out evaluation task seeds per family.
+    eval_seeds: int = 50
+    #: file backends (tasks read from task files): share of task files held out for evaluation.
+    eval_fraction: float = 0.2
+    #: file backends: seed of the task-file split.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "train_seed_start", self.train_seed_start >= 0, "must be >= 0")
+        v = self.train_seeds
+        check(self, "train_seeds", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "eval_seeds", self.eval_seeds >= 1, "must be >= 1")
+        check(self, "eval_fraction", 0.0 < self.eval_fraction < 1.0, "must be in (0, 1)")
+        (t0, t1), (e0, e1) = self.train_range, self.eval_range
+        check(self, "train_seed_start", t0 < t1, "must be below eval_seed_start")
+        check(self, "eval_seed_start", t1 <= e0 or e1 <= t0,
+               f"eval seeds [{e0}, {e1}) overlap training seeds [{t0}, {t1})")  # fmt: skip
+        check(self, "eval_seeds", max(t1, e1) <= CALIBRATION_SEED_START,
+               f"task seeds must stay below {CALIBRATION_SEED_START} (held-out calibration "
+               f"tasks start there); training [{t0}, {t1}), eval [{e0}, {e1})")  # fmt: skip
+
+    @property
+    def train_range(self) -> tuple[int, int]:
+        """Training seeds as a half-open range [lo, hi)."""
+        lo = self.train_seed_start
+        return lo, self.eval_seed_start if self.train_seeds is None else lo + self.train_seeds
+
+    @property
+    def eval_range(self) -> tuple[int, int]:
+        """Held-out evaluation seeds as a half-open range [lo, hi)."""
+        return self.eval_seed_start, self.eval_seed_start + self.eval_seeds
+
+    def seeds(self, split: str) -> tuple[int, int]:
+        """The seed range of a split (``train`` or ``eval``)."""
+        return self.train_range if split == "train" else self.eval_range
+
+
+@dataclass(frozen=True)
+class EnvConfig:
+    """The desktop, its tasks and the episode budget."""
+
+    SECTION: ClassVar[str] = "env"
+
+    #: Desktop backend, a name of the backend registry (simdesk, osworld, waa, macosworld,
+    #: miniwob, or one registered with cua_rl.envs.backends.registry.register_backend).
+    backend: str = "simdesk"
+    #: Backend settings (the backend lists what it accepts; e.g. SimDesk's desktop knobs).
+    backend_kwargs: dict[str, Any] = field(default_factory=dict)
+    #: (width, height) of the desktop in pixels.
+    screen: tuple[int, int] = (640, 400)
+    #: Task families of seeded backends (empty = the backend's default); file backends:
+    #: domains kept.
+    families: tuple[str, ...] = ()
+    #: File backends (osworld/waa/macosworld): task JSON files or folders.
+    task_files: tuple[str, ...] = ()
+    #: Step budget of every episode; None = each task's own.
+    max_steps: int | None = None
+    #: Train / held-out evaluation task split.
+    split: SplitConfig = field(default_factory=SplitConfig)
+
+    def __post_init__(self) -> None:
+        from cua_rl.envs.backends.registry import get_backend
+
+        check_fields(self)
+        check(self, "screen", min(self.screen) >= 1, "must be positive")
+        v = self.max_steps
+        check(self, "max_steps", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "families", len(set(self.families)) == len(self.families), "must be distinct")
+        get_backend(self.backend, where=f"{self.SECTION}.backend").check_config(self)
