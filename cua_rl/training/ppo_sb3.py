@@ -19,7 +19,7 @@ more. Such an episode's earlier steps were trained on with weight 1. Every time 
 an episode whose weight is not 1 it is counted (``stats["stale_episodes"]`` and the number of
 steps in ``stats["stale_steps"]``, logged as ``rollout/stale_*``). It needs an episode to be
 running at a rollout boundary *and* to end up excluded; with ``n_steps`` several times the
-step budget (default 128 per env against SimDesk budgets of 4-20) few episodes straddle a
+step budget (default 128 per env against step budgets of 4-20) few episodes straddle a
 boundary at all.
 
 **Truncation is terminal.** SB3 adds ``gamma * V(terminal_observation)`` to the reward of an

@@ -11,23 +11,27 @@ import numpy as np
 import pytest
 from gymnasium import spaces
 
+from cua_rl.core import EpisodeEnd
 from cua_rl.training.config import TrainConfig
 
 
 class TinyEpisodeEnv(gym.Env[dict[str, np.ndarray], np.int64]):
     """Episodes of exactly ``length`` steps; episode ``k`` (counted from 0) is unscorable when
-    ``unscorable(k)``. The reward is 1.0 on the last step of a scorable episode; the end is a
-    termination, or a truncation with ``truncate=True``."""
+    ``unscorable(k)`` and weighs ``weight(k)`` (as the rollout filter would set it). The reward is
+    1.0 on the last step of a scorable episode, whose info carries a scored ``EpisodeEnd`` (no
+    trajectory); the end is a termination, or a truncation with ``truncate=True``."""
 
     def __init__(
         self,
         length: int = 3,
         unscorable: Callable[[int], bool] = lambda k: False,
         truncate: bool = False,
+        weight: Callable[[int], float] = lambda k: 1.0,
     ) -> None:
         self.length = length
         self.truncate = truncate
         self.unscorable = unscorable
+        self.weight = weight
         self.observation_space = spaces.Dict(
             {
                 "screenshot": spaces.Box(0, 255, (16, 16, 3), np.uint8),
@@ -55,8 +59,13 @@ class TinyEpisodeEnv(gym.Env[dict[str, np.ndarray], np.int64]):
         reward = 0.0
         if done:
             scorable = not self.unscorable(self.episode)
-            info.update(scorable=scorable, ground_truth=1.0, end_reason="done")
             reward = 1.0 if scorable else 0.0
+            info["episode_end"] = EpisodeEnd(
+                None, "done", ground_truth=1.0, scored=True, reward=reward if scorable else None,
+                components={"ground_truth": reward if scorable else None},
+                unscorable_reason=None if scorable else "unscorable in this test",
+                weight=self.weight(self.episode),
+            )  # fmt: skip
         return self._obs(), reward, done and not self.truncate, done and self.truncate, info
 
 

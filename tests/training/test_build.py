@@ -17,7 +17,7 @@ from cua_rl.errors import CalibrationError, ConfigError
 from cua_rl.rewards.base import GroundTruthReward, WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
 from cua_rl.rewards.judge import JudgeReward
-from cua_rl.training.build import StratifiedCorrectedReward, RolloutFilter, prepare_run
+from cua_rl.training.build import prepare_run
 from cua_rl.training.config import TrainConfig
 
 JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
@@ -69,7 +69,7 @@ def trajectory(ground_truth: float, family: str = "click_ok", seed: int = 5) -> 
 def test_ground_truth_primary_needs_nothing(tiny_config: Callable[..., TrainConfig]) -> None:
     parts = prepare_run(tiny_config())
     assert isinstance(parts.reward, GroundTruthReward)
-    assert parts.extra_rewards == () and parts.judge is None and parts.episode_weight is None
+    assert parts.extra_rewards == () and parts.judge is None and parts.filter is None
 
 
 def test_judge_primary_logs_ground_truth_as_extra(tiny_config: Callable[..., TrainConfig]) -> None:
@@ -104,7 +104,8 @@ def test_corrected_per_os_files_correct_with_their_own_rates(
     parts = prepare_run(
         tiny_config(reward={"primary": "corrected", "judge": JUDGE, "calibration": files})
     )
-    assert isinstance(parts.reward, StratifiedCorrectedReward)
+    assert isinstance(parts.reward, CorrectedReward)
+    assert set(parts.reward.calibrations) == {"simdesk", "all"}
     good, bad = trajectory(1.0), trajectory(0.0)
     values = parts.reward.score_batch([good, bad])
     verdicts = parts.reward.last_verdicts
@@ -241,43 +242,14 @@ def test_miniwob_not_implemented_yet(tiny_config: Callable[..., TrainConfig]) ->
         prepare_run(config)
 
 
-class FakeReport:
-    def __init__(self, passed: bool, coverage: float) -> None:
-        self.passed, self.coverage = passed, coverage
-
-
 class FakeModel:
     """A reference model whose verdict is the trajectory's ground truth."""
 
-    def validate(self, trace: Any) -> FakeReport:
+    def validate(self, trace: Any) -> Any:
+        from types import SimpleNamespace
+
         ok = bool(trace.meta.get("ground_truth"))
-        return FakeReport(ok, 1.0 if ok else 0.25)
-
-
-def test_validator_filter_weights_and_counts() -> None:
-    def info(gt: float, family: str = "click_ok") -> dict[str, Any]:
-        return {"trajectory": trajectory(gt, family)}
-
-    drop = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
-    assert [drop(info(1.0)), drop(info(0.0)), drop(info(0.0, "close_window"))] == [1.0, 0.0, 1.0]
-    assert dict(drop.counts) == {
-        "passed": 1, "failed": 1, "no_model": 1,
-        "passed_true_success": 1, "failed_true_failure": 1,
-    }  # fmt: skip
-    down = RolloutFilter({"click_ok": FakeModel()}, "downweight", 0.3, None)
-    assert down(info(0.0)) == 0.3
-    by_coverage = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, 0.2)
-    assert by_coverage(info(0.0)) == 1.0  # coverage 0.25 >= 0.2
-    assert by_coverage.counts["passed_true_failure"] == 1  # the filter let a failure through
-
-
-def test_validator_filter_does_not_count_truth_of_env_errors() -> None:
-    import dataclasses
-
-    broken = dataclasses.replace(trajectory(0.0), env_error="VM died")
-    flt = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None)
-    assert flt({"trajectory": broken}) == 0.0
-    assert dict(flt.counts) == {"failed": 1}
+        return SimpleNamespace(passed=ok, coverage=1.0 if ok else 0.25)
 
 
 def test_structural_weight_builds_a_weighted_reward(
@@ -312,24 +284,23 @@ def test_judge_id_is_checked_before_a_model_judge_loads(
         prepare_run(config)  # refused from the id alone: loading the model would fail differently
 
 
-def test_validator_filter_on_judged_successes_vetoes_false_positives() -> None:
-    from cua_rl.judges.base import Verdict
+def test_filter_is_built_from_the_config(
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+) -> None:
+    from cua_rl.validator import model as validator_model
+    from cua_rl.validator.filter import RolloutFilter
 
-    def info(gt: float, said: bool | None) -> dict[str, Any]:
-        verdicts = {} if said is None else {"judge": Verdict(said, None, "", judge_id="j")}
-        return {"trajectory": trajectory(gt), "judge_verdicts": verdicts}
-
-    flt = RolloutFilter({"click_ok": FakeModel()}, "drop", 0.5, None, "judged_success")
-    assert flt(info(0.0, True)) == 0.0  # the judge's false positive is vetoed
-    assert flt(info(1.0, True)) == 1.0
-    assert flt(info(0.0, False)) == 1.0  # a judged failure is not validated: it stays
-    assert flt(info(1.0, None)) == 1.0
-    assert dict(flt.counts) == {
-        "failed": 1, "failed_true_failure": 1, "passed": 1, "passed_true_success": 1,
-        "unchecked": 2,
-    }  # fmt: skip
-    with pytest.raises(ConfigError, match="apply_to"):
-        RolloutFilter({}, "drop", 0.5, None, "sometimes")
+    monkeypatch.setattr(
+        validator_model.ReferenceModel, "load", classmethod(lambda cls, folder: FakeModel())
+    )
+    (tmp_path / "ref").mkdir()
+    parts = prepare_run(tiny_config(reward={
+        "filter": {"mode": "downweight", "weight": 0.3, "min_coverage": 0.5},
+        "reference_models": {"click_ok": "ref"},
+    }))  # fmt: skip
+    assert isinstance(parts.filter, RolloutFilter)
+    assert (parts.filter.fail_weight, parts.filter.min_coverage) == (0.3, 0.5)
+    assert set(parts.filter.models) == {"click_ok"}
 
 
 def test_judged_success_filter_needs_a_judge_reward(

@@ -112,8 +112,8 @@ SIM = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.1}
             r"env\.backend_kwargs: unknown key\(s\) \['width'\]",
         ),
         ({"env": {"backend_kwargs": {"popup_rate": 2.0}}}, r"env\.backend_kwargs: .*popup_rate"),
-        ({"env": {"backend": "osworld"}}, r"env\.task_files: osworld needs task files"),
-        ({"env": {"backend": "miniwob"}}, r"env\.families: miniwob needs task names"),
+        ({"env": {"backend": "osworld"}}, r"env\.task_files: the osworld backend needs task_files"),
+        ({"env": {"backend": "miniwob"}}, r"env\.families: the miniwob backend needs families"),
         (
             {"env": {"backend": "simdesk", "task_files": ["a.json"]}},
             r"env\.task_files: simdesk takes",
@@ -257,10 +257,14 @@ def test_config_hash_ignores_where_and_how_long_but_not_what() -> None:
 
 
 def test_simdesk_knobs_convert_lists() -> None:
+    from cua_rl.envs.backends.simdesk.spec import SPEC
+
     config = TrainConfig.from_dict(
         {"env": {"backend_kwargs": {"loading_steps": [1, 2], "bugs": ["save_fails"]}}}
     )
-    knobs = config.env.simdesk_knobs()
-    assert knobs["loading_steps"] == (1, 2)
-    assert knobs["bugs"] == frozenset({"save_fails"})
-    assert (knobs["width"], knobs["height"]) == (640, 400)
+    desktop = SPEC.desktop_config(config.env)
+    assert desktop.loading_steps == (1, 2)
+    assert desktop.bugs == frozenset({"save_fails"})
+    assert (desktop.width, desktop.height) == (640, 400)
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs: SimDeskConfig\.loading_steps"):
+        TrainConfig.from_dict({"env": {"backend_kwargs": {"loading_steps": 5}}})

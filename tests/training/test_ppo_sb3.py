@@ -14,7 +14,7 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from cua_rl.errors import ConfigError
 from cua_rl.policies.cnn import ScreenInstructionExtractor
 from cua_rl.training.callbacks import RunCallback
-from cua_rl.training.ppo_sb3 import WeightedBatch, WeightedPPO, scorable_weight
+from cua_rl.training.ppo_sb3 import WeightedBatch, WeightedPPO, episode_weight
 
 POLICY_KWARGS = {
     "features_extractor_class": ScreenInstructionExtractor,
@@ -49,10 +49,18 @@ class Snapshots(RunCallback):
         return True
 
 
-def test_scorable_weight() -> None:
-    assert scorable_weight({"scorable": False}) == 0.0
-    assert scorable_weight({"scorable": True}) == 1.0
-    assert scorable_weight({}) == 1.0
+def test_episode_weight_reads_the_episode_record() -> None:
+    from cua_rl.core import EpisodeEnd
+
+    scored = EpisodeEnd(None, "done", scored=True, reward=0.0, unscorable_reason=None)
+    assert episode_weight({"episode_end": scored}) == 1.0  # a reward of 0 is a score
+    assert episode_weight({"episode_end": EpisodeEnd(None, "done")}) == 0.0  # never scored
+    assert episode_weight({"episode_end": EpisodeEnd.lost("worker died")}) == 0.0
+    half = EpisodeEnd(None, "done", scored=True, reward=1.0, unscorable_reason=None, weight=0.5)
+    assert episode_weight({"episode_end": half}) == 0.5
+    unscorable_but_weighted = EpisodeEnd(None, "done", scored=True, weight=0.5)
+    assert episode_weight({"episode_end": unscorable_but_weighted}) == 0.0
+    assert episode_weight({}) == 1.0  # not a CUAEnv: every episode counts
 
 
 def test_weights_written_back_when_episodes_end_and_stale_steps_counted(tiny_env_cls) -> None:
@@ -224,17 +232,13 @@ def test_refuses_what_it_cannot_weight(tiny_env_cls) -> None:
 
 
 @pytest.mark.filterwarnings("ignore:You have specified a mini-batch size")
-def test_episode_weight_function_and_filter_counters(tiny_env_cls) -> None:
-    seen: list[int] = []
+def test_filter_weights_and_counters(tiny_env_cls) -> None:
+    def weight(k: int) -> float:
+        return {0: 0.0, 1: 0.5}.get(k % 3, 1.0)
 
-    def weight(info: dict[str, Any]) -> float:
-        seen.append(info["episode_index"])
-        return {0: 0.0, 1: 0.5}.get(info["episode_index"] % 3, 1.0)
-
-    model = make_model([lambda: tiny_env_cls(2)], n_steps=6, episode_weight=weight)
+    model = make_model([lambda: tiny_env_cls(2, weight=weight)], n_steps=6)
     snaps = Snapshots()
     model.learn(6, callback=[snaps])
-    assert seen == [0, 1, 2]
     np.testing.assert_array_equal(snaps.weights[0].ravel(), [0, 0, 0.5, 0.5, 1, 1])
     assert model.stats["dropped"] == 1 and model.stats["downweighted"] == 1
     assert [e["weight"] for e in model.pop_finished()] == [0.0, 0.5, 1.0]

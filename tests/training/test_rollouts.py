@@ -16,7 +16,8 @@ import numpy as np
 import pytest
 from stable_baselines3.common.vec_env import VecMonitor
 
-from cua_rl.envs.vector import BatchRewardsVecEnv
+from cua_rl.core import EpisodeEnd
+from cua_rl.envs.score import ScoreEpisodesVec
 from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.config import TrainConfig
@@ -28,7 +29,7 @@ from cua_rl.training.train import build_model
 def test_make_vec_env_dummy_scores_in_the_wrapper(tiny_config: Callable[..., TrainConfig]) -> None:
     venv = make_vec_env(tiny_config(), GroundTruthReward())
     try:
-        assert isinstance(venv, VecMonitor) and isinstance(venv.venv, BatchRewardsVecEnv)
+        assert isinstance(venv, VecMonitor) and isinstance(venv.venv, ScoreEpisodesVec)
         venv.seed(0)
         obs = venv.reset()
         assert obs["screenshot"].shape == (2, 24, 32, 3)
@@ -37,7 +38,9 @@ def test_make_vec_env_dummy_scores_in_the_wrapper(tiny_config: Callable[..., Tra
             obs, rewards, dones, infos = venv.step(np.array([0, 1]))
             done_infos += [i for i, d in zip(infos, dones, strict=True) if d]
         assert len(done_infos) == 4
-        assert all(i["reward_pending"] is False and i["scorable"] for i in done_infos)
+        ends = [i["episode_end"] for i in done_infos]
+        assert all(isinstance(e, EpisodeEnd) and e.scored and e.scorable for e in ends)
+        assert [e.reward for e in ends] == [e.ground_truth for e in ends]  # ground-truth reward
         assert venv.venv.batches == [2, 2]  # one scoring batch per vector step
     finally:
         venv.close()
@@ -65,15 +68,19 @@ def _check_restart_of_a_killed_worker(venv: Any, config: TrainConfig, reason: st
     os.kill(pid, signal.SIGKILL)
     obs, rewards, dones, infos = venv.step(np.array([0, 1]))
     assert dones.tolist() == [True, False] and rewards[0] == 0.0
-    assert infos[0]["scorable"] is False and infos[0]["worker_restarted"] is True
-    assert reason in infos[0]["unscorable_reason"]
+    lost = infos[0]["episode_end"]
+    assert not lost.scorable and infos[0]["worker_restarted"] is True
+    assert lost.trajectory is None and lost.effective_weight == 0.0
+    assert reason in lost.unscorable_reason and reason in lost.env_error
     assert infos[0]["terminal_observation"]["screenshot"].shape == (24, 32, 3)
     assert venv.restarts == [1, 0] and venv.worker_pids()[0] != pid
     ended = []
     for _ in range(5):  # the new worker goes on; its episode ends normally (max_steps 5)
         obs, rewards, dones, infos = venv.step(np.array([0, 1]))
         ended += [infos[0]] if dones[0] else []
-    assert [(i["end_reason"], i["reward_pending"]) for i in ended] == [("max_steps", True)]
+    assert [(i["episode_end"].end_reason, i["episode_end"].scored) for i in ended] == [
+        ("max_steps", False)  # the bare RestartingVecEnv scores nothing
+    ]
     assert venv.env_is_wrapped(type(EnvFactory(config)())) == [True, True]
     os.kill(venv.worker_pids()[1], signal.SIGKILL)  # dead between steps: found at reset
     venv.reset()
@@ -105,6 +112,20 @@ def test_process_vec_env_gives_up_after_max_restarts(
             venv.step(np.array([0]))
     finally:
         venv.close()
+
+
+@pytest.mark.ray
+def test_ray_address_without_a_cluster_is_one_clear_error(
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cua_rl.errors import BackendError
+    from cua_rl.training.rollouts import RayVecEnv
+
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    with pytest.raises(BackendError, match=r"ppo\.ray\.address: cannot start or connect to Ray "
+                                           r"at 'auto': .*ray start --head") as caught:
+        RayVecEnv([EnvFactory(tiny_config())], address="auto", step_timeout_s=30)
+    assert "\n" not in str(caught.value)
 
 
 def test_ray_missing_names_the_extra(

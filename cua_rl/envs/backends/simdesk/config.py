@@ -72,8 +72,10 @@ class SimDeskConfig:
                 raise ValueError(f"SimDeskConfig.{name} must be an int >= {low}, got {value!r}")
         _check_prob("loading_prob", self.loading_prob)
         _check_prob("popup_rate", self.popup_rate)
-        object.__setattr__(self, "loading_steps", tuple(self.loading_steps))
-        object.__setattr__(self, "step_seconds", tuple(self.step_seconds))
+        for name in ("loading_steps", "step_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, list):
+                object.__setattr__(self, name, tuple(value))
         _check_range("loading_steps", self.loading_steps, 1)
         _check_range("step_seconds", self.step_seconds, 0)
         if not isinstance(self.jitter, int) or isinstance(self.jitter, bool) or self.jitter < 0:
