@@ -50,7 +50,8 @@ class EpisodeScorer:
         episode_filter: Sets the weight of each scorable episode (the rollout filter).
 
     Attributes:
-        batches: Sizes of the batches scored so far (one entry per call that scored episodes).
+        batches: Sizes of the scoring batches so far: episodes the sources saw (env errors and
+            lost episodes are not scored), one entry per call that scored at least one.
 
     Raises:
         ConfigError: Two reward components share a name.
@@ -74,7 +75,9 @@ class EpisodeScorer:
         todo = [i for i, end in enumerate(ends) if not end.scored]
         out = list(ends)
         if todo:
-            self.batches.append(len(todo))
+            judged = sum(ends[i].trajectory is not None and ends[i].env_error is None for i in todo)
+            if judged:
+                self.batches.append(judged)
             scored = score_episodes(
                 [ends[i] for i in todo], self.reward, self.extra_rewards, self.episode_filter
             )

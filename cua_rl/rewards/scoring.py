@@ -51,13 +51,17 @@ class EpisodeScore:
         return self.reward is not None
 
 
-def _sources(primary: RewardSource, extras: Sequence[RewardSource]) -> list[RewardSource]:
-    out: list[RewardSource] = []
+def _sources(
+    primary: RewardSource, extras: Sequence[RewardSource]
+) -> list[tuple[str, RewardSource]]:
+    """(component name, source) of every source to call: a WeightedReward primary's parts under
+    their keys in the WeightedReward (which may differ from the sources' own names)."""
+    out: list[tuple[str, RewardSource]] = []
     if isinstance(primary, WeightedReward):
-        out.extend(source for source, _ in primary.sources.values())
+        out.extend((key, source) for key, (source, _) in primary.sources.items())
     else:
-        out.append(primary)
-    out.extend(extras)
+        out.append((primary.name, primary))
+    out.extend((source.name, source) for source in extras)
     return out
 
 
@@ -120,15 +124,15 @@ def score_trajectories(
     verdicts: list[dict[str, Verdict]] = [{} for _ in range(n)]
     if live:
         batch = [trajectories[i] for i in live]
-        for source in _sources(primary, extras):
+        for name, source in _sources(primary, extras):
             got = _batch(source, batch)
             judged = getattr(source, "last_verdicts", None)
             for k, i in enumerate(live):
-                values[source.name][i] = got[k]
+                values[name][i] = got[k]
                 if isinstance(judged, list) and len(judged) == len(batch):
                     verdict = judged[k]
                     if isinstance(verdict, Verdict):
-                        verdicts[i][source.name] = verdict
+                        verdicts[i][name] = verdict
         if isinstance(primary, WeightedReward):
             for i in live:
                 parts = {key: values[key][i] for key in primary.sources}

@@ -11,7 +11,7 @@ from gymnasium.utils.env_checker import check_env as gym_check_env
 from stable_baselines3.common.env_checker import check_env as sb3_check_env
 
 from cua_rl.actions import Action, Wait
-from cua_rl.core import Observation, Task
+from cua_rl.core import EpisodeEnd, Observation, Task
 from cua_rl.envs.checks import CONTRACTS, CheckReport, EnvCheckError, check_cua_env
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.transform_action import DiscretizeDesktopAction
@@ -107,6 +107,47 @@ def test_non_deterministic_reset_is_named() -> None:
     with pytest.raises(EnvCheckError, match="reset\\(seed=0\\) twice gave different") as info:
         check_cua_env(make_env(NonDeterministicReset()))
     assert info.value.contract == "same_seed_same_first_observation"
+
+
+class RewardsEveryStep(CUAEnv):
+    """Pays 0.5 on every step before the last: a shaped reward the contract forbids."""
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        obs, reward, terminated, truncated, info = super().step(action)
+        return obs, (reward if terminated or truncated else 0.5), terminated, truncated, info
+
+
+class HidesTheEpisodeEnd(CUAEnv):
+    """Drops the finished-episode record from the last step's info."""
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        obs, reward, terminated, truncated, info = super().step(action)
+        info.pop("episode_end", None)
+        return obs, reward, terminated, truncated, info
+
+
+class EndsEarly(CUAEnv):
+    """Emits the record one step before the episode ends."""
+
+    def step(self, action):  # type: ignore[no-untyped-def]
+        obs, reward, terminated, truncated, info = super().step(action)
+        if not (terminated or truncated) and len(self.steps) == 2:  # gymnasium checks step 1
+            info["episode_end"] = EpisodeEnd.lost("too early")
+        return obs, reward, terminated, truncated, info
+
+
+@pytest.mark.parametrize(
+    ("cls", "message"),
+    [
+        (RewardsEveryStep, r"step 0 is not the last but returned reward 0.5"),
+        (EndsEarly, r"step 1 is not the last but returned reward 0.0 and episode_end EpisodeEnd"),
+        (HidesTheEpisodeEnd, r"the last step's info has no scored episode_end: None"),
+    ],
+)
+def test_episode_end_only_at_last_step_is_checked(cls: type[CUAEnv], message: str) -> None:
+    env = cls(FakeBackend(), FixedTasks(fake_tasks(8)))
+    with pytest.raises(EnvCheckError, match=rf"'episode_end_only_at_last_step' failed: {message}"):
+        check_cua_env(env)
 
 
 def test_ppo_learns_for_64_steps_on_the_wrapped_env() -> None:

@@ -1,4 +1,5 @@
-"""CUAEnv over FakeBackend: episode flow, terminal rewards, action errors, budget, env errors."""
+"""CUAEnv over FakeBackend: episode flow, the finished-episode record, action errors, budget,
+env errors; and the terminal rewards it gets once wrapped in ScoreEpisodes."""
 
 from __future__ import annotations
 
@@ -10,23 +11,28 @@ import numpy as np
 import pytest
 
 from cua_rl.actions import Done, Hotkey, Type, Wait, to_pyautogui
-from cua_rl.core import EpisodeResult, Task, Trajectory
+from cua_rl.core import EpisodeEnd, Task, Trajectory
 from cua_rl.envs.cua_env import INSTRUCTION_MAX_LENGTH, CUAEnv, RejectedAction
+from cua_rl.envs.score import ScoreEpisodes
 from cua_rl.errors import BackendError, ConfigError, CuaRLError
-from cua_rl.rewards.base import GroundTruthReward, WeightedReward
+from cua_rl.rewards.base import GroundTruthReward, RewardSource, WeightedReward
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing import FakeBackend, fake_oracle, fake_tasks
 
-FINAL_KEYS = {
+#: info keys of the old API that must not come back: the finished episode is one record.
+LOOSE_KEYS = {
     "end_reason",
     "env_error",
     "ground_truth",
     "reward_components",
     "scorable",
     "unscorable_reason",
+    "judge_verdicts",
+    "reward_pending",
     "episode",
     "trajectory",
 }
+NOT_SCORED = "not scored: wrap the env in cua_rl.envs.score.ScoreEpisodes"
 
 
 def make_env(backend: FakeBackend | None = None, **kwargs: Any) -> CUAEnv:
@@ -34,8 +40,23 @@ def make_env(backend: FakeBackend | None = None, **kwargs: Any) -> CUAEnv:
     return CUAEnv(backend or FakeBackend(), tasks, **kwargs)
 
 
-def run(env: CUAEnv, actions: list[Any]) -> list[tuple[Any, ...]]:
+def scored_env(
+    backend: FakeBackend | None = None,
+    reward: RewardSource | None = None,
+    extra_rewards: tuple[RewardSource, ...] = (),
+    **kwargs: Any,
+) -> ScoreEpisodes:
+    return ScoreEpisodes(make_env(backend, **kwargs), reward, extra_rewards)
+
+
+def run(env: gym.Env, actions: list[Any]) -> list[tuple[Any, ...]]:  # type: ignore[type-arg]
     return [env.step(a) for a in actions]
+
+
+def end_of(info: dict[str, Any]) -> EpisodeEnd:
+    end = info["episode_end"]
+    assert isinstance(end, EpisodeEnd)
+    return end
 
 
 class Constant:
@@ -84,6 +105,7 @@ def test_reset_returns_task_info_and_an_observation_in_space() -> None:
     assert (info["os"], info["domain"], info["step"]) == ("fake", "fake_click", 0)
     assert info["title"] == "Fake desktop - fake/click/2"
     assert "button 'blue'" in info["a11y"]
+    assert "episode_end" not in info
     assert env.task is task and env.step_budget == task.max_steps
 
 
@@ -110,8 +132,12 @@ def test_constructor_errors() -> None:
         make_env(max_steps=0)
     with pytest.raises(ConfigError, match=r"render_mode must be None or one of .* got 'human'"):
         make_env(render_mode="human")
+    # Scoring moved out of the env: the old keywords are gone, not silently accepted.
+    for keyword in ("reward", "extra_rewards", "defer_rewards"):
+        with pytest.raises(TypeError, match=f"unexpected keyword argument '{keyword}'"):
+            make_env(**{keyword: None})
     with pytest.raises(ConfigError, match=r"distinct names.*duplicated: \['ground_truth'\]"):
-        make_env(extra_rewards=[GroundTruthReward()])
+        scored_env(extra_rewards=(GroundTruthReward(),))
 
 
 def test_non_ascii_instruction_is_mapped_into_the_text_space() -> None:
@@ -128,69 +154,87 @@ def test_non_ascii_instruction_is_mapped_into_the_text_space() -> None:
     assert len(env.reset(options={"task": long})[0]["instruction"]) == INSTRUCTION_MAX_LENGTH
 
 
-# -- episode flow and rewards ------------------------------------------------------------------
+# -- episode flow and the finished-episode record ----------------------------------------------
+
+
+@pytest.mark.parametrize("index", [0, 3, 4, 7])
+def test_raw_env_returns_zero_and_one_unscored_record_at_the_last_step(index: int) -> None:
+    task = fake_tasks(8)[index]
+    env = make_env()
+    env.reset(options={"task": task})
+    oracle = list(fake_oracle(task, env.screen_size))
+    results = run(env, oracle)
+    assert [r[1] for r in results] == [0.0] * len(results)  # CUAEnv scores nothing
+    for _, _, terminated, truncated, info in results[:-1]:
+        assert not terminated and not truncated
+        assert info["action_error"] is None
+        assert "episode_end" not in info and not LOOSE_KEYS & set(info)
+    _, _, terminated, truncated, info = results[-1]
+    assert terminated is True and truncated is False
+    assert set(info) == {"task_id", "step", "title", "a11y", "action_error", "episode_end"}
+    assert info["step"] == len(oracle)
+    end = end_of(info)
+    assert (end.end_reason, end.env_error, end.ground_truth) == ("done", None, 1.0)
+    assert end.scored is False and end.reward is None
+    assert dict(end.components) == {} and dict(end.verdicts) == {}
+    assert end.unscorable_reason == NOT_SCORED
+    assert end.scorable is False and end.effective_weight == 0.0 and end.weight == 1.0
+    assert end.success is True  # the checker's verdict needs no scoring
+    assert end.task is task and end.length == len(oracle)
+    assert end.filter_report is None
+    trajectory = end.trajectory
+    assert isinstance(trajectory, Trajectory)
+    assert trajectory.task is task and len(trajectory) == len(results)
+    assert (trajectory.end_reason, trajectory.ground_truth) == ("done", 1.0)
+    assert [s.action for s in trajectory.steps] == oracle
+    assert [s.index for s in trajectory.steps] == list(range(len(results)))
 
 
 @pytest.mark.parametrize("index", [0, 3, 4, 7])
 def test_oracle_episode_gets_reward_one_at_the_last_step_only(index: int) -> None:
     task = fake_tasks(8)[index]
-    env = make_env()
+    env = scored_env()
     env.reset(options={"task": task})
-    results = run(env, list(fake_oracle(task, env.screen_size)))
+    results = run(env, list(fake_oracle(task, env.unwrapped.screen_size)))
     rewards = [r[1] for r in results]
     assert rewards == [0.0] * (len(results) - 1) + [1.0]
-    for _, _, terminated, truncated, info in results[:-1]:
-        assert not terminated and not truncated
-        assert info["action_error"] is None
-        assert not FINAL_KEYS & set(info)
+    for *_, info in results[:-1]:
+        assert "episode_end" not in info and not LOOSE_KEYS & set(info)
     _, _, terminated, truncated, info = results[-1]
     assert terminated is True and truncated is False
-    assert set(info) >= FINAL_KEYS
-    assert info["end_reason"] == "done"
-    assert info["reward_components"] == {"ground_truth": 1.0}
-    assert info["ground_truth"] == 1.0
-    assert info["scorable"] is True and info["unscorable_reason"] is None
-    assert info["env_error"] is None
-    episode = info["episode"]
-    assert isinstance(episode, EpisodeResult)
-    assert episode == EpisodeResult(
-        task_id=task.id,
-        os="fake",
-        domain=task.domain,
-        length=len(results),
-        end_reason="done",
-        reward=1.0,
-        components={"ground_truth": 1.0},
-        ground_truth=1.0,
-    )
-    trajectory = info["trajectory"]
-    assert isinstance(trajectory, Trajectory)
-    assert trajectory.task is task and len(trajectory) == len(results)
-    assert [s.action for s in trajectory.steps] == list(fake_oracle(task, env.screen_size))
-    assert [s.index for s in trajectory.steps] == list(range(len(results)))
+    assert not LOOSE_KEYS & set(info)
+    end = end_of(info)
+    assert end.scored is True and end.reward == 1.0
+    assert dict(end.components) == {"ground_truth": 1.0}
+    assert end.scorable is True and end.unscorable_reason is None
+    assert end.effective_weight == 1.0 and end.success is True
+    assert (end.end_reason, end.env_error, end.ground_truth) == ("done", None, 1.0)
+    assert end.task is task and end.length == len(results)
+    assert [s.index for s in end.trajectory.steps] == list(range(len(results)))  # type: ignore[union-attr]
 
 
 def test_done_without_solving_scores_zero_and_is_scorable() -> None:
-    env = make_env()
+    env = scored_env()
     env.reset(options={"task": fake_tasks(1)[0]})
     _, reward, terminated, truncated, info = env.step("DONE")
     assert (reward, terminated, truncated) == (0.0, True, False)
-    assert info["reward_components"] == {"ground_truth": 0.0}
-    assert info["scorable"] is True and info["episode"].reward == 0.0
+    end = end_of(info)
+    assert dict(end.components) == {"ground_truth": 0.0}
+    assert end.scorable is True and end.reward == 0.0 and end.success is False
 
 
 def test_fail_terminates_and_is_scored_by_the_checker() -> None:
     task = fake_tasks(1)[0]
-    env = make_env()
+    env = scored_env()
     env.reset(options={"task": task})
     env.step(fake_oracle(task)[0])  # solve it, then give up anyway
     _, reward, terminated, truncated, info = env.step("FAIL")
-    assert (reward, terminated, truncated, info["end_reason"]) == (1.0, True, False, "fail")
+    assert (reward, terminated, truncated, end_of(info).end_reason) == (1.0, True, False, "fail")
 
 
 def test_text_and_typed_actions_are_equivalent() -> None:
     task = fake_tasks(5)[4]
-    env = make_env()
+    env = scored_env()
     env.reset(options={"task": task})
     text = run(env, ["pyautogui.write('red')", "pyautogui.press('enter')", "DONE"])
     env.reset(options={"task": task})
@@ -198,7 +242,7 @@ def test_text_and_typed_actions_are_equivalent() -> None:
     assert [r[1] for r in text] == [r[1] for r in typed] == [0.0, 0.0, 1.0]
     for (obs_a, *_), (obs_b, *_) in zip(text, typed, strict=True):
         assert np.array_equal(obs_a["screenshot"], obs_b["screenshot"])
-    steps = typed[-1][4]["trajectory"].steps
+    steps = end_of(typed[-1][4]).trajectory.steps  # type: ignore[union-attr]
     assert [s.action_text for s in steps] == [
         to_pyautogui(Type("red")),
         "pyautogui.press('enter')",
@@ -240,7 +284,9 @@ def test_action_errors_are_reported_and_the_step_counts(action: Any, message: st
     assert np.array_equal(obs["screenshot"], first["screenshot"])
     # The error step counts towards the budget: one more step ends the episode.
     *_, truncated, info = env.step("WAIT")
-    assert truncated and info["end_reason"] == "max_steps"
+    end = end_of(info)
+    assert truncated and end.end_reason == "max_steps"
+    assert end.trajectory.steps[0].action_error == env.steps[0].action_error  # type: ignore[union-attr]
 
 
 def test_wait_is_always_valid() -> None:
@@ -262,32 +308,33 @@ def test_step_rejects_non_action_types() -> None:
 
 def test_task_budget_truncates_with_terminal_reward() -> None:
     task = fake_tasks(1, max_steps=3)[0]
-    env = make_env()
+    env = scored_env()
     env.reset(options={"task": task})
     results = run(env, ["WAIT"] * 3)
     assert [r[1] for r in results] == [0.0, 0.0, 0.0]
     assert [(r[2], r[3]) for r in results] == [(False, False), (False, False), (False, True)]
-    info = results[-1][4]
-    assert info["end_reason"] == "max_steps" and info["scorable"] is True
-    assert info["reward_components"] == {"ground_truth": 0.0}
+    assert ["episode_end" in r[4] for r in results] == [False, False, True]
+    end = end_of(results[-1][4])
+    assert end.end_reason == "max_steps" and end.scorable is True
+    assert dict(end.components) == {"ground_truth": 0.0} and end.length == 3
 
 
 def test_budget_override_and_solving_on_the_last_step() -> None:
     task = fake_tasks(1, max_steps=10)[0]
-    env = make_env(max_steps=2)
+    env = scored_env(max_steps=2)
     env.reset(options={"task": task})
-    assert env.step_budget == 2
+    assert env.unwrapped.step_budget == 2  # type: ignore[attr-defined]
     click = fake_oracle(task)[0]
     results = run(env, ["WAIT", click])
     assert [r[1] for r in results] == [0.0, 1.0]
-    assert results[-1][3] is True and results[-1][4]["end_reason"] == "max_steps"
+    assert results[-1][3] is True and end_of(results[-1][4]).end_reason == "max_steps"
 
 
 def test_done_on_the_last_budget_step_terminates_rather_than_truncates() -> None:
     env = make_env(max_steps=1)
     env.reset(options={"task": fake_tasks(1)[0]})
     _, _, terminated, truncated, info = env.step("DONE")
-    assert (terminated, truncated, info["end_reason"]) == (True, False, "done")
+    assert (terminated, truncated, end_of(info).end_reason) == (True, False, "done")
 
 
 def test_step_outside_an_episode_raises() -> None:
@@ -304,26 +351,24 @@ def test_step_outside_an_episode_raises() -> None:
 
 # -- env errors --------------------------------------------------------------------------------
 
+VM_DIED = "FakeBackend: simulated VM failure at step 1"
 
-def test_backend_error_mid_episode_truncates_and_is_unscorable() -> None:
-    extra = Constant("judge", 1.0)
+
+def test_backend_error_mid_episode_truncates_with_an_env_error_record() -> None:
     backend = FakeBackend(fail_at_step=1)
-    env = make_env(backend, extra_rewards=[extra])
+    env = make_env(backend)
     task = fake_tasks(1)[0]
     env.reset(options={"task": task})
     obs0, *_ = env.step(fake_oracle(task)[0])  # solves the task...
     obs, reward, terminated, truncated, info = env.step("WAIT")  # ...then the VM dies
     assert (reward, terminated, truncated) == (0.0, False, True)
-    assert info["env_error"] == "FakeBackend: simulated VM failure at step 1"
-    assert info["end_reason"] == "env_error"
-    assert info["scorable"] is False
-    assert info["unscorable_reason"] == "env error: FakeBackend: simulated VM failure at step 1"
-    assert info["reward_components"] == {"ground_truth": None, "judge": None}
-    assert extra.calls == 0  # no reward source is called for a cut episode
-    assert info["ground_truth"] is None
-    assert info["episode"].reward is None and info["episode"].env_error == info["env_error"]
-    trajectory = info["trajectory"]
-    assert trajectory.env_error == info["env_error"] and trajectory.end_reason == "env_error"
+    end = end_of(info)
+    assert (end.end_reason, end.env_error, end.ground_truth) == ("env_error", VM_DIED, None)
+    assert end.scored is False and end.scorable is False and end.success is None
+    assert end.unscorable_reason == f"env error: {VM_DIED}"
+    trajectory = end.trajectory
+    assert trajectory is not None
+    assert trajectory.env_error == VM_DIED and trajectory.end_reason == "env_error"
     assert len(trajectory) == 2
     assert np.array_equal(obs["screenshot"], obs0["screenshot"])  # the last observation received
     with pytest.raises(gym.error.ResetNeeded):
@@ -332,12 +377,29 @@ def test_backend_error_mid_episode_truncates_and_is_unscorable() -> None:
     env.reset(options={"task": task})  # a fresh VM
 
 
+def test_backend_error_mid_episode_is_unscorable_when_scored() -> None:
+    extra = Constant("judge", 1.0)
+    env = scored_env(FakeBackend(fail_at_step=1), extra_rewards=(extra,))
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    env.step(fake_oracle(task)[0])
+    _, reward, terminated, truncated, info = env.step("WAIT")
+    assert (reward, terminated, truncated) == (0.0, False, True)
+    end = end_of(info)
+    assert end.scored is True and end.scorable is False and end.reward is None
+    assert end.unscorable_reason == f"env error: {VM_DIED}"
+    assert dict(end.components) == {"ground_truth": None, "judge": None}
+    assert extra.calls == 0  # no reward source is called for a cut episode
+    assert end.effective_weight == 0.0 and end.env_error == VM_DIED
+
+
 def test_backend_error_on_the_first_step() -> None:
-    env = make_env(FakeBackend(fail_at_step=0))
+    env = scored_env(FakeBackend(fail_at_step=0))
     first, _ = env.reset(options={"task": fake_tasks(1)[0]})
     obs, reward, terminated, truncated, info = env.step("WAIT")
-    assert (reward, terminated, truncated, info["scorable"]) == (0.0, False, True, False)
-    assert info["action_error"] is None and len(info["trajectory"]) == 1
+    end = end_of(info)
+    assert (reward, terminated, truncated, end.scorable) == (0.0, False, True, False)
+    assert info["action_error"] is None and end.length == 1
     assert np.array_equal(obs["screenshot"], first["screenshot"])
 
 
@@ -346,11 +408,13 @@ def test_backend_error_in_the_checker_is_an_env_error() -> None:
         def ground_truth(self, task: Task) -> float | None:
             raise BackendError("checker lost the VM")
 
-    env = make_env(DyingChecker())
+    env = scored_env(DyingChecker())
     env.reset()
     _, reward, terminated, truncated, info = env.step("DONE")
     assert (reward, terminated, truncated) == (0.0, False, True)
-    assert info["env_error"] == "checker lost the VM" and info["scorable"] is False
+    end = end_of(info)
+    assert end.env_error == "checker lost the VM" and end.scorable is False
+    assert end.end_reason == "env_error" and end.trajectory.end_reason == "env_error"  # type: ignore[union-attr]
 
 
 def test_backend_error_at_reset_propagates() -> None:
@@ -373,54 +437,56 @@ def test_wrong_screenshot_size_is_an_env_error() -> None:
         make_env(Shrinking()).reset()
 
 
-# -- reward sources ----------------------------------------------------------------------------
+# -- reward sources (through ScoreEpisodes) ----------------------------------------------------
 
 
 def test_weighted_primary_and_extra_sources_are_all_reported() -> None:
     judge = Constant("judge", 0.25)
     missing = Constant("structural", None)
     reward = WeightedReward({"ground_truth": (GroundTruthReward(), 1.0), "judge": (judge, 2.0)})
-    env = make_env(reward=reward, extra_rewards=[missing])
+    env = scored_env(reward=reward, extra_rewards=(missing,))
     task = fake_tasks(1)[0]
     env.reset(options={"task": task})
     *_, (_, r, _, _, info) = run(env, list(fake_oracle(task)))
     assert r == pytest.approx(1.0 * 1.0 + 2.0 * 0.25)
-    assert info["reward_components"] == {
+    end = end_of(info)
+    assert dict(end.components) == {
         "weighted": pytest.approx(1.5),
         "ground_truth": 1.0,
         "judge": 0.25,
         "structural": None,
     }
-    assert info["scorable"] is True  # only the primary source decides
+    assert end.reward == r
+    assert end.scorable is True  # only the primary source decides
     assert judge.calls == 1 and missing.calls == 1  # every source is called exactly once
-    assert info["episode"].components == info["reward_components"]
 
 
 def test_unscorable_primary_is_never_a_silent_zero() -> None:
-    env = make_env(NoChecker())
+    env = scored_env(NoChecker())
     task = fake_tasks(1)[0]
     env.reset(options={"task": task})
     *_, (_, reward, terminated, _, info) = run(env, list(fake_oracle(task)))
     assert reward == 0.0 and terminated
-    assert info["scorable"] is False
-    assert info["reward_components"] == {"ground_truth": None}
-    assert info["episode"].reward is None
-    assert info["unscorable_reason"] == (
+    end = end_of(info)
+    assert end.scorable is False and end.reward is None and end.effective_weight == 0.0
+    assert dict(end.components) == {"ground_truth": None}
+    assert end.success is None
+    assert end.unscorable_reason == (
         "primary reward source 'ground_truth' returned None (unscorable; ground_truth=None)"
     )
 
 
 def test_weighted_primary_with_a_none_part_is_unscorable() -> None:
     reward = WeightedReward({"judge": (Constant("judge", None), 1.0)}, name="combo")
-    env = make_env(reward=reward)
+    env = scored_env(reward=reward)
     env.reset()
-    info = env.step("DONE")[4]
-    assert info["reward_components"] == {"combo": None, "judge": None}
-    assert info["scorable"] is False and "'combo' returned None" in info["unscorable_reason"]
+    end = end_of(env.step("DONE")[4])
+    assert dict(end.components) == {"combo": None, "judge": None}
+    assert end.scorable is False and "'combo' returned None" in (end.unscorable_reason or "")
 
 
 def test_non_finite_reward_raises() -> None:
-    env = make_env(reward=Constant("broken", float("nan")))
+    env = scored_env(reward=Constant("broken", float("nan")))
     env.reset()
     with pytest.raises(CuaRLError, match="reward source 'broken' returned nan"):
         env.step("DONE")
@@ -439,7 +505,8 @@ def test_returned_observations_are_read_only_and_cannot_change_the_trajectory() 
     step_obs, *_, info = env.step("DONE")
     with pytest.raises(ValueError, match="read-only"):
         step_obs["screenshot"][:] = 0
-    trajectory = info["trajectory"]
+    trajectory = end_of(info).trajectory
+    assert trajectory is not None
     assert trajectory.initial.screenshot is obs["screenshot"]
     assert trajectory.initial.screenshot.max() > 0
     assert trajectory.final_observation.screenshot.max() > 0

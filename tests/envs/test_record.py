@@ -1,4 +1,5 @@
-"""RecordTrajectory: one folder per finished episode, JSONL + PNGs, written atomically."""
+"""RecordTrajectory: one folder per finished episode, JSONL + PNGs, written atomically; the scored
+fields come from the episode record when it was scored (outside ScoreEpisodes), else are null."""
 
 from __future__ import annotations
 
@@ -11,12 +12,16 @@ from PIL import Image
 from cua_rl.actions import action_to_dict
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.record import RecordTrajectory
+from cua_rl.envs.score import ScoreEpisodes
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing import FakeBackend, fake_oracle, fake_tasks
 
 
-def make(directory: Path, backend: FakeBackend | None = None) -> RecordTrajectory:
-    return RecordTrajectory(CUAEnv(backend or FakeBackend(), FixedTasks(fake_tasks(8))), directory)
+def make(
+    directory: Path, backend: FakeBackend | None = None, scored: bool = True
+) -> RecordTrajectory:
+    env = CUAEnv(backend or FakeBackend(), FixedTasks(fake_tasks(8)))
+    return RecordTrajectory(ScoreEpisodes(env) if scored else env, directory)
 
 
 def read(folder: Path) -> list[dict]:  # type: ignore[type-arg]
@@ -77,6 +82,17 @@ def test_env_error_episodes_are_written_and_marked(tmp_path: Path) -> None:
     assert header["end_reason"] == "env_error"
     assert header["env_error"] == "FakeBackend: simulated VM failure at step 0"
     assert header["scorable"] is False and header["reward_components"] == {"ground_truth": None}
+
+
+def test_unscored_episodes_are_written_without_scores(tmp_path: Path) -> None:
+    env = make(tmp_path, scored=False)
+    task = fake_tasks(1)[0]
+    env.reset(options={"task": task})
+    results = [env.step(a) for a in fake_oracle(task)]
+    assert [r[1] for r in results] == [0.0, 0.0]  # nobody scored it
+    header = read(env.written[0])[0]
+    assert header["reward_components"] is None and header["scorable"] is None
+    assert (header["end_reason"], header["ground_truth"], header["length"]) == ("done", 1.0, 2)
 
 
 def test_numbering_continues_after_existing_episodes(tmp_path: Path) -> None:

@@ -1,4 +1,5 @@
-"""DiscretizeDesktopAction: index layout, grid centres, keys, vocabulary slots, encode as the inverse."""
+"""DiscretizeDesktopAction: index layout, grid centres, keys, vocabulary slots, encode as the
+inverse."""
 
 from __future__ import annotations
 
@@ -11,6 +12,7 @@ import pytest
 from cua_rl.actions import Click, Done, Drag, Fail, Hotkey, Scroll, Type, Wait
 from cua_rl.core import Task
 from cua_rl.envs.cua_env import CUAEnv, RejectedAction
+from cua_rl.envs.score import ScoreEpisodes
 from cua_rl.envs.transform_action import DEFAULT_KEYS, DiscretizeDesktopAction, grid_cell_centre
 from cua_rl.errors import ActionError, ConfigError
 from cua_rl.tasks.base import FixedTasks
@@ -197,13 +199,18 @@ def test_encode_type_uses_the_given_task_and_only_existing_slots() -> None:
 
 
 def test_encoded_oracle_solves_every_task() -> None:
-    env = make()
+    discrete = make()
+    env = ScoreEpisodes(discrete)
     for task in fake_tasks(8):
         env.reset(options={"task": task})
-        indices = [env.encode(a) for a in fake_oracle(task, (320, 200))]
+        indices = [discrete.encode(a) for a in fake_oracle(task, (320, 200))]
         assert None not in indices
-        rewards = [env.step(i)[1] for i in indices]
+        results = [env.step(i) for i in indices]
+        rewards = [r[1] for r in results]
         assert rewards[-1] == 1.0 and set(rewards[:-1]) == {0.0}, task.id
+        end = results[-1][4]["episode_end"]
+        assert end.scorable and end.end_reason == "done", task.id
+        assert [s.action for s in end.trajectory.steps] == [discrete.action(i) for i in indices]
 
 
 @pytest.mark.parametrize(

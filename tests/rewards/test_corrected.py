@@ -167,7 +167,8 @@ def test_per_stratum_rates_and_one_call_per_batch() -> None:
     values = reward.score_batch(batch)
     assert judge.calls == 1
     assert reward.last_calibrations[0] is cal.for_stratum("windows")
-    assert reward.last_calibration is cal.for_stratum("ubuntu")
+    assert reward.last_calibrations[1] is cal.for_stratum("ubuntu")
+    assert len(reward.last_calibrations) == len(batch) and reward.uncovered == 0
     truths = np.array([t.ground_truth for t in batch])
     is_windows = np.array([t.task.os == "windows" for t in batch])
     corrected = np.array(values, dtype=float)
@@ -179,6 +180,84 @@ def test_per_stratum_rates_and_one_call_per_batch() -> None:
     # One pooled rate mis-corrects the noisy stratum.
     se = pooled_values[is_windows].std() / np.sqrt(is_windows.sum())
     assert abs(pooled_values[is_windows].mean() - truths[is_windows].mean()) > 6 * se
+
+
+def _expected(verdict: Verdict | None, cal: Calibration) -> float | None:
+    """(r̃ − ê₋)/D̂ written out from the verdict and the rates."""
+    if verdict is None or verdict.error is not None:
+        return None
+    return ((1.0 if verdict.success else 0.0) - cal.e_neg) / cal.D
+
+
+def test_a_mapping_of_os_calibrations_and_an_uncovered_os(caplog: pytest.LogCaptureFixture) -> None:
+    inner = SimulatedJudge(0.1, 0.05, per_stratum={"windows": (0.3, 0.25)}, seed=8)
+    judge = CountingJudge(inner)
+    cals = {os: _calibrate(inner, 3000, os=os) for os in ("ubuntu", "windows")}
+    # each OS calibration estimates its own rates
+    assert cals["ubuntu"].e_pos == pytest.approx(0.1, abs=0.02)
+    assert cals["windows"].e_pos == pytest.approx(0.3, abs=0.03)
+    assert cals["windows"].e_neg == pytest.approx(0.25, abs=0.03)
+    reward = CorrectedReward(judge, cals)  # type: ignore[arg-type]
+    assert reward.calibrations == cals
+    rng = np.random.default_rng(1)
+    oses = ["ubuntu", "windows", "macos"]
+    batch = [
+        _traj(f"mix-{i}", float(rng.random() < 0.4), os=oses[i % 3], domain="calc")
+        for i in range(12_000)
+    ]
+    with caplog.at_level(logging.WARNING):
+        values = reward.score_batch(batch)
+    assert judge.calls == 1, "the uncovered OS does not split the judge batch"
+    assert "no calibration covers os 'macos'" in caplog.text
+    for value, trajectory, verdict, used in zip(
+        values, batch, reward.last_verdicts, reward.last_calibrations, strict=True
+    ):
+        os = trajectory.task.os
+        if os == "macos":
+            assert value is None and used is None
+        else:
+            assert used is cals[os]
+            assert value == pytest.approx(_expected(verdict, cals[os]))
+    assert reward.uncovered == 4000
+    values_arr = np.array([np.nan if v is None else v for v in values])
+    truths = np.array([t.ground_truth for t in batch])
+    for os in ("ubuntu", "windows"):
+        mask = np.array([t.task.os == os for t in batch])
+        se = values_arr[mask].std() / np.sqrt(mask.sum())
+        assert values_arr[mask].mean() == pytest.approx(truths[mask].mean(), abs=4 * se)
+    # the counter accumulates over batches, and an env error is not "uncovered"
+    reward.score_batch([_traj("m", 1.0, os="macos"), _traj("e", 1.0, os="macos", env_error="x")])
+    assert reward.uncovered == 4001
+
+
+def test_all_is_the_fallback_of_a_mapping(judge: SimulatedJudge, calibration: Calibration) -> None:
+    windows = _calibrate(judge, 500, os="windows")
+    reward = CorrectedReward(judge, {"windows": windows, "all": calibration})
+    batch = [_traj("u", 1.0, os="ubuntu"), _traj("w", 1.0, os="windows"), _traj("m", 0.0, "macos")]
+    values = reward.score_batch(batch)
+    used = [calibration, windows, calibration]
+    assert reward.last_calibrations == used
+    assert reward.uncovered == 0 and None not in values
+    for value, verdict, cal in zip(values, reward.last_verdicts, used, strict=True):
+        assert value == pytest.approx(_expected(verdict, cal))
+    assert repr(reward) == (
+        "CorrectedReward(judge_id='simulated:e_pos=0.15,e_neg=0.25', "
+        "calibrations=['all', 'windows'], name='corrected')"
+    )
+    single = CorrectedReward(judge, calibration)
+    assert single.calibrations == {"all": calibration}
+
+
+def test_mapping_errors(judge: SimulatedJudge, calibration: Calibration) -> None:
+    with pytest.raises(CalibrationError, match="needs at least one calibration, got none"):
+        CorrectedReward(judge, {})
+    other = _calibrate(SimulatedJudge(E_POS, E_NEG, seed=21, name="other"), 200, os="windows")
+    with pytest.raises(
+        CalibrationError,
+        match=r"calibration 'windows' was made for judge_id "
+        r"'simulated:other', but the judge is",
+    ):
+        CorrectedReward(judge, {"ubuntu": calibration, "windows": other})
 
 
 def test_composes_with_weighted_reward(judge: SimulatedJudge, calibration: Calibration) -> None:
