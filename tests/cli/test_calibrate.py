@@ -135,10 +135,12 @@ def test_no_cache_judges_everything_again(
     assert not (tmp_path / "verdicts.sqlite").exists()
 
 
-def _error(capsys: pytest.CaptureFixture[str]) -> str:
+def _error(capsys: pytest.CaptureFixture[str], *, only_line: bool = True) -> str:
+    """The error line; ``only_line=False`` allows other lines (transformers' loading bars)."""
     err = capsys.readouterr().err
-    lines = err.splitlines()
-    assert len(lines) == 1 and lines[0].startswith("cua-rl calibrate: error: "), err
+    lines = [line for line in err.splitlines() if line.startswith("cua-rl calibrate: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert not only_line or err == lines[0] + "\n", err
     return lines[0]
 
 
@@ -294,14 +296,14 @@ def test_tiny_qwen_judge_end_to_end(
     if counts.D <= 0:
         # A random model is no better than chance: the honest outcome is a clean refusal.
         assert code == 2
-        line = _error(capsys)
+        line = _error(capsys, only_line=False)
         assert f"D = 1 - e_pos - e_neg = {counts.D:.4f} <= 0" in line
     else:
         assert code in (0, 2)  # 2 when the D interval reaches below the margin
         if code == 0:
             assert Calibration.load(tmp_path / "out" / "calibration.json").counts == counts
         else:
-            assert "lower bound of D" in _error(capsys)
+            assert "lower bound of D" in _error(capsys, only_line=False)
     # a second run reads every verdict from the cache: same verdicts, no model call needed
     assert main(argv) == code
     again = [
