@@ -17,8 +17,9 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
-from cua_rl.calibration.calibration import Calibration, estimate_calibration
+from cua_rl.calibration.calibration import Calibration, estimate_calibration, judge_labelled
 from cua_rl.calibration.labelled import (
     LabelledExample,
     atomic_write_bytes,
@@ -26,7 +27,7 @@ from cua_rl.calibration.labelled import (
     load_labelled,
 )
 from cua_rl.calibration.report import plot_calibration, render_markdown
-from cua_rl.errors import CalibrationError, ConfigError, CuaRLError
+from cua_rl.errors import CalibrationError, ConfigError
 from cua_rl.judges.base import Judge, Verdict
 from cua_rl.judges.cache import CachedJudge, VerdictCache
 from cua_rl.judges.simulated import SimulatedJudge
@@ -89,23 +90,6 @@ def read_task_ids(path: str | Path) -> set[str]:
     return {s for s in (line.split("#", 1)[0].strip() for line in lines) if s}
 
 
-def _judge_all(
-    judge: Judge, examples: Sequence[LabelledExample], batch_size: int, progress: Progress | None
-) -> list[Verdict]:
-    verdicts: list[Verdict] = []
-    for start in range(0, len(examples), batch_size):
-        batch = examples[start : start + batch_size]
-        out = judge.judge([e.to_request() for e in batch])
-        if len(out) != len(batch):
-            raise CuaRLError(
-                f"judge {judge.judge_id!r} returned {len(out)} verdicts for {len(batch)}"
-            )
-        verdicts.extend(out)
-        if progress is not None:
-            progress(len(batch), len(examples), sum(v.cached for v in verdicts))
-    return verdicts
-
-
 def _verdict_rows(examples: Sequence[LabelledExample], verdicts: Sequence[Verdict]) -> bytes:
     rows = [
         json.dumps(
@@ -150,15 +134,10 @@ def run_calibration(
     training_tasks: str | Path | None = None,
     batch_size: int = 8,
     per_app: bool = False,
-    min_per_class: int = 30,
-    confidence: float = 0.95,
-    method: str = "wilson",
-    d_method: str = "mover",
-    margin: float = 0.05,
-    seed: int = 0,
     judge_kind: str | None = None,
     command: str | None = None,
     progress: Progress | None = None,
+    **estimation: Any,
 ) -> CalibrationRun:
     """Judge a labelled set, estimate the judge's error rates and write the files into ``out``.
 
@@ -173,16 +152,13 @@ def run_calibration(
         training_tasks: A file of training task ids (one a line); any overlap is refused.
         batch_size: Requests per judge call.
         per_app: Also estimate (os, app) strata.
-        min_per_class: Labels per class a stratum needs before it has its own estimate.
-        confidence: Two-sided confidence level of the intervals.
-        method: Interval of the rates (``wilson`` or ``clopper-pearson``).
-        d_method: Interval of D (``mover``, ``delta`` or ``bootstrap``).
-        margin: Smallest allowed lower bound of D.
-        seed: Bootstrap seed.
         judge_kind: How the report names the judge's kind (default: its class name).
         command: The command that ran, recorded in the report.
         progress: Called after each judge batch with (batch size, items in all, cached
             verdicts so far).
+        **estimation: Passed to :func:`estimate_calibration` (``min_per_class``,
+            ``confidence``, ``method``, ``d_method``, ``margin``, ``seed``...); ``min_per_class``
+            is checked before the judge runs.
 
     Returns:
         The calibration, counts, timings and the paths written.
@@ -193,6 +169,7 @@ def run_calibration(
             D <= 0 (the verdicts are still written to ``verdicts.jsonl``).
         JudgeError: The judge failed.
     """
+    min_per_class = estimation.get("min_per_class", 1)
     for name, value in (("batch_size", batch_size), ("min_per_class", min_per_class)):
         if value < 1:
             raise ConfigError(f"{name} must be >= 1, got {value}")
@@ -214,7 +191,7 @@ def run_calibration(
     runner: Judge = judge if cache_path is None else CachedJudge(judge, VerdictCache(cache_path))
     try:
         t0 = time.perf_counter()
-        verdicts = _judge_all(runner, examples, batch_size, progress)
+        verdicts = judge_labelled(runner, examples, batch_size=batch_size, progress=progress)
         judge_s = time.perf_counter() - t0
     finally:
         runner.close()
@@ -230,12 +207,7 @@ def run_calibration(
             ids=[e.id for e in examples],
             strata=strata,
             judge_id=runner.judge_id,
-            min_per_class=min_per_class,
-            confidence=confidence,
-            method=method,
-            d_method=d_method,
-            margin=margin,
-            seed=seed,
+            **estimation,
         )
     except CalibrationError as exc:
         raise CalibrationError(f"{exc} (verdicts in {verdicts_jsonl})") from None
