@@ -404,8 +404,8 @@ def section_c(shots: Sequence[np.ndarray], n_requests: int, facts: dict[str, Any
 def section_d(
     out_dir: Path, n_per_family: int, facts: dict[str, Any]
 ) -> tuple[list[str], list[np.ndarray]]:
-    from cua_rl.cli import main as cua_rl
     from cua_rl.calibration.simdesk_config import load_simdesk_labelled_config
+    from cua_rl.cli import main as cua_rl
 
     config = load_simdesk_labelled_config(REPO / "calibration" / "simdesk" / "config.yaml")
     data = out_dir / "labelled"
