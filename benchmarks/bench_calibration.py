@@ -404,8 +404,8 @@ def section_c(shots: Sequence[np.ndarray], n_requests: int, facts: dict[str, Any
 def section_d(
     out_dir: Path, n_per_family: int, facts: dict[str, Any]
 ) -> tuple[list[str], list[np.ndarray]]:
-    from cua_rl.calibration.cli import main as calibrate
     from cua_rl.calibration.simdesk_config import load_simdesk_labelled_config
+    from cua_rl.cli import main as cua_rl
 
     config = load_simdesk_labelled_config(REPO / "calibration" / "simdesk" / "config.yaml")
     data = out_dir / "labelled"
@@ -435,7 +435,7 @@ def section_d(
         buf = io.StringIO()
         t0 = time.perf_counter()
         with contextlib.redirect_stdout(buf):
-            code = calibrate(argv)
+            code = cua_rl(["calibrate", *argv])
         runs.append((code, time.perf_counter() - t0, buf.getvalue()))
     cal = Calibration.load(out_dir / "cal" / "calibration.json")
     facts["d"] = {

@@ -4,14 +4,14 @@
     .venv/bin/python scripts/calibrate.py --labelled calibration/simdesk/data/labelled.jsonl \\
         --judge simulated --e-pos 0.1 --e-neg 0.2 --out runs/calibration/simulated
 
-See ``cua_rl/calibration/cli.py`` (or ``--help``) for every option.
+``--help`` lists every option.
 """
 
 from __future__ import annotations
 
 import sys
 
-from cua_rl.calibration.cli import main
+from cua_rl.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["calibrate", *sys.argv[1:]]))

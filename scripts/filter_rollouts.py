@@ -1,18 +1,18 @@
 #!/usr/bin/env python
 """Filter a folder of rollouts by dominator match: the same command as ``cua-rl filter``.
 
-    .venv/bin/python scripts/filter_rollouts.py --model runs/reference \\
+    .venv/bin/python scripts/filter_rollouts.py --reference runs/reference \\
         --rollouts runs/rollouts --manifest runs/keep.json [--min-coverage 0.8]
 
-Learn and save the reference first with ``cua-rl validate --train ... --model-out``. See
-``cua_rl/validator/cli.py`` (or ``--help``) for every option.
+Learn and save the reference first with ``cua-rl validate --train ... --reference-out``.
+``--help`` lists every option.
 """
 
 from __future__ import annotations
 
 import sys
 
-from cua_rl.validator.cli import main_filter
+from cua_rl.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main_filter())
+    sys.exit(main(["filter", *sys.argv[1:]]))

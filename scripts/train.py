@@ -4,14 +4,14 @@
     .venv/bin/python scripts/train.py configs/simdesk.yaml
     .venv/bin/python scripts/train.py configs/simdesk.yaml --resume --total-timesteps 40000
 
-See ``cua_rl/training/train.py`` (or ``--help``) for the options and the run folder's layout.
+``--help`` lists the options and the run folder's layout.
 """
 
 from __future__ import annotations
 
 import sys
 
-from cua_rl.training.train import main
+from cua_rl.cli import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(main(["train", *sys.argv[1:]]))

@@ -2,8 +2,8 @@
 
 The main entry point is :func:`estimate_calibration` (verdicts + labels -> :class:`Calibration`);
 :func:`calibrate_judge` runs a judge over a labelled set first. :func:`build_simdesk_labelled` and
-:func:`build_labelled_from_env` make labelled sets; ``cua_rl.calibration.cli`` is ``cua-rl
-calibrate``.
+:func:`build_labelled_from_env` make labelled sets; :func:`run_calibration` (module ``run``) is
+what ``cua-rl calibrate`` runs.
 """
 
 from cua_rl.calibration.builders import (

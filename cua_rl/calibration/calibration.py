@@ -21,7 +21,7 @@ import json
 import logging
 import math
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
@@ -51,6 +51,7 @@ __all__ = [
     "Calibration",
     "calibrate_judge",
     "estimate_calibration",
+    "judge_labelled",
     "stratum_label",
 ]
 
@@ -588,6 +589,39 @@ def estimate_calibration(
     return dataclasses.replace(pooled, children=children)
 
 
+def judge_labelled(
+    judge: Judge,
+    examples: Sequence[LabelledExample],
+    *,
+    batch_size: int = 32,
+    progress: Callable[[int, int, int], None] | None = None,
+) -> list[Verdict]:
+    """The verdicts of ``judge`` on ``examples``, asked ``batch_size`` requests at a time.
+
+    Args:
+        judge: The judge.
+        examples: Labelled examples (their requests are judged; the labels are not shown).
+        batch_size: Requests per ``judge.judge`` call.
+        progress: Called after each batch with (batch size, examples in all, verdicts from a
+            cache so far).
+
+    Raises:
+        CalibrationError: The judge returned a different number of verdicts than requests.
+    """
+    verdicts: list[Verdict] = []
+    for start in range(0, len(examples), batch_size):
+        batch = examples[start : start + batch_size]
+        out = judge.judge([e.to_request() for e in batch])
+        if len(out) != len(batch):
+            raise CalibrationError(
+                f"judge {judge.judge_id!r} returned {len(out)} verdicts for {len(batch)} requests"
+            )
+        verdicts.extend(out)
+        if progress is not None:
+            progress(len(batch), len(examples), sum(v.cached for v in verdicts))
+    return verdicts
+
+
 def calibrate_judge(
     judge: Judge,
     examples: Sequence[LabelledExample],
@@ -610,15 +644,7 @@ def calibrate_judge(
     """
     if batch_size < 1:
         raise ValueError(f"batch_size must be >= 1, got {batch_size}")
-    verdicts: list[Verdict] = []
-    for start in range(0, len(examples), batch_size):
-        batch = examples[start : start + batch_size]
-        out = judge.judge([e.to_request() for e in batch])
-        if len(out) != len(batch):
-            raise CalibrationError(
-                f"judge {judge.judge_id!r} returned {len(out)} verdicts for {len(batch)} requests"
-            )
-        verdicts.extend(out)
+    verdicts = judge_labelled(judge, examples, batch_size=batch_size)
     strata: list[str | tuple[str, str]] = [(e.os, e.app) if per_app else e.os for e in examples]
     return estimate_calibration(
         verdicts,

@@ -22,9 +22,7 @@ writes its own folder and ``wandb sync`` merges them by id).
 
 from __future__ import annotations
 
-import argparse
 import logging
-import sys
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -32,7 +30,7 @@ from typing import Any
 
 import yaml
 
-from cua_rl.errors import ConfigError, CuaRLError
+from cua_rl.errors import ConfigError
 from cua_rl.logger import JSONLWriter, Logger, StdoutWriter, WandbWriter, Writer
 from cua_rl.training.build import RunParts, prepare_run
 from cua_rl.training.callbacks import (
@@ -48,12 +46,11 @@ from cua_rl.training.checkpoint import (
     restore_checkpoint,
     save_checkpoint,
 )
-from cua_rl.training.config import TrainConfig, config_hash, load_config
+from cua_rl.training.config import TrainConfig, config_hash
 
-__all__ = ["TrainResult", "add_train_parser", "build_model", "main", "run_train", "train"]
+__all__ = ["TrainResult", "build_model", "train"]
 
 logger = logging.getLogger(__name__)
-PROG = "cua-rl train"
 
 
 @dataclass
@@ -255,78 +252,3 @@ def _run(
     result.updates_done = int(model.updates_done)
     result.stats = {k: int(v) for k, v in model.stats.items()}
     return result
-
-
-def _add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("config", help="training config (YAML), e.g. configs/simdesk.yaml")
-    parser.add_argument(
-        "--resume", action="store_true", help="continue from the run folder's latest checkpoint"
-    )
-    parser.add_argument(
-        "--total-timesteps", type=int, help="environment steps of the whole run (overrides ppo)"
-    )
-    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
-
-
-def add_train_parser(subparsers: Any) -> argparse.ArgumentParser:
-    """Add the ``train`` subcommand to ``cua-rl``'s subparsers (sets ``func=run_train``)."""
-    parser = subparsers.add_parser(
-        "train", help="train a compact policy with PPO from a config", description=__doc__
-    )
-    _add_arguments(parser)
-    parser.set_defaults(func=run_train)
-    return parser
-
-
-def _format(metrics: dict[str, float]) -> str:
-    keys = ("eval/success_rate", "eval/judge_estimate", "eval/judge_ci_low", "eval/judge_ci_high")
-    return ", ".join(f"{k.split('/', 1)[1]}={metrics[k]:.3f}" for k in keys if k in metrics)
-
-
-def run_train(args: argparse.Namespace) -> int:
-    """Run the ``train`` subcommand; prints a summary. Exit code 0, or 2 on bad input.
-
-    Every :class:`~cua_rl.errors.CuaRLError` (a bad config, a refused calibration, a backend
-    that is not implemented) is printed as one line on stderr.
-    """
-    try:
-        config = load_config(args.config)
-        if args.no_progress:
-            import dataclasses
-
-            config = dataclasses.replace(
-                config, logging=dataclasses.replace(config.logging, progress=False)
-            )
-        if args.total_timesteps is not None and args.total_timesteps < 1:
-            raise ConfigError(f"--total-timesteps must be >= 1, got {args.total_timesteps}")
-        result = train(config, resume=args.resume, total_timesteps=args.total_timesteps)
-    except CuaRLError as error:
-        print(f"{PROG}: error: {' '.join(str(error).split())}", file=sys.stderr)
-        return 2
-    print(f"run folder: {result.run_dir}")
-    print(f"steps: {result.num_timesteps}, updates: {result.updates_done}")
-    stats = result.stats
-    print(
-        f"episodes: {stats.get('episodes', 0)}, unscorable (excluded): "
-        f"{stats.get('unscorable', 0)}, dropped by the filter: {stats.get('dropped', 0)}, "
-        f"down-weighted: {stats.get('downweighted', 0)}, stale: {stats.get('stale_episodes', 0)}"
-    )
-    for updates, steps, metrics in result.evals:
-        print(f"eval after {updates} updates ({steps} steps): {_format(metrics)}")
-    if result.checkpoint is not None:
-        print(f"checkpoint: {result.checkpoint}")
-    return 0
-
-
-def main(argv: Sequence[str] | None = None) -> int:
-    """Standalone entry point (``scripts/train.py``): the same options as the subcommand."""
-    parser = argparse.ArgumentParser(prog=PROG, description=__doc__)
-    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
-    _add_arguments(parser)
-    args = parser.parse_args(argv)
-    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
-    return run_train(args)
-
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import argparse
 import dataclasses
 import json
 import os
@@ -22,7 +21,7 @@ from cua_rl.logger import NAMESPACES, read_jsonl
 from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.train import add_train_parser, run_train, train
+from cua_rl.training.train import train
 
 from .conftest import tiny_simdesk_dict
 
@@ -119,34 +118,6 @@ def test_resume_refusals(tiny_config: Callable[..., TrainConfig]) -> None:
         train(changed, resume=True)
     longer = train(config, resume=True, total_timesteps=32)  # extending a run is allowed
     assert longer.updates_done == 2
-
-
-def _args(config: str, *extra: str) -> argparse.Namespace:
-    parser = argparse.ArgumentParser()
-    add_train_parser(parser.add_subparsers())
-    return parser.parse_args(["train", config, *extra])
-
-
-def test_cli_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    (tmp_path / "bad.yaml").write_text("ppo: {lerning_rate: 0.1}\n")
-    assert run_train(_args(str(tmp_path / "bad.yaml"))) == 2
-    err = capsys.readouterr().err
-    assert err.startswith("cua-rl train: error: ") and "ppo.lerning_rate: unknown key" in err
-    assert err.count("\n") == 1
-    assert run_train(_args(str(ROOT / "configs" / "osworld.yaml"))) == 2
-    assert "the 'osworld' backend is not implemented yet" in capsys.readouterr().err
-    assert run_train(_args(str(tmp_path / "bad.yaml"), "--total-timesteps", "0")) == 2
-
-
-def test_cli_trains_and_prints_a_summary(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    data = tiny_simdesk_dict(tmp_path / "runs", eval={"episodes": 1})
-    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
-    assert run_train(_args(str(tmp_path / "tiny.yaml"), "--total-timesteps", "16")) == 0
-    out = capsys.readouterr().out
-    assert "steps: 16, updates: 1" in out and "eval after 0 updates" in out
-    assert "eval after 1 updates (16 steps): success_rate=" in out
 
 
 def test_wandb_offline_files_stay_in_the_run_folder(

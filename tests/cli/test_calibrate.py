@@ -1,8 +1,7 @@
-"""``cua-rl calibrate`` end to end on a generated SimDesk labelled set."""
+"""``cua-rl calibrate`` (cua_rl/cli/calibrate.py) end to end on a generated SimDesk labelled set."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import os
 import subprocess
@@ -17,12 +16,8 @@ from PIL import Image
 
 from cua_rl.calibration import Calibration, confusion_counts, load_labelled
 from cua_rl.calibration.builders import build_simdesk_labelled
-from cua_rl.calibration.cli import (
-    add_calibrate_parser,
-    main,
-    read_task_ids,
-    run_calibrate,
-)
+from cua_rl.calibration.run import read_task_ids
+from cua_rl.cli import main as cua_rl
 from cua_rl.envs.backends.simdesk import SimDeskConfig
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.simulated import SimulatedJudge
@@ -62,6 +57,10 @@ def judge_calls(monkeypatch: pytest.MonkeyPatch) -> list[int]:
 
     monkeypatch.setattr(SimulatedJudge, "judge", counting)
     return calls
+
+
+def main(argv: list[str]) -> int:
+    return cua_rl(["calibrate", *argv])
 
 
 def _simulated(labelled: Path, out: Path, *extra: str) -> list[str]:
@@ -136,11 +135,12 @@ def test_no_cache_judges_everything_again(
     assert not (tmp_path / "verdicts.sqlite").exists()
 
 
-def _error(capsys: pytest.CaptureFixture[str]) -> str:
+def _error(capsys: pytest.CaptureFixture[str], *, only_line: bool = True) -> str:
+    """The error line; ``only_line=False`` allows other lines (transformers' loading bars)."""
     err = capsys.readouterr().err
-    assert "Traceback" not in err
-    lines = [line for line in err.splitlines() if line.startswith("cua-rl calibrate: error:")]
-    assert len(lines) == 1, err
+    lines = [line for line in err.splitlines() if line.startswith("cua-rl calibrate: error: ")]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    assert not only_line or err == lines[0] + "\n", err
     return lines[0]
 
 
@@ -209,12 +209,12 @@ def test_a_judge_no_better_than_chance_is_refused(
 @pytest.mark.parametrize(
     ("argv", "message"),
     [
-        (["--judge", "qwen_vl"], "--judge qwen_vl needs --model"),
-        (["--judge", "openai", "--model", "m"], "--judge openai needs --base-url"),
-        (["--judge", "openai", "--model", "m", "--e-pos", "0.1"], "--e-pos/--e-neg are for"),
-        (["--judge", "simulated", "--e-pos", "1.5"], "e_pos must be in [0, 1], got 1.5"),
-        (["--judge", "simulated", "--batch-size", "0"], "--batch-size must be >= 1, got 0"),
-        (["--judge", "qwen_vl", "--model", "/nonexistent/model"], "could not load the judge"),
+        (["--judge", "qwen_vl"], "--judge qwen_vl needs --judge-model"),
+        (["--judge", "openai", "--judge-model", "m"], "--judge openai needs --base-url"),
+        (["--judge", "openai", "--judge-model", "m", "--e-pos", "0.1"], "--e-pos/--e-neg are for"),
+        (["--judge", "simulated", "--e-pos", "1.5"], "--e-pos: must be in [0, 1], got 1.5"),
+        (["--judge", "simulated", "--batch-size", "0"], "--batch-size: must be >= 1, got 0"),
+        (["--judge", "qwen_vl", "--judge-model", "/nonexistent/model"], "could not load the judge"),
     ],
 )
 def test_bad_judge_options_fail_cleanly(
@@ -224,21 +224,24 @@ def test_bad_judge_options_fail_cleanly(
     argv: list[str],
     message: str,
 ) -> None:
-    if "qwen_vl" in argv and "--model" in argv:
+    if "qwen_vl" in argv and "--judge-model" in argv:
         pytest.importorskip("transformers")
     full = ["--labelled", str(labelled), "--out", str(tmp_path), "--no-progress", *argv]
     assert main(full) == 2
     assert message in _error(capsys)
 
 
-def test_subcommand_wiring(labelled: Path, tmp_path: Path) -> None:
-    parser = argparse.ArgumentParser(prog="cua-rl")
-    sub = parser.add_subparsers(dest="command", required=True)
-    add_calibrate_parser(sub)
-    args = parser.parse_args(["calibrate", *_simulated(labelled, tmp_path, "--min-per-class", "5")])
-    assert args.func is run_calibrate
-    assert args.func(args) == 0
-    assert (tmp_path / "calibration.json").is_file()
+def test_report_records_the_command_and_the_settings(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_simulated(labelled, tmp_path, "--min-per-class", "5", "--per-app")) == 0
+    report = (tmp_path / "calibration.md").read_text()
+    command = next(line for line in report.splitlines() if line.startswith("- command:"))
+    # flags left at their defaults are not repeated; the ones given are, in the new spelling
+    assert "--judge simulated" in command and "--min-per-class 5" in command
+    assert "--per-app" in command and "--e-pos 0.15" in command and "--margin" not in command
+    assert "- judge: `simulated:e_pos=0.15,e_neg=0.25` (SIMULATED)" in report
+    assert f"wrote {tmp_path / 'calibration.json'}" in capsys.readouterr().out
 
 
 def test_script_runs_as_a_program(labelled: Path, tmp_path: Path) -> None:
@@ -276,7 +279,7 @@ def test_tiny_qwen_judge_end_to_end(
         r["images"] = [os.path.relpath(labelled.parent / p, tmp_path) for p in r["images"]]
     small.write_text("\n".join(json.dumps(r) for r in rows) + "\n")
     argv = [
-        "--labelled", str(small), "--judge", "qwen_vl", "--model", str(tiny_model),
+        "--labelled", str(small), "--judge", "qwen_vl", "--judge-model", str(tiny_model),
         "--device", "cpu", "--dtype", "float32", "--max-pixels", str(28 * 28 * 4),
         "--batch-size", "8", "--min-per-class", "4", "--out", str(tmp_path / "out"),
         "--no-progress",
@@ -293,14 +296,14 @@ def test_tiny_qwen_judge_end_to_end(
     if counts.D <= 0:
         # A random model is no better than chance: the honest outcome is a clean refusal.
         assert code == 2
-        line = _error(capsys)
+        line = _error(capsys, only_line=False)
         assert f"D = 1 - e_pos - e_neg = {counts.D:.4f} <= 0" in line
     else:
         assert code in (0, 2)  # 2 when the D interval reaches below the margin
         if code == 0:
             assert Calibration.load(tmp_path / "out" / "calibration.json").counts == counts
         else:
-            assert "lower bound of D" in _error(capsys)
+            assert "lower bound of D" in _error(capsys, only_line=False)
     # a second run reads every verdict from the cache: same verdicts, no model call needed
     assert main(argv) == code
     again = [

@@ -1,4 +1,4 @@
-"""``cua-rl validate`` / ``cua-rl filter`` end to end on SimDesk trace folders."""
+"""``cua-rl validate`` / ``cua-rl filter`` (cua_rl/cli/validate.py) end to end on SimDesk traces."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
+from cua_rl.cli import main
 from cua_rl.envs.backends.simdesk import SimDeskConfig
 from cua_rl.validator import write_trace
-from cua_rl.validator.cli import load_config, main_filter, main_validate
 from tests.validator.simdesk_traces import CLEAN, NOISY, simdesk_trace
 
 REPO = Path(__file__).resolve().parents[2]
@@ -34,6 +34,14 @@ def folders(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
             "good_only": root / "good_only"}
 
 
+def main_validate(argv: list[str]) -> int:
+    return main(["validate", *argv])
+
+
+def main_filter(argv: list[str]) -> int:
+    return main(["filter", *argv])
+
+
 def copy_trace(src: Path, dst: Path) -> Path:
     import shutil
 
@@ -46,7 +54,7 @@ def test_validate_prints_the_table_and_writes_model_and_reports(
 ) -> None:
     out = tmp_path / "out"
     code = main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
-                          "--model-out", str(out / "model"), "--html-out", str(out / "html"),
+                          "--reference-out", str(out / "model"), "--html-out", str(out / "html"),
                           "--json-out", str(out / "reports.json")])
     text = capsys.readouterr().out
     assert code == 1  # one trace fails
@@ -128,24 +136,6 @@ def test_empty_test_folder_and_unknown_config_key(
     assert "must be a mapping" in capsys.readouterr().err
 
 
-def test_load_config_reads_yaml(tmp_path: Path) -> None:
-    cfg = tmp_path / "v.yaml"
-    cfg.write_text("auto_volatile: false\nequivalence:\n  use_a11y: false\n  tier1:\n"
-                   "    max_shift: 6\n    masks: [[0, 0, 10, 10]]\n")
-    config = load_config(cfg)
-    assert not config.auto_volatile and not config.equivalence.use_a11y
-    assert config.equivalence.tier1.max_shift == 6
-    assert config.equivalence.tier1.masks == ((0, 0, 10, 10),)
-    assert load_config(None).auto_volatile
-    from cua_rl.errors import ConfigError
-
-    with pytest.raises(ConfigError, match="cannot read validator config .*missing.yaml"):
-        load_config(tmp_path / "missing.yaml")
-    (tmp_path / "bad.yaml").write_text("a: [unclosed\n")
-    with pytest.raises(ConfigError, match="is not YAML"):
-        load_config(tmp_path / "bad.yaml")
-
-
 def test_simulated_tier2_is_announced_and_counted(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -175,8 +165,8 @@ def test_openai_tier2_through_the_command(
     with FakeOpenAIServer(lambda images, text: 0.9) as server:
         code = main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
                               "--config", str(cfg), "--semantic", "openai", "--base-url",
-                              server.url, "--semantic-model", "fake-judge", "--max-pixels",
-                              str(28 * 28 * 16), "--tier2-cache", str(tmp_path / "t2.sqlite")])
+                              server.url, "--judge-model", "fake-judge", "--max-pixels",
+                              str(28 * 28 * 16), "--cache", str(tmp_path / "t2.sqlite")])
     out = capsys.readouterr().out
     calls = int(out.split("tier-2 calls ")[1].split(",")[0])
     assert calls == server.requests > 0
@@ -188,8 +178,8 @@ def test_semantic_needs_its_options(
 ) -> None:
     args = ["--train", str(folders["train"]), "--test", str(folders["test"])]
     assert main_validate([*args, "--semantic", "qwen_vl"]) == 2
-    assert "--semantic qwen_vl needs --semantic-model" in capsys.readouterr().err
-    assert main_validate([*args, "--semantic", "openai", "--semantic-model", "m"]) == 2
+    assert "--semantic qwen_vl needs --judge-model" in capsys.readouterr().err
+    assert main_validate([*args, "--semantic", "openai", "--judge-model", "m"]) == 2
     assert "--semantic openai needs --base-url" in capsys.readouterr().err
 
 
@@ -198,7 +188,7 @@ def test_filter_keeps_passing_rollouts_and_writes_the_manifest(
 ) -> None:
     model = tmp_path / "model"
     assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--model-out", str(model)]) == 0
+                          "--reference-out", str(model)]) == 0
     rollouts = tmp_path / "rollouts"
     copy_trace(folders["test"] / "good", rollouts / "good")
     copy_trace(folders["test"] / "bug", rollouts / "bug")
@@ -206,7 +196,7 @@ def test_filter_keeps_passing_rollouts_and_writes_the_manifest(
     (broken / "obs_001.png").write_bytes(b"garbage")
     capsys.readouterr()
     manifest = tmp_path / "keep.json"
-    assert main_filter(["--model", str(model), "--rollouts", str(rollouts),
+    assert main_filter(["--reference", str(model), "--rollouts", str(rollouts),
                         "--manifest", str(manifest)]) == 0
     out = capsys.readouterr().out
     assert "keep    good" in out and "reject  bug" in out and "skip    broken" in out
@@ -216,10 +206,10 @@ def test_filter_keeps_passing_rollouts_and_writes_the_manifest(
     assert "obs_001.png" in doc["unreadable"]["broken"]
     assert doc["criterion"] == "passed"
     # A low coverage bar keeps the bug run too; --strict refuses the broken folder.
-    assert main_filter(["--model", str(model), "--rollouts", str(rollouts), "--manifest",
+    assert main_filter(["--reference", str(model), "--rollouts", str(rollouts), "--manifest",
                         str(manifest), "--min-coverage", "0.5"]) == 0
     assert sorted(json.loads(manifest.read_text())["kept"]) == ["bug", "good"]
-    assert main_filter(["--model", str(model), "--rollouts", str(rollouts), "--manifest",
+    assert main_filter(["--reference", str(model), "--rollouts", str(rollouts), "--manifest",
                         str(manifest), "--strict"]) == 2
     assert "obs_001.png" in capsys.readouterr().err
 
@@ -228,30 +218,19 @@ def test_filter_bad_input_exits_2(
     folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["--rollouts", str(folders["test"]), "--manifest", str(tmp_path / "m.json")]
-    assert main_filter(["--model", str(tmp_path / "nowhere"), *args]) == 2
+    assert main_filter(["--reference", str(tmp_path / "nowhere"), *args]) == 2
     assert "cannot read reference model" in capsys.readouterr().err
-    assert main_filter(["--model", str(tmp_path), *args, "--min-coverage", "1.5"]) == 2
-    assert "--min-coverage must be in [0, 1], got 1.5" in capsys.readouterr().err
+    assert main_filter(["--reference", str(tmp_path), *args, "--min-coverage", "1.5"]) == 2
+    assert "argument --min-coverage: must be in [0, 1], got 1.5" in capsys.readouterr().err
 
 
 def test_script_wrapper(folders: dict[str, Path], tmp_path: Path) -> None:
     model = tmp_path / "model"
     assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--model-out", str(model)]) == 0
+                          "--reference-out", str(model)]) == 0
     proc = subprocess.run(
-        [sys.executable, str(REPO / "scripts" / "filter_rollouts.py"), "--model", str(model),
+        [sys.executable, str(REPO / "scripts" / "filter_rollouts.py"), "--reference", str(model),
          "--rollouts", str(folders["test"]), "--manifest", str(tmp_path / "m.json")],
         capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "1 kept, 1 rejected, 0 unreadable" in proc.stdout
-
-
-def test_cua_rl_has_both_subcommands(folders: dict[str, Path], tmp_path: Path,
-                                     capsys: pytest.CaptureFixture[str]) -> None:
-    from cua_rl.cli import main
-
-    assert main(["validate", "--train", str(folders["train"]), "--test",
-                 str(folders["good_only"]), "--model-out", str(tmp_path / "m")]) == 0
-    assert main(["filter", "--model", str(tmp_path / "m"), "--rollouts", str(folders["test"]),
-                 "--manifest", str(tmp_path / "m.json")]) == 0
-    assert "1 kept, 1 rejected" in capsys.readouterr().out

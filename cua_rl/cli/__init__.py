@@ -1,0 +1,51 @@
+"""The ``cua-rl`` command line: every argparse parser and every print of cua_rl lives here.
+
+One module per subcommand (``demo``, ``calibrate``, ``validate`` with ``filter``, ``train``),
+each with ``add_parser(subparsers)`` and ``run(args) -> int``; ``_common`` holds what they
+share. Library functions return results and raise ``CuaRLError``; :func:`main` turns such an
+error into one line ``cua-rl <cmd>: error: ...`` on stderr and exit code 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+from collections.abc import Sequence
+
+from cua_rl.cli import calibrate, demo, train, validate
+from cua_rl.cli._common import EXIT_CODES, HelpFormatter, Parser, run_command
+
+__all__ = ["build_parser", "main"]
+
+#: The subcommand modules, in the order ``--help`` lists them; a new one is one more entry.
+COMMANDS = (demo, calibrate, validate, train)
+DESCRIPTION = """\
+Reinforcement learning for computer-use agents: calibrate a judge, validate and filter
+trajectories, train a policy, or run the whole pipeline on the simulated desktop. Every
+subcommand has its own --help.
+"""
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The ``cua-rl`` parser with every subcommand (each sets ``run`` to its function)."""
+    from cua_rl import __version__
+
+    parser = Parser(prog="cua-rl", description=DESCRIPTION, formatter_class=HelpFormatter,
+                    epilog=EXIT_CODES.format(prog="cua-rl <cmd>"))  # fmt: skip
+    parser.add_argument("-v", "--verbose", action="store_true", help="log at INFO level")
+    parser.add_argument("--version", action="version", version=f"cua-rl {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="<cmd>")
+    for module in COMMANDS:
+        module.add_parser(sub)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the ``cua-rl`` console script; returns the exit code (0, 1 or 2)."""
+    parser = build_parser()
+    try:
+        args = parser.parse_args(argv)
+    except SystemExit as done:  # --help, --version, or a usage error (already printed)
+        return int(done.code or 0)
+    logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    return run_command(f"cua-rl {args.command}", args.run, args)

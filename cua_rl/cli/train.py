@@ -1,0 +1,83 @@
+"""``cua-rl train``: train a compact policy with PPO from a config."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+from typing import Any
+
+from cua_rl.cli._common import add_subcommand, positive_int
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Train a compact policy with PPO from a training config (YAML). The run refuses, before any env
+or model exists, a config that cannot work (a missing calibration, one made for another judge,
+D <= 0, calibration tasks that overlap the training tasks). It evaluates the untrained policy,
+trains, evaluates periodically and at the end, writes checkpoints, and logs into the run folder:
+
+  <logging.dir>/<run_name>/
+      config.yaml            the config as it was run
+      metrics.jsonl          one JSON object per dump (step = environment steps)
+      wandb/                 wandb's offline files (unless logging.wandb is disabled)
+      checkpoints/ckpt_<update>.pt
+
+--resume continues from the latest checkpoint of the run folder (the same wandb run; metric rows
+logged after that checkpoint are dropped and logged again).
+
+example:
+  cua-rl train configs/simdesk.yaml --resume --total-timesteps 40000
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``train`` to ``cua-rl``'s subcommands."""
+    p = add_subcommand(
+        subparsers,
+        "train",
+        description=DESCRIPTION,
+        help="train a compact policy with PPO from a config",
+    )
+    p.add_argument("config", help="training config (YAML), e.g. configs/simdesk.yaml")
+    p.add_argument(
+        "--resume", action="store_true", help="continue from the run folder's latest checkpoint"
+    )
+    p.add_argument(
+        "--total-timesteps",
+        type=positive_int,
+        help="environment steps of the whole run (default: the config's ppo section)",
+    )
+    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.set_defaults(run=run)
+    return p
+
+
+def _format(metrics: dict[str, float]) -> str:
+    keys = ("eval/success_rate", "eval/judge_estimate", "eval/judge_ci_low", "eval/judge_ci_high")
+    return ", ".join(f"{k.split('/', 1)[1]}={metrics[k]:.3f}" for k in keys if k in metrics)
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``cua-rl train``; prints a summary of the run. Exit code 0."""
+    from cua_rl.training.config import load_config
+    from cua_rl.training.train import train
+
+    config = load_config(args.config)
+    if args.no_progress:
+        config = dataclasses.replace(
+            config, logging=dataclasses.replace(config.logging, progress=False)
+        )
+    result = train(config, resume=args.resume, total_timesteps=args.total_timesteps)
+    print(f"run folder: {result.run_dir}")
+    print(f"steps: {result.num_timesteps}, updates: {result.updates_done}")
+    stats = result.stats
+    print(
+        f"episodes: {stats.get('episodes', 0)}, unscorable (excluded): "
+        f"{stats.get('unscorable', 0)}, dropped by the filter: {stats.get('dropped', 0)}, "
+        f"down-weighted: {stats.get('downweighted', 0)}, stale: {stats.get('stale_episodes', 0)}"
+    )
+    for updates, steps, metrics in result.evals:
+        print(f"eval after {updates} updates ({steps} steps): {_format(metrics)}")
+    if result.checkpoint is not None:
+        print(f"checkpoint: {result.checkpoint}")
+    return 0

@@ -1,0 +1,88 @@
+"""run_calibration: the library function behind ``cua-rl calibrate`` returns what it did."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from cua_rl.calibration import Calibration, confusion_counts, load_labelled
+from cua_rl.calibration.builders import build_simdesk_labelled
+from cua_rl.calibration.run import read_task_ids, run_calibration
+from cua_rl.envs.backends.simdesk import SimDeskConfig
+from cua_rl.errors import CalibrationError, ConfigError
+from cua_rl.judges.simulated import SimulatedJudge
+
+
+@pytest.fixture(scope="module")
+def labelled(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    out = tmp_path_factory.mktemp("labelled")
+    build_simdesk_labelled(
+        out,
+        families=["click_ok", "editor_find"],
+        n_per_family=12,
+        seed=0,
+        config=SimDeskConfig(width=320, height=240),
+        expert_knobs={"mistakes": 0.3, "give_up": 0.3},
+        bug_rate=0.4,
+    )
+    return out / "labelled.jsonl"
+
+
+def test_run_returns_counts_paths_and_prints_nothing(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    examples = load_labelled(labelled)
+    seen: list[tuple[int, int, int]] = []
+    run = run_calibration(
+        labelled,
+        SimulatedJudge(0.1, 0.2, seed=1),
+        tmp_path,
+        min_per_class=1,
+        batch_size=5,
+        command="cua-rl calibrate --x",
+        progress=lambda n, total, cached: seen.append((n, total, cached)),
+    )
+    assert capsys.readouterr() == ("", "")
+    n = len(examples)
+    assert (run.n_items, run.n_judged, run.n_cached, run.n_errors) == (n, n, 0, 0)
+    assert run.n_positives == sum(e.label for e in examples)
+    assert [s[0] for s in seen] == [min(5, n - i) for i in range(0, n, 5)]
+    assert all(total == n and cached == 0 for _, total, cached in seen)
+    assert run.simulated is not None and "e_pos=0.1" in run.simulated
+    assert run.cache == tmp_path / "verdicts.sqlite" and run.cache.is_file()
+    assert Calibration.load(run.calibration_json) == run.calibration
+    rows = [json.loads(line) for line in run.verdicts_jsonl.read_text().splitlines()]
+    counts = confusion_counts([r["success"] for r in rows], [r["label"] for r in rows])
+    assert run.calibration.counts == counts
+    assert "- command: `cua-rl calibrate --x`" in run.report_md.read_text()
+    assert run.plot_png.stat().st_size > 1000
+
+    again = run_calibration(labelled, lambda: SimulatedJudge(0.1, 0.2, seed=1), tmp_path,
+                            min_per_class=1)  # fmt: skip
+    assert (again.n_judged, again.n_cached) == (0, n)
+    assert again.calibration == run.calibration
+
+
+def test_refusals(labelled: Path, tmp_path: Path) -> None:
+    built: list[int] = []
+
+    def factory() -> SimulatedJudge:
+        built.append(1)
+        return SimulatedJudge(0.1, 0.1)
+
+    with pytest.raises(ConfigError, match="batch_size must be >= 1, got 0"):
+        run_calibration(labelled, factory, tmp_path, batch_size=0)
+    with pytest.raises(CalibrationError, match="not found"):
+        run_calibration(tmp_path / "nope.jsonl", factory, tmp_path)
+    training = tmp_path / "training.txt"
+    training.write_text(f"# ids\n{load_labelled(labelled)[0].task_id}\n")
+    with pytest.raises(CalibrationError, match="also in the training tasks"):
+        run_calibration(labelled, factory, tmp_path, training_tasks=training)
+    assert built == []  # a bad set or an overlap fails before the judge is built
+    with pytest.raises(ConfigError, match="training task file .* not found"):
+        read_task_ids(tmp_path / "missing.txt")
+    with pytest.raises(CalibrationError, match="<= 0"):
+        run_calibration(labelled, SimulatedJudge(0.9, 0.9), tmp_path, min_per_class=1)
+    assert (tmp_path / "verdicts.jsonl").is_file() and not (tmp_path / "calibration.json").exists()

@@ -1,0 +1,43 @@
+"""``cua-rl train`` (cua_rl/cli/train.py): errors are one line, a tiny run prints its summary."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+import yaml
+
+from cua_rl.cli import main
+from tests.training.conftest import tiny_simdesk_dict
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def _one_error_line(capsys: pytest.CaptureFixture[str]) -> str:
+    err = capsys.readouterr().err
+    lines = err.splitlines()
+    assert len(lines) == 1 and lines[0].startswith("cua-rl train: error: "), err
+    return lines[0]
+
+
+def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    (tmp_path / "bad.yaml").write_text("ppo: {lerning_rate: 0.1}\n")
+    assert main(["train", str(tmp_path / "bad.yaml")]) == 2
+    assert "ppo.lerning_rate: unknown key" in _one_error_line(capsys)
+    assert main(["train", str(ROOT / "configs" / "osworld.yaml")]) == 2
+    assert "the 'osworld' backend is not implemented yet" in _one_error_line(capsys)
+    assert main(["train", str(tmp_path / "bad.yaml"), "--total-timesteps", "0"]) == 2
+    assert "argument --total-timesteps: must be >= 1, got 0" in _one_error_line(capsys)
+
+
+def test_trains_and_prints_a_summary(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    data = tiny_simdesk_dict(tmp_path / "runs", eval={"episodes": 1})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
+    argv = ["train", str(tmp_path / "tiny.yaml"), "--total-timesteps", "16", "--no-progress"]
+    assert main(argv) == 0
+    out = capsys.readouterr().out
+    assert f"run folder: {tmp_path / 'runs' / 'run'}" in out
+    assert "steps: 16, updates: 1" in out and "eval after 0 updates" in out
+    assert "eval after 1 updates (16 steps): success_rate=" in out
+    assert main([*argv[:2], "--resume", "--total-timesteps", "32", "-v"]) == 0
+    assert "steps: 32, updates: 2" in capsys.readouterr().out
