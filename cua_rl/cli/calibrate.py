@@ -93,17 +93,14 @@ def _judge_from_args(args: argparse.Namespace) -> Judge:
         JudgeError: If the model cannot be loaded.
     """
     from cua_rl.judges.config import JudgeConfig, ThresholdRule
-    from cua_rl.judges.simulated import SimulatedJudge
+    from cua_rl.judges.factory import SimulatedJudgeConfig, make_judge
 
     if args.judge != "simulated" and (args.e_pos is not None or args.e_neg is not None):
         raise ConfigError(f"--e-pos/--e-neg are for --judge simulated, got --judge {args.judge}")
     if args.judge == "simulated":
         e_pos = 0.1 if args.e_pos is None else args.e_pos
         e_neg = 0.1 if args.e_neg is None else args.e_neg
-        try:
-            return SimulatedJudge(e_pos, e_neg, seed=args.judge_seed)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
+        return make_judge(SimulatedJudgeConfig(e_pos, e_neg, seed=args.judge_seed))
     if not args.judge_model:
         raise ConfigError(f"--judge {args.judge} needs --judge-model")
     config = JudgeConfig(
@@ -115,20 +112,11 @@ def _judge_from_args(args: argparse.Namespace) -> Judge:
         last_k=args.last_k,
     )
     if args.judge == "qwen_vl":
-        from cua_rl.judges.qwen_vl import QwenVLJudge
-
-        return QwenVLJudge(config, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
+        return make_judge(config, device=args.device, dtype=args.dtype, batch_size=args.batch_size)
     if not args.base_url:
         raise ConfigError("--judge openai needs --base-url")
-    from cua_rl.judges.openai_compat import OpenAIJudge
-
-    return OpenAIJudge(
-        config,
-        args.base_url,
-        api_key_env=args.api_key_env,
-        timeout_s=args.timeout,
-        max_concurrency=args.batch_size,
-    )
+    return make_judge(config, base_url=args.base_url, api_key_env=args.api_key_env,
+                      timeout_s=args.timeout, max_concurrency=args.batch_size)  # fmt: skip
 
 
 def _command(args: argparse.Namespace) -> str:

@@ -32,7 +32,7 @@ COMMANDS = _subcommands()
 
 
 def test_every_subcommand_is_registered() -> None:
-    assert COMMANDS == ["demo", "calibrate", "validate", "filter", "train"]
+    assert COMMANDS == ["demo", "calibrate", "validate", "filter", "train", "evaluate"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -97,6 +97,9 @@ def test_defaults_shown_are_the_real_defaults(capsys: pytest.CaptureFixture[str]
         (["filter", "--reference", "r", "--rollouts", "r"], "required: --manifest"),
         (["train", "{tmp}/none.yaml"], "cannot read the config"),
         (["train"], "the following arguments are required: config"),
+        (["evaluate", "--config", "{tmp}/none.yaml", "--checkpoint", "{tmp}"],
+         "cannot read the config"),
+        (["evaluate", "--config", "c.yaml"], "required: --checkpoint"),
         (["nonsense"], "invalid choice: 'nonsense'"),
         ([], "the following arguments are required: <cmd>"),
     ],

@@ -1,0 +1,71 @@
+"""``cua-rl evaluate``: run a trained checkpoint on held-out tasks and print its EvalReport."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+from typing import Any
+
+from cua_rl.cli._common import add_subcommand, positive_int
+
+__all__ = ["add_parser", "run"]
+
+DESCRIPTION = """\
+Load a training checkpoint (a ckpt_<update>.pt file, or a run folder: its latest checkpoint) of a
+training config and run its policy, greedily, once on each of the config's held-out evaluation
+tasks (the same tasks, in the same order, as the run's own evaluations). Prints true success by
+the benchmark's checker with a Wilson interval, overall and per domain; when the config has a
+reward.judge section, also the judge's raw success rate, and with reward.calibration the
+corrected (Rogan-Gladen) estimate with an interval that includes the calibration's uncertainty.
+A SIMULATED judge is named as such.
+
+example:
+  cua-rl evaluate --config configs/simdesk.yaml --checkpoint runs/simdesk --episodes 200
+"""
+
+
+def add_parser(subparsers: Any) -> argparse.ArgumentParser:
+    """Add ``evaluate`` to ``cua-rl``'s subcommands."""
+    p = add_subcommand(
+        subparsers, "evaluate", description=DESCRIPTION,
+        help="run a trained checkpoint on held-out tasks; true and judge-estimated success",
+    )  # fmt: skip
+    p.add_argument("--config", required=True, help="the run's training config (YAML)")
+    p.add_argument("--checkpoint", required=True,
+                   help="a checkpoint file, or a run folder (its latest checkpoint)")  # fmt: skip
+    p.add_argument("--episodes", type=positive_int,
+                   help="held-out tasks to run, in order (default: the config's eval.episodes)")
+    p.add_argument("--split", choices=("eval", "train"), default="eval",
+                   help="the held-out evaluation tasks, or the training tasks")  # fmt: skip
+    p.add_argument("--task-ids", help="a file of task ids to run instead (one a line)")
+    p.add_argument("--sample", action="store_true", help="sample actions instead of greedy ones")
+    p.add_argument("--no-judge", action="store_true",
+                   help="checker only: do not judge the episodes even if the config has a judge")
+    p.add_argument("--json-out", help="also write the report as JSON here")
+    p.set_defaults(run=run)
+    return p
+
+
+def run(args: argparse.Namespace) -> int:
+    """Run ``cua-rl evaluate``; prints the report. Exit code 0."""
+    from cua_rl.calibration.labelled import atomic_write_bytes
+    from cua_rl.calibration.run import read_task_ids
+    from cua_rl.evaluation import evaluate_checkpoint
+    from cua_rl.training.config import load_config
+
+    config = load_config(args.config)
+    task_ids = sorted(read_task_ids(args.task_ids)) if args.task_ids else None
+    policy, report = evaluate_checkpoint(
+        config, args.checkpoint, episodes=args.episodes, split=args.split, task_ids=task_ids,
+        use_judge=not args.no_judge, deterministic=not args.sample,
+    )  # fmt: skip
+    print(f"checkpoint: {policy.checkpoint} ({policy.updates} updates, "
+          f"{policy.num_timesteps} environment steps)")  # fmt: skip
+    print(report.to_markdown(), end="")
+    if args.json_out:
+        data = {"checkpoint": str(policy.checkpoint), "config": str(Path(args.config)),
+                "split": args.split, **report.to_dict()}  # fmt: skip
+        atomic_write_bytes(Path(args.json_out), (json.dumps(data, indent=1) + "\n").encode())
+        print(f"wrote {args.json_out}")
+    return 0
