@@ -26,7 +26,9 @@ class FakeSpec:
     def check_config(self, config: Any) -> None:
         unknown = sorted(set(config.backend_kwargs) - {"fail_at_step"})
         if unknown:
-            raise ConfigError(f"env.backend_kwargs: unknown key(s) {unknown}; allowed: fail_at_step")
+            raise ConfigError(
+                f"env.backend_kwargs: unknown key(s) {unknown}; allowed: fail_at_step"
+            )
         if config.families or config.task_files:
             raise ConfigError("env.families: the fake backend has its own tasks")
 

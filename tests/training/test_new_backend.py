@@ -1,4 +1,4 @@
-"""Adding a backend touches no training code: FakeBackend through the registry, trained from YAML."""
+"""Adding a backend touches no training code: FakeBackend via the registry, trained from YAML."""
 
 from __future__ import annotations
 
