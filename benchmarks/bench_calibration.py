@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from cua_rl._io import atomic_write_bytes
 from cua_rl.calibration import (
     Calibration,
     ConfusionCounts,
@@ -53,7 +54,6 @@ from cua_rl.calibration import (
     estimate_calibration,
     load_labelled,
 )
-from cua_rl.calibration.labelled import atomic_write_bytes
 from cua_rl.provenance import cpu_model, git
 from cua_rl.rewards.estimate import estimate_success
 

@@ -34,7 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cua_rl.calibration.labelled import atomic_write_bytes
+from cua_rl._io import atomic_write_bytes
 from cua_rl.provenance import cpu_model, git
 from cua_rl.validator.casestudy import (
     BUGS,
