@@ -405,7 +405,7 @@ def section_d(
     out_dir: Path, n_per_family: int, facts: dict[str, Any]
 ) -> tuple[list[str], list[np.ndarray]]:
     from cua_rl.calibration.cli import main as calibrate
-    from cua_rl.calibration.simdesk_config import load_simdesk_labelled_config
+    from cua_rl.datasets.simdesk_config import load_simdesk_labelled_config
 
     config = load_simdesk_labelled_config(REPO / "calibration" / "simdesk" / "config.yaml")
     data = out_dir / "labelled"

@@ -241,7 +241,8 @@ def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
 # -- set-up: calibrations and reference models -------------------------------------------------
 def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     """Calibrate the three judges on held-out labelled sets; learn the reference models."""
-    from cua_rl.calibration.calibration import Calibration, calibrate_judge
+    from cua_rl.calibration.calibration import Calibration
+    from cua_rl.calibration.fitting import calibrate_judge
     from cua_rl.calibration.labelled import load_labelled
     from cua_rl.pipeline import build_labelled, learn_task_models, save_task_models
 

@@ -21,10 +21,11 @@ from typing import Any
 import numpy as np
 
 from cua_rl._io import atomic_folder, atomic_write
-from cua_rl.calibration.builders import build_simdesk_labelled
-from cua_rl.calibration.calibration import Calibration, calibrate_judge
+from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.estimators import wilson_interval
+from cua_rl.calibration.fitting import calibrate_judge
 from cua_rl.calibration.labelled import LabelledExample
+from cua_rl.datasets.simdesk import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 from cua_rl.envs.backends.simdesk.expert import run_expert

@@ -14,15 +14,16 @@ from PIL import Image
 
 from cua_rl.actions import Wait
 from cua_rl.calibration import check_disjoint, load_labelled
-from cua_rl.calibration.builders import (
+from cua_rl.datasets import (
     CALIBRATION_SEED_START,
     SIMDESK_SOURCE,
+    SimDeskLabelledConfig,
     build_labelled_from_env,
     build_simdesk_labelled,
     class_balance,
+    load_simdesk_labelled_config,
     simdesk_expert_policy,
 )
-from cua_rl.calibration.simdesk_config import SimDeskLabelledConfig, load_simdesk_labelled_config
 from cua_rl.envs.backends.simdesk import (
     KNOWN_BUGS,
     SimDeskBackend,
