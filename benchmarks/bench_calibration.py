@@ -44,6 +44,7 @@ from typing import Any
 
 import numpy as np
 
+from cua_rl._io import atomic_write_bytes
 from cua_rl.calibration import (
     Calibration,
     ConfusionCounts,
@@ -53,7 +54,6 @@ from cua_rl.calibration import (
     estimate_calibration,
     load_labelled,
 )
-from cua_rl.calibration.labelled import atomic_write_bytes
 from cua_rl.provenance import cpu_model, git
 from cua_rl.rewards.estimate import estimate_success
 
@@ -404,8 +404,8 @@ def section_c(shots: Sequence[np.ndarray], n_requests: int, facts: dict[str, Any
 def section_d(
     out_dir: Path, n_per_family: int, facts: dict[str, Any]
 ) -> tuple[list[str], list[np.ndarray]]:
-    from cua_rl.calibration.simdesk_config import load_simdesk_labelled_config
     from cua_rl.cli import main as cua_rl
+    from cua_rl.datasets.simdesk_config import load_simdesk_labelled_config
 
     config = load_simdesk_labelled_config(REPO / "calibration" / "simdesk" / "config.yaml")
     data = out_dir / "labelled"

@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from cua_rl._io import atomic_write_text
 from cua_rl.actions import Action, Done, Fail, to_pyautogui
 from cua_rl.core import Task
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
@@ -215,10 +216,7 @@ def main() -> int:
         f"{'met' if goal >= 500 else 'NOT met'} ({goal:,.0f} steps/s)."
     )
     text = "\n".join(lines) + "\n"
-    args.out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = args.out.with_suffix(".tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, args.out)
+    atomic_write_text(args.out, text)
     print(text)
     return 0
 

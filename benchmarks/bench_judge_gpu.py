@@ -355,7 +355,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        from cua_rl.calibration.labelled import atomic_write_bytes
+        from cua_rl._io import atomic_write_bytes
 
         atomic_write_bytes(args.out, text.encode("utf-8"))
     return 0

@@ -41,7 +41,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cua_rl.calibration.labelled import atomic_write_bytes
+from cua_rl._io import atomic_write_bytes
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task, run_expert
 from cua_rl.provenance import cpu_model, git
 from cua_rl.validator import (

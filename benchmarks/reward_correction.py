@@ -39,7 +39,6 @@ from __future__ import annotations
 import argparse
 import json
 import multiprocessing as mp
-import os
 import shlex
 import sys
 import time
@@ -51,6 +50,8 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from cua_rl._io import atomic_write_text
 
 REPO = Path(__file__).resolve().parent.parent
 FAMILIES = ("click_ok", "click_yes")
@@ -232,9 +233,7 @@ def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
     spec, work = args
     out = Path(work) / "runs" / f"{spec.key}.json"
     result = run_one(spec, work)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(json.dumps(result))
-    os.replace(tmp, out)
+    atomic_write_text(out, json.dumps(result))
     print(f"done {spec.key}: final {result['final'].get('eval/success_rate'):.3f} "
           f"in {result['wall_s']:.0f} s", flush=True)
     return result
@@ -243,7 +242,8 @@ def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
 # -- set-up: calibrations and reference models -------------------------------------------------
 def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     """Calibrate the three judges on held-out labelled sets; learn the reference models."""
-    from cua_rl.calibration.calibration import Calibration, calibrate_judge
+    from cua_rl.calibration.calibration import Calibration
+    from cua_rl.calibration.fitting import calibrate_judge
     from cua_rl.calibration.labelled import load_labelled
     from cua_rl.pipeline import build_labelled, learn_task_models, save_task_models
 
@@ -512,9 +512,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = report(results, info, args, out, time.perf_counter() - started)
-    tmp = out.with_name(f".{out.name}.tmp")
-    tmp.write_text(text, encoding="utf-8")
-    os.replace(tmp, out)
+    atomic_write_text(out, text)
     print(f"wrote {out}")
     return 0
 

@@ -12,7 +12,7 @@ popups, twice the window jitter, alternative paths, corrected mistakes and SIMUL
 changes, under several validator conditions (with and without accessibility text, with the
 SIMULATED tier 2 or none); (3) ablations; (4) where it fails and why.
 
-Scenario generation, labels and scoring live in :mod:`cua_rl.validator.casestudy`. Tier 2 is
+Scenario generation, labels and scoring live in ``benchmarks/case_study_scenario.py``. Tier 2 is
 SIMULATED throughout (:class:`~cua_rl.validator.semantic.SimulatedComparer`: it answers from
 state labels derived from SimDesk's accessibility text, optionally with flipped answers): the
 numbers measure the method around a tier-2 model, never a model's judgement.
@@ -34,9 +34,7 @@ from concurrent.futures import ProcessPoolExecutor
 from datetime import datetime, timezone
 from pathlib import Path
 
-from cua_rl.calibration.labelled import atomic_write_bytes
-from cua_rl.provenance import cpu_model, git
-from cua_rl.validator.casestudy import (
+from case_study_scenario import (
     BUGS,
     CATEGORIES,
     HARD_CONFIG,
@@ -53,6 +51,9 @@ from cua_rl.validator.casestudy import (
     self_report_flags,
     training_specs,
 )
+
+from cua_rl._io import atomic_write_bytes
+from cua_rl.provenance import cpu_model, git
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "validator.md"
@@ -118,7 +119,7 @@ def _header(argv: Sequence[str], quick: bool, jobs: int) -> list[str]:
 
 # -- running ---------------------------------------------------------------------------------------
 def _evaluate(job: tuple[str, Condition]) -> Evaluation:
-    from cua_rl.validator.casestudy import evaluate
+    from case_study_scenario import evaluate
 
     study, condition = job
     train, test = _DATA[study]

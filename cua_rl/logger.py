@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol, TextIO
 
+from cua_rl._io import atomic_write_text
 from cua_rl.errors import DependencyNotInstalled
 
 __all__ = ["NAMESPACES", "JSONLWriter", "Logger", "StdoutWriter", "WandbWriter", "Writer"]
@@ -86,10 +87,8 @@ class JSONLWriter:
         self.path.parent.mkdir(parents=True, exist_ok=True)
         if keep_until_step is not None and self.path.exists():
             kept = [r for r in read_jsonl(self.path) if int(r.get("step", 0)) <= keep_until_step]
-            tmp = self.path.with_name(f".{self.path.name}.tmp")
-            tmp.write_text("".join(json.dumps(r, sort_keys=True) + "\n" for r in kept),
-                           encoding="utf-8")  # fmt: skip
-            os.replace(tmp, self.path)
+            atomic_write_text(self.path,
+                              "".join(json.dumps(r, sort_keys=True) + "\n" for r in kept))
         self._file = self.path.open("a", encoding="utf-8")
 
     def write(self, values: Mapping[str, Value], step: int) -> None:

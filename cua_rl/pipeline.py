@@ -14,17 +14,18 @@
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cua_rl.calibration.builders import build_simdesk_labelled
-from cua_rl.calibration.calibration import Calibration, calibrate_judge
+from cua_rl._io import atomic_folder, atomic_write
+from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.estimators import wilson_interval
+from cua_rl.calibration.fitting import calibrate_judge
 from cua_rl.calibration.labelled import LabelledExample
+from cua_rl.datasets.simdesk import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 from cua_rl.envs.backends.simdesk.expert import run_expert
@@ -137,15 +138,10 @@ def task_model_dir(task_id: str) -> str:
 
 def save_task_models(models: Mapping[str, Any], folder: str | os.PathLike[str]) -> Path:
     """Save task id -> reference model as ``folder/<task_model_dir>``, replacing ``folder``."""
-    target = Path(folder)
-    tmp = target.with_name(f".{target.name}.tmp")
-    shutil.rmtree(tmp, ignore_errors=True)
-    for task_id, model in models.items():
-        model.save(tmp / task_model_dir(task_id))
-    tmp.mkdir(parents=True, exist_ok=True)
-    shutil.rmtree(target, ignore_errors=True)
-    os.replace(tmp, target)
-    return target
+    with atomic_folder(folder, overwrite=True) as tmp:
+        for task_id, model in models.items():
+            model.save(tmp / task_model_dir(task_id))
+    return Path(folder)
 
 
 def load_task_models(folder: str | os.PathLike[str], os_name: str = "simdesk") -> dict[str, Any]:
@@ -219,10 +215,7 @@ def plot_curves(
     ax.grid(alpha=0.3)
     ax.legend(fontsize=8, loc="best")
     fig.tight_layout()
-    out = Path(path)
-    out.parent.mkdir(parents=True, exist_ok=True)
-    tmp = out.with_name(f".{out.name}.tmp")
-    fig.savefig(tmp, format="png")
-    plt.close(fig)
-    os.replace(tmp, out)
-    return out
+    try:
+        return atomic_write(path, lambda handle: fig.savefig(handle, format="png"))
+    finally:
+        plt.close(fig)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import os
-import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
+
+from cua_rl._io import atomic_write
 
 __all__ = ["save_png", "strip_image"]
 
@@ -72,14 +73,4 @@ def strip_image(
 
 def save_png(image: Image.Image, path: str | os.PathLike[str]) -> Path:
     """Write a PNG atomically (temporary file in the same folder, then rename)."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            image.save(handle, format="PNG")
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write(path, lambda handle: image.save(handle, format="PNG"))

@@ -6,7 +6,7 @@
 
 Reads ``calibration/simdesk/config.yaml`` (strict: an unknown key is an error), runs SimDesk's
 scripted expert with its noise knobs and injected bugs
-(:func:`cua_rl.calibration.builders.build_simdesk_labelled`), labels every episode with the
+(:func:`cua_rl.datasets.build_simdesk_labelled`), labels every episode with the
 ground-truth checker and writes ``labelled.jsonl``, ``images/`` and ``manifest.json`` into the
 output folder (default: the config's ``out_dir``, ``calibration/simdesk/data/``, which is
 generated data and not committed). It prints the class balance.
@@ -26,8 +26,7 @@ import logging
 import sys
 from pathlib import Path
 
-from cua_rl.calibration.builders import format_class_balance
-from cua_rl.calibration.simdesk_config import load_simdesk_labelled_config
+from cua_rl.datasets import format_class_balance, load_simdesk_labelled_config
 from cua_rl.errors import CuaRLError
 
 DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "calibration" / "simdesk" / "config.yaml"

@@ -385,17 +385,20 @@ def test_action_from_dict_is_strict_about_the_form() -> None:
 def test_parser_source_never_executes_code() -> None:
     import inspect
 
-    import cua_rl._action_parsing as parsing
+    from cua_rl.actions import _parse_base, parsing, pyautogui_code, serialize, types
 
-    for module in (actions_module, parsing):
+    for module in (actions_module, _parse_base, parsing, pyautogui_code, serialize, types):
         source = inspect.getsource(module)
         assert not re.search(r"(?<![\w.])(exec|eval|compile|__import__)\(", source)
         assert "literal_eval" not in source and "importlib" not in source
 
 
 def test_doctests() -> None:
-    result = doctest.testmod(actions_module, optionflags=doctest.ELLIPSIS)
-    assert result.attempted >= 4 and result.failed == 0
+    from cua_rl.actions import parsing, serialize, types
+
+    results = [doctest.testmod(m, optionflags=doctest.ELLIPSIS)
+               for m in (parsing, serialize, types)]
+    assert sum(r.attempted for r in results) >= 4 and sum(r.failed for r in results) == 0
 
 
 # ---------------------------------------------------------------------------------------------

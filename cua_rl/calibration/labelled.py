@@ -20,7 +20,6 @@ from __future__ import annotations
 import json
 import os
 import random
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -29,13 +28,13 @@ from typing import Any
 import numpy as np
 from PIL import Image
 
+from cua_rl._io import atomic_write_bytes
 from cua_rl.errors import CalibrationError
 from cua_rl.judges.base import JudgeRequest
 
 __all__ = [
     "LABELLED_KEYS",
     "LabelledExample",
-    "atomic_write_bytes",
     "check_both_classes",
     "check_disjoint",
     "load_labelled",
@@ -54,27 +53,6 @@ LABELLED_KEYS: tuple[str, ...] = (
     "source",
 )
 _NONEMPTY = ("id", "task_id", "os", "instruction")
-
-
-def atomic_write_bytes(path: str | os.PathLike[str], data: bytes) -> Path:
-    """Write ``data`` to ``path`` atomically: a temp file in the same folder, then os.replace.
-
-    A reader sees either the old file or the whole new one, never a partial write.
-    """
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        if os.path.exists(tmp):
-            os.unlink(tmp)
-        raise
-    return target
 
 
 @dataclass(frozen=True)

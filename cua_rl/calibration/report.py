@@ -12,8 +12,8 @@ from pathlib import Path
 
 from PIL import Image, ImageDraw, ImageFont
 
+from cua_rl._io import atomic_write_bytes
 from cua_rl.calibration.calibration import Calibration, stratum_label
-from cua_rl.calibration.labelled import atomic_write_bytes
 
 __all__ = ["plot_calibration", "render_markdown", "write_report"]
 

@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cua_rl.calibration.calibration import Calibration, estimate_calibration, judge_labelled
+from cua_rl.calibration.calibration import Calibration
+from cua_rl.calibration.fitting import estimate_calibration, judge_labelled
 from cua_rl.calibration.labelled import (
     LabelledExample,
     atomic_write_bytes,

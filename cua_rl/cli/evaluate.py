@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import argparse
-import json
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +48,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl evaluate``; prints the report. Exit code 0."""
-    from cua_rl.calibration.labelled import atomic_write_bytes
+    from cua_rl._io import atomic_write_json
     from cua_rl.calibration.run import read_task_ids
     from cua_rl.evaluation import evaluate_checkpoint
     from cua_rl.training.config import load_config
@@ -66,6 +65,6 @@ def run(args: argparse.Namespace) -> int:
     if args.json_out:
         data = {"checkpoint": str(policy.checkpoint), "config": str(Path(args.config)),
                 "split": args.split, **report.to_dict()}  # fmt: skip
-        atomic_write_bytes(Path(args.json_out), (json.dumps(data, indent=1) + "\n").encode())
+        atomic_write_json(Path(args.json_out), data)
         print(f"wrote {args.json_out}")
     return 0

@@ -1,29 +1,27 @@
 """RecordTrajectory: write every finished episode of a CUAEnv to disk.
 
 Each episode becomes one folder ``<directory>/<NNNNNN>-<task id>/`` holding ``steps.jsonl`` and
-one PNG per observation. The folder is written under a temporary name and renamed into place with
-:func:`os.replace`, so a reader never sees a half-written episode.
+one PNG per observation, written by :func:`cua_rl.episode_folder.write_episode_folder` (the format
+is documented there; the same writer as :func:`cua_rl.validator.traces.write_trace`) under a
+temporary name and renamed into place, so a reader never sees a half-written episode.
 
-``steps.jsonl``: line 1 is the episode header (``"kind": "episode"``: task id, instruction, os,
-domain, end reason, ground truth, env error, reward components, scorable, length, ``initial``
-screenshot file); then one line per step (``"kind": "step"``: index, action text, action dict or
-None, action error, screenshot file, title, time).
+The header holds the task id, instruction, os, domain, end reason, ground truth, env error,
+reward components and scorable flag; each step line the action text, the action dict (or None)
+and the action error.
 """
 
 from __future__ import annotations
 
-import json
 import os
 import re
-import tempfile
 from pathlib import Path
 from typing import Any, SupportsFloat
 
 import gymnasium as gym
-from PIL import Image
 
 from cua_rl.actions import action_to_dict
-from cua_rl.core import EpisodeEnd, Observation, Trajectory
+from cua_rl.core import EpisodeEnd, Trajectory
+from cua_rl.episode_folder import write_episode_folder
 
 __all__ = ["RecordTrajectory"]
 
@@ -69,10 +67,7 @@ class RecordTrajectory(gym.Wrapper[Any, Any, Any, Any]):
         task = trajectory.task
         name = f"{self._next:06d}-{_UNSAFE.sub('_', task.id).strip('_')[:80]}"
         self._next += 1
-        tmp = Path(tempfile.mkdtemp(prefix=".tmp-", dir=self.directory))
-        tmp.chmod(0o755)  # mkdtemp makes it private; episodes are ordinary readable folders
         header = {
-            "kind": "episode",
             "task_id": task.id,
             "instruction": task.instruction,
             "os": task.os,
@@ -82,32 +77,14 @@ class RecordTrajectory(gym.Wrapper[Any, Any, Any, Any]):
             "env_error": trajectory.env_error,
             "reward_components": dict(end.components) if end.scored else None,
             "scorable": end.scorable if end.scored else None,
-            "length": len(trajectory),
-            "initial": _save_png(tmp, 0, trajectory.initial),
         }
-        lines = [header]
+        lines = []
         for step in trajectory.steps:
             lines.append(
                 {
-                    "kind": "step",
-                    "index": step.index,
                     "action_text": step.action_text,
                     "action": None if step.action is None else action_to_dict(step.action),
                     "action_error": step.action_error,
-                    "screenshot": _save_png(tmp, step.index + 1, step.observation),
-                    "title": step.observation.title,
-                    "time": step.observation.time,
                 }
             )
-        with open(tmp / "steps.jsonl", "w", encoding="utf-8") as f:
-            for line in lines:
-                f.write(json.dumps(line) + "\n")
-        final = self.directory / name
-        os.replace(tmp, final)
-        return final
-
-
-def _save_png(folder: Path, index: int, observation: Observation) -> str:
-    name = f"obs_{index:03d}.png"
-    Image.fromarray(observation.screenshot).save(folder / name)
-    return name
+        return write_episode_folder(self.directory / name, trajectory.observations, lines, header)

@@ -12,8 +12,9 @@ Names are imported on first use (no torch until a policy is loaded).
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cua_rl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cua_rl.evaluation.report import EvalReport, Rate, eval_report
@@ -26,14 +27,14 @@ if TYPE_CHECKING:
     )
 
 _WHERE = {
-    "EvalReport": "report",
-    "Rate": "report",
-    "eval_report": "report",
-    "TrainedPolicy": "run",
-    "evaluate": "run",
-    "evaluate_checkpoint": "run",
-    "held_out_tasks": "run",
-    "load_policy": "run",
+    "EvalReport": "cua_rl.evaluation.report",
+    "Rate": "cua_rl.evaluation.report",
+    "eval_report": "cua_rl.evaluation.report",
+    "TrainedPolicy": "cua_rl.evaluation.run",
+    "evaluate": "cua_rl.evaluation.run",
+    "evaluate_checkpoint": "cua_rl.evaluation.run",
+    "held_out_tasks": "cua_rl.evaluation.run",
+    "load_policy": "cua_rl.evaluation.run",
 }
 
 __all__ = [
@@ -48,7 +49,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"cua_rl.evaluation.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

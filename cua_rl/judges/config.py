@@ -12,12 +12,13 @@ import hashlib
 import json
 import os
 import posixpath
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
 from cua_rl.errors import ConfigError
-from cua_rl.judges.prompts import PROMPT_VERSION, PROMPT_VERSIONS
+from cua_rl.judges.base import Verdict
+from cua_rl.judges.prompts import PROMPT_VERSION, PROMPT_VERSIONS, answer_counts
 
 __all__ = [
     "DecisionRule",
@@ -25,6 +26,7 @@ __all__ = [
     "JudgeKind",
     "ThresholdRule",
     "VoteRule",
+    "vote_verdict",
     "model_name",
 ]
 
@@ -146,6 +148,34 @@ class VoteRule:
 
 
 DecisionRule = ThresholdRule | VoteRule
+
+
+def vote_verdict(texts: Sequence[str], rule: VoteRule, judge_id: str) -> Verdict:
+    """The verdict of ``rule`` over sampled answers: every vote-rule judge decides through this.
+
+    ``raw`` is the JSON list of the answers. When the sample count is not ``rule.k`` or too few
+    answers parse as YES/NO (:meth:`VoteRule.decide`), the verdict carries an ``error`` (the
+    caller counts and logs it) with ``success=False`` and ``p_success=None``.
+
+    Example:
+        >>> v = vote_verdict(["YES", "no.", "Yes"], VoteRule(k=3), "j")
+        >>> v.success, round(v.p_success, 3), v.error
+        (True, 0.667, None)
+        >>> vote_verdict(["maybe", "YES", "?"], VoteRule(k=3), "j").error
+        'only 1 of 3 sampled answers are YES or NO (2 unparsable); need at least 2'
+    """
+    raw = json.dumps(list(texts), ensure_ascii=False)
+    if len(texts) != rule.k:
+        error = f"asked for {rule.k} sampled answers, got {len(texts)}"
+        return Verdict(success=False, p_success=None, raw=raw, judge_id=judge_id, error=error)
+    yes, no, bad = answer_counts(texts)
+    decided = rule.decide(yes, no)
+    if decided is None:
+        error = (f"only {yes + no} of {rule.k} sampled answers are YES or NO ({bad} unparsable); "
+                 f"need at least {rule.k // 2 + 1}")  # fmt: skip
+        return Verdict(success=False, p_success=None, raw=raw, judge_id=judge_id, error=error)
+    success, share = decided
+    return Verdict(success=success, p_success=share, raw=raw, judge_id=judge_id)
 
 
 def _decision_from_dict(data: Mapping[str, Any]) -> DecisionRule:

@@ -35,9 +35,8 @@ import numpy as np
 
 from cua_rl.errors import ConfigError, JudgeError
 from cua_rl.judges.base import JudgeRequest, Verdict
-from cua_rl.judges.config import JudgeConfig, VoteRule
+from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
-    answer_counts,
     answer_of_token,
     openai_messages,
     parse_answer,
@@ -358,19 +357,8 @@ class OpenAIJudge:
             return self._failed(f"malformed response ({type(exc).__name__}: {exc}): {snippet!r}")
         rule = self.config.decision
         if isinstance(rule, VoteRule):
-            raw = json.dumps(texts, ensure_ascii=False)
-            if len(texts) != rule.k:
-                return self._failed(f"asked for n={rule.k} answers, got {len(texts)}", raw)
-            yes, no, bad = answer_counts(texts)
-            decided = rule.decide(yes, no)
-            if decided is None:
-                return self._failed(
-                    f"only {yes + no} of {rule.k} answers are YES or NO ({bad} unparsable); "
-                    f"need at least {rule.k // 2 + 1}",
-                    raw,
-                )
-            success, share = decided
-            return Verdict(success=success, p_success=share, raw=raw, judge_id=self.judge_id)
+            verdict = vote_verdict(texts, rule, self.judge_id)
+            return self._failed(verdict.error, verdict.raw) if verdict.error else verdict
         if not texts:
             return self._failed("the response has no choices")
         raw = texts[0]

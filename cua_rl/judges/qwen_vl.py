@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import gc
 import importlib
-import json
 import logging
 import time
 from collections import deque
@@ -41,11 +40,10 @@ import numpy as np
 
 from cua_rl.errors import ConfigError, DependencyNotInstalled, JudgeError
 from cua_rl.judges.base import JudgeRequest, Verdict
-from cua_rl.judges.config import JudgeConfig, VoteRule
+from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
     NO_VARIANTS,
     YES_VARIANTS,
-    answer_counts,
     prompt_text,
     qwen_messages,
     select_screenshots,
@@ -369,7 +367,7 @@ class QwenVLJudge:
             if isinstance(rule, VoteRule):
                 texts = self._sample(inputs, rule)
                 verdicts = [
-                    self._vote(texts[i * rule.k : (i + 1) * rule.k], rule)
+                    vote_verdict(texts[i * rule.k : (i + 1) * rule.k], rule, self.judge_id)
                     for i in range(len(batch))
                 ]
                 generated = True
@@ -454,19 +452,6 @@ class QwenVLJudge:
             )
         new = out[:, inputs["input_ids"].shape[1] :]
         return [str(t) for t in self.tokenizer.batch_decode(new, skip_special_tokens=True)]
-
-    def _vote(self, texts: Sequence[str], rule: VoteRule) -> Verdict:
-        raw = json.dumps(list(texts), ensure_ascii=False)
-        yes, no, bad = answer_counts(texts)
-        decided = rule.decide(yes, no)
-        if decided is None:
-            return self._error(
-                f"only {yes + no} of {rule.k} sampled answers are YES or NO "
-                f"({bad} unparsable); need at least {rule.k // 2 + 1}",
-                raw,
-            )
-        success, share = decided
-        return Verdict(success=success, p_success=share, raw=raw, judge_id=self.judge_id)
 
     def __repr__(self) -> str:
         return f"QwenVLJudge({self.judge_id!r}, device={str(self.device)!r})"

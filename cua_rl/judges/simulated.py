@@ -14,6 +14,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from cua_rl.core import SUCCESS_THRESHOLD
 from cua_rl.judges.base import JudgeRequest, Verdict
 
 __all__ = ["SimulatedJudge", "StratumKey"]
@@ -91,7 +92,7 @@ class SimulatedJudge:
         near_success: Callable[[JudgeRequest], float] | None = None,
         near_success_e_neg: float = 0.5,
         seed: int = 0,
-        threshold: float = 0.5,
+        threshold: float = SUCCESS_THRESHOLD,
         name: str | None = None,
     ) -> None:
         self.e_pos = _check_rate(e_pos, "e_pos")

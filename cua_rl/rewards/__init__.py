@@ -6,8 +6,9 @@ Names are imported on first use, so ``import cua_rl.rewards`` loads neither the 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from cua_rl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cua_rl.rewards.base import GroundTruthReward, RewardSource, WeightedReward
@@ -17,14 +18,14 @@ if TYPE_CHECKING:
     from cua_rl.rewards.structural import StructuralReward
 
 _WHERE = {
-    "CorrectedReward": "corrected",
-    "GroundTruthReward": "base",
-    "JudgeReward": "judge",
-    "RewardSource": "base",
-    "StructuralReward": "structural",
-    "SuccessEstimate": "estimate",
-    "WeightedReward": "base",
-    "estimate_success": "estimate",
+    "CorrectedReward": "cua_rl.rewards.corrected",
+    "GroundTruthReward": "cua_rl.rewards.base",
+    "JudgeReward": "cua_rl.rewards.judge",
+    "RewardSource": "cua_rl.rewards.base",
+    "StructuralReward": "cua_rl.rewards.structural",
+    "SuccessEstimate": "cua_rl.rewards.estimate",
+    "WeightedReward": "cua_rl.rewards.base",
+    "estimate_success": "cua_rl.rewards.estimate",
 }
 
 __all__ = [
@@ -39,7 +40,4 @@ __all__ = [
 ]
 
 
-def __getattr__(name: str) -> Any:
-    if name in _WHERE:
-        return getattr(importlib.import_module(f"cua_rl.rewards.{_WHERE[name]}"), name)
-    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+__getattr__, __dir__ = lazy_exports(__name__, _WHERE)

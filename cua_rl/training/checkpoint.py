@@ -3,8 +3,8 @@
 A checkpoint (``<run>/checkpoints/ckpt_<update>.pt``, a ``torch.save`` dict) holds the policy
 and optimizer state, the counters (environment steps, updates, SB3 gradient steps, exclusion
 statistics), the logger step, the torch / numpy / Python RNG states, the config and its
-:func:`~cua_rl.training.config.config_hash`. It is written to a temporary file in the same
-folder, flushed to disk and moved into place with ``os.replace``, so a run killed while writing
+:func:`~cua_rl.training.config.config_hash`. It is written with
+:func:`cua_rl._io.atomic_write` (temporary file, fsync, rename), so a run killed while writing
 leaves the previous checkpoint intact and never a partial one.
 
 What a resume does *not* restore: the sub-envs. Episodes running when the run stopped are lost
@@ -19,13 +19,13 @@ import os
 import pickle
 import random
 import re
-import tempfile
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 import torch
 
+from cua_rl._io import atomic_write
 from cua_rl.errors import ConfigError
 
 __all__ = [
@@ -102,17 +102,7 @@ def save_checkpoint(
         "config_hash": config_hash,
     }
     target = checkpoint_path(run_dir, model.updates_done)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "wb") as handle:
-            torch.save(state, handle)
-            handle.flush()
-            os.fsync(handle.fileno())
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
+    atomic_write(target, lambda handle: torch.save(state, handle))
     for old in list_checkpoints(run_dir)[:-keep_last]:
         old.unlink(missing_ok=True)
     return target

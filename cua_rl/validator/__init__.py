@@ -17,33 +17,54 @@ protocol, cache, simulated comparer), ``comparer`` (the combined tiers: StateCom
 merging), ``dominators`` (essential states), ``matching`` (subsequence matching), ``model``
 (ReferenceModel, ValidationReport), ``render`` (PNG dominator tree, HTML report), ``filter``
 (filter a folder of rollouts, manifest).
+
+Every name is imported lazily, on first use: ``import cua_rl.validator`` loads no submodule
+(no scikit-image, scipy or networkx until a name is used).
 """
 
-from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, SIMDESK_A11Y_IGNORE, a11y_key
-from cua_rl.validator.comparer import Decision, EquivalenceConfig, StateComparer
-from cua_rl.validator.dominators import DominatorAnalysis, analyse, immediate_dominators
-from cua_rl.validator.equivalence import Equivalence, Tier1Config, Tier1Result
-from cua_rl.validator.filter import FilterResult, filter_rollouts
-from cua_rl.validator.matching import ChainMatch, match_chain
-from cua_rl.validator.model import (
-    ReferenceModel,
-    ValidationReport,
-    ValidatorConfig,
-    ValidatorWarning,
-)
-from cua_rl.validator.model_comparers import OpenAIComparer, QwenVLComparer
-from cua_rl.validator.pta import State, StateGraph, merge_traces
-from cua_rl.validator.render import render_dominator_tree, render_report_html
-from cua_rl.validator.semantic import (
-    SEMANTIC_PROMPT,
-    CachedComparer,
-    SemanticAnswer,
-    SemanticComparer,
-    SimulatedComparer,
-    side_by_side,
-)
-from cua_rl.validator.traces import Frame, Trace, read_trace, read_traces, write_trace
-from cua_rl.validator.volatile import detect_volatile_regions
+from cua_rl._lazy import lazy_exports
+
+_EXPORTS = {
+    "DEFAULT_A11Y_IGNORE": "cua_rl.validator.a11y",
+    "SIMDESK_A11Y_IGNORE": "cua_rl.validator.a11y",
+    "a11y_key": "cua_rl.validator.a11y",
+    "Decision": "cua_rl.validator.comparer",
+    "EquivalenceConfig": "cua_rl.validator.comparer",
+    "StateComparer": "cua_rl.validator.comparer",
+    "DominatorAnalysis": "cua_rl.validator.dominators",
+    "analyse": "cua_rl.validator.dominators",
+    "immediate_dominators": "cua_rl.validator.dominators",
+    "Equivalence": "cua_rl.validator.equivalence",
+    "Tier1Config": "cua_rl.validator.equivalence",
+    "Tier1Result": "cua_rl.validator.equivalence",
+    "FilterResult": "cua_rl.validator.filter",
+    "filter_rollouts": "cua_rl.validator.filter",
+    "ChainMatch": "cua_rl.validator.matching",
+    "match_chain": "cua_rl.validator.matching",
+    "ReferenceModel": "cua_rl.validator.model",
+    "ValidationReport": "cua_rl.validator.model",
+    "ValidatorConfig": "cua_rl.validator.model",
+    "ValidatorWarning": "cua_rl.validator.model",
+    "OpenAIComparer": "cua_rl.validator.model_comparers",
+    "QwenVLComparer": "cua_rl.validator.model_comparers",
+    "State": "cua_rl.validator.pta",
+    "StateGraph": "cua_rl.validator.pta",
+    "merge_traces": "cua_rl.validator.pta",
+    "render_dominator_tree": "cua_rl.validator.render",
+    "render_report_html": "cua_rl.validator.render",
+    "CachedComparer": "cua_rl.validator.semantic",
+    "SEMANTIC_PROMPT": "cua_rl.validator.semantic",
+    "SemanticAnswer": "cua_rl.validator.semantic",
+    "SemanticComparer": "cua_rl.validator.semantic",
+    "SimulatedComparer": "cua_rl.validator.semantic",
+    "side_by_side": "cua_rl.validator.semantic",
+    "Frame": "cua_rl.validator.traces",
+    "Trace": "cua_rl.validator.traces",
+    "read_trace": "cua_rl.validator.traces",
+    "read_traces": "cua_rl.validator.traces",
+    "write_trace": "cua_rl.validator.traces",
+    "detect_volatile_regions": "cua_rl.validator.volatile",
+}
 
 __all__ = [
     "DEFAULT_A11Y_IGNORE",
@@ -86,3 +107,5 @@ __all__ = [
     "side_by_side",
     "write_trace",
 ]
+
+__getattr__, __dir__ = lazy_exports(__name__, _EXPORTS)

@@ -19,22 +19,21 @@ person can see why each rollout was kept or not.
 from __future__ import annotations
 
 import dataclasses
-import json
 import os
-import tempfile
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
+from cua_rl._io import atomic_write_json
 from cua_rl.core import EpisodeEnd
 from cua_rl.errors import ConfigError, TraceFormatError
 from cua_rl.rewards.structural import model_for
 from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace, list_trace_folders, read_trace
 
-__all__ = ["FilterResult", "RolloutFilter", "filter_rollouts", "write_json_atomic"]
+__all__ = ["FilterResult", "RolloutFilter", "filter_rollouts"]
 
 
 class RolloutFilter:
@@ -127,21 +126,6 @@ class FilterResult:
     manifest: Path | None = None
 
 
-def write_json_atomic(data: Any, path: str | os.PathLike[str]) -> Path:
-    """Write ``data`` as indented JSON via a temporary file and a rename."""
-    target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            json.dump(data, handle, indent=1)
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
-
-
 def filter_rollouts(
     model: ReferenceModel,
     folder: str | os.PathLike[str],
@@ -192,5 +176,5 @@ def filter_rollouts(
             "unreadable": {p.name: e for p, e in result.unreadable.items()},
             "entries": {p.name: r.to_dict() for p, r in result.reports.items()},
         }
-        result.manifest = write_json_atomic(doc, manifest)
+        result.manifest = atomic_write_json(manifest, doc)
     return result

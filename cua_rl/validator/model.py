@@ -24,8 +24,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import shutil
-import tempfile
 import warnings
 from collections import Counter
 from collections.abc import Sequence
@@ -37,6 +35,7 @@ import networkx as nx
 import numpy as np
 from PIL import Image
 
+from cua_rl._io import atomic_folder
 from cua_rl.errors import ConfigError, TraceFormatError
 from cua_rl.validator.a11y import a11y_hint, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
@@ -350,10 +349,7 @@ class ReferenceModel:
             The folder.
         """
         target = Path(folder)
-        target.parent.mkdir(parents=True, exist_ok=True)
-        tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-        try:
-            tmp.chmod(0o755)
+        with atomic_folder(target, overwrite=True) as tmp:
             (tmp / "states").mkdir()
             (tmp / "thumbnails").mkdir()
             states = []
@@ -389,16 +385,6 @@ class ReferenceModel:
                 "terminals": {k: list(v) for k, v in self.analysis.terminals.items()},
             }
             (tmp / "model.json").write_text(json.dumps(doc, indent=1), encoding="utf-8")
-            if target.exists():
-                old = target.with_name(f".{target.name}.old-{os.getpid()}")
-                os.replace(target, old)
-                os.replace(tmp, target)
-                shutil.rmtree(old, ignore_errors=True)
-            else:
-                os.replace(tmp, target)
-        except BaseException:
-            shutil.rmtree(tmp, ignore_errors=True)
-            raise
         return target
 
     @classmethod

@@ -15,12 +15,12 @@ import base64
 import html
 import io
 import os
-import tempfile
 from pathlib import Path
 
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
+from cua_rl._io import atomic_write_text
 from cua_rl.validator.dominators import SINK
 from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace
@@ -202,12 +202,4 @@ def render_report_html(
                        f"<figcaption>{esc(st.describe(model.n_traces))}</figcaption></figure>")
         out.append("</div>")
     out.append("</body></html>")
-    fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp", dir=target.parent)
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write("\n".join(out))
-        os.replace(tmp, target)
-    except BaseException:
-        Path(tmp).unlink(missing_ok=True)
-        raise
-    return target
+    return atomic_write_text(target, "\n".join(out))

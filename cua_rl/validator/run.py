@@ -14,9 +14,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
+from cua_rl._io import atomic_write_bytes, atomic_write_json
 from cua_rl.errors import ConfigError, CuaRLError
 from cua_rl.validator.comparer import StateComparer
-from cua_rl.validator.filter import FilterResult, filter_rollouts, write_json_atomic
+from cua_rl.validator.filter import FilterResult, filter_rollouts
 from cua_rl.validator.model import ReferenceModel, ValidationReport, ValidatorConfig
 from cua_rl.validator.semantic import CachedComparer
 from cua_rl.validator.traces import Trace, list_trace_folders, read_trace
@@ -90,7 +91,6 @@ def load_validator_config(path: str | Path | None) -> ValidatorConfig:
 def _write_html(
     model: ReferenceModel, test: Sequence[Trace], reports: Sequence[ValidationReport], out: Path
 ) -> None:
-    from cua_rl.calibration.labelled import atomic_write_bytes
     from cua_rl.validator.render import render_report_html
 
     rows = []
@@ -151,9 +151,9 @@ def validate_traces(
         html_dir = Path(html_out)
         _write_html(model, test, reports, html_dir)
     if json_out is not None:
-        json_path = write_json_atomic(
-            {"essential": list(model.essential), "reports": [r.to_dict() for r in reports]},
+        json_path = atomic_write_json(
             json_out,
+            {"essential": list(model.essential), "reports": [r.to_dict() for r in reports]},
         )
     return ValidationRun(
         model, reports, tuple(str(w.message) for w in caught), reference_dir, html_dir, json_path

@@ -10,7 +10,8 @@ Folder formats read by :func:`read_trace`:
 * **cua_rl episode folders**, as written by :class:`~cua_rl.envs.record.RecordTrajectory` and by
   :func:`write_trace`: ``steps.jsonl`` whose first line is the episode header (``"kind":
   "episode"``, ``"initial"``: the first PNG) and then one ``"kind": "step"`` line per action
-  (``index``, ``action_text``, ``screenshot``, ``title``; :func:`write_trace` adds ``a11y``).
+  (``index``, ``action_text``, ``screenshot``, ``title``, ``a11y``); the format is documented in
+  :mod:`cua_rl.episode_folder`.
 * **OSWorld-style result folders**: ``traj.jsonl`` (one line per action: ``step_num``,
   ``action``, ``screenshot_file``, ``done``, ``info``) and ``step_<N>_<timestamp>.png``; an
   optional ``step_0*.png`` is the initial screen (the reference runner saves none, so the first
@@ -28,8 +29,6 @@ import hashlib
 import json
 import os
 import re
-import shutil
-import tempfile
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -41,6 +40,7 @@ import numpy as np
 from PIL import Image, UnidentifiedImageError
 
 from cua_rl.core import Observation, Trajectory, check_screenshot
+from cua_rl.episode_folder import STEPS_FILE, write_episode_folder
 from cua_rl.errors import TraceFormatError
 
 if TYPE_CHECKING:
@@ -55,7 +55,7 @@ __all__ = [
     "write_trace",
 ]
 
-_STEPS = "steps.jsonl"
+_STEPS = STEPS_FILE
 _OSWORLD = "traj.jsonl"
 _OSWORLD_PNG = re.compile(r"^step_(\d+)(?:_.*)?\.png$")
 
@@ -306,7 +306,7 @@ def _read_episode(folder: Path) -> Trace:
     meta["claimed_success"] = header.get("claimed_success", end_reason == "done"
                                          if end_reason is not None else None)
     for key in ("final_action", "instruction"):
-        if key in header:
+        if header.get(key) is not None:
             meta[key] = header[key]
     meta["source"] = str(folder)
     return Trace(tuple(frames), tuple(actions), folder.name, meta)
@@ -399,20 +399,14 @@ def read_traces(folder: str | os.PathLike[str]) -> list[Trace]:
 
 
 # -- writing -----------------------------------------------------------------------------------
-def _jsonable(value: Any) -> Any:
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError):
-        return repr(value)
-    return value
-
-
 def write_trace(
     trace: Trace, folder: str | os.PathLike[str], *, overwrite: bool = False
 ) -> Path:
     """Write ``trace`` as a cua_rl episode folder (``steps.jsonl`` + PNGs), atomically.
 
-    The folder is written under a temporary name next to ``folder`` and renamed into place.
+    The same writer as :class:`~cua_rl.envs.record.RecordTrajectory`
+    (:func:`cua_rl.episode_folder.write_episode_folder`); ``meta`` (but ``source``) goes into the
+    header.
 
     Args:
         trace: The trace.
@@ -422,38 +416,7 @@ def write_trace(
     Returns:
         The folder.
     """
-    target = Path(folder)
-    if target.exists() and not overwrite:
-        raise FileExistsError(f"trace folder {str(target)!r} exists (pass overwrite=True)")
-    target.parent.mkdir(parents=True, exist_ok=True)
-    tmp = Path(tempfile.mkdtemp(prefix=f".{target.name}.", dir=target.parent))
-    try:
-        tmp.chmod(0o755)
-        names = []
-        for i, frame in enumerate(trace.frames):
-            name = f"obs_{i:03d}.png"
-            Image.fromarray(frame.screenshot).save(tmp / name)
-            names.append(name)
-        meta = {k: _jsonable(v) for k, v in trace.meta.items() if k != "source"}
-        header = {"kind": "episode", **meta, "name": trace.name, "length": len(trace.actions),
-                  "initial": names[0], "title": trace.frames[0].title,
-                  "a11y": trace.frames[0].a11y}
-        lines = [header]
-        for i, action in enumerate(trace.actions):
-            frame = trace.frames[i + 1]
-            lines.append({"kind": "step", "index": i, "action_text": action,
-                          "screenshot": names[i + 1], "title": frame.title, "a11y": frame.a11y})
-        with open(tmp / _STEPS, "w", encoding="utf-8") as handle:
-            for line in lines:
-                handle.write(json.dumps(line) + "\n")
-        if target.exists():
-            old = target.with_name(f".{target.name}.old-{os.getpid()}")
-            os.replace(target, old)
-            os.replace(tmp, target)
-            shutil.rmtree(old, ignore_errors=True)
-        else:
-            os.replace(tmp, target)
-    except BaseException:
-        shutil.rmtree(tmp, ignore_errors=True)
-        raise
-    return target
+    meta = {k: v for k, v in trace.meta.items() if k != "source"}
+    meta["name"] = trace.name
+    return write_episode_folder(folder, trace.frames, [{"action_text": a} for a in trace.actions],
+                                meta, overwrite=overwrite)  # fmt: skip

@@ -15,9 +15,9 @@ import pytest
 from PIL import Image
 
 from cua_rl.calibration import Calibration, confusion_counts, load_labelled
-from cua_rl.calibration.builders import build_simdesk_labelled
 from cua_rl.calibration.run import read_task_ids
 from cua_rl.cli import main as cua_rl
+from cua_rl.datasets import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk import SimDeskConfig
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.simulated import SimulatedJudge

@@ -13,6 +13,7 @@ from cua_rl.actions import action_to_dict
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.record import RecordTrajectory
 from cua_rl.envs.score import ScoreEpisodes
+from cua_rl.episode_folder import HEADER_KEYS, STEP_KEYS
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing import FakeBackend, fake_oracle, fake_tasks
 
@@ -38,7 +39,10 @@ def test_writes_one_folder_per_finished_episode(tmp_path: Path) -> None:
     folder = env.written[0]
     assert folder.name == "000000-fake_click_0"
     header, *steps = read(folder)
-    assert header == {
+    assert set(header) == {"kind", *HEADER_KEYS, "name", "length", "initial", "title", "a11y",
+                           "time"}  # fmt: skip
+    assert {k: header[k] for k in header if k not in ("claimed_success", "name", "title", "a11y",
+                                                       "time")} == {
         "kind": "episode",
         "task_id": "fake/click/0",
         "instruction": "Click the red button.",
@@ -52,6 +56,8 @@ def test_writes_one_folder_per_finished_episode(tmp_path: Path) -> None:
         "length": 3,
         "initial": "obs_000.png",
     }
+    assert header["claimed_success"] is True and header["name"] == folder.name
+    assert all(set(s) == set(STEP_KEYS) for s in steps)
     assert [s["index"] for s in steps] == [0, 1, 2]
     assert steps[0]["action"] is None and "cannot parse" in steps[0]["action_error"]
     assert steps[1]["action"] == action_to_dict(fake_oracle(task)[0])
@@ -63,7 +69,7 @@ def test_writes_one_folder_per_finished_episode(tmp_path: Path) -> None:
         assert np.array_equal(
             np.asarray(Image.open(folder / step["screenshot"])), obs["screenshot"]
         )
-    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".tmp-")]
+    assert not [p for p in tmp_path.iterdir() if p.name.startswith(".")]
 
 
 def test_unfinished_episodes_are_not_written(tmp_path: Path) -> None:

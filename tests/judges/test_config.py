@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from pathlib import Path
 from typing import Any
 
@@ -10,7 +11,7 @@ import pytest
 
 from cua_rl.errors import ConfigError
 from cua_rl.judges import prompts
-from cua_rl.judges.config import JudgeConfig, ThresholdRule, VoteRule, model_name
+from cua_rl.judges.config import JudgeConfig, ThresholdRule, VoteRule, model_name, vote_verdict
 
 BASE = JudgeConfig("Qwen/Qwen2-VL-2B-Instruct")
 
@@ -232,3 +233,29 @@ def test_a_path_is_stored_as_a_string(tmp_path: Path) -> None:
     config = JudgeConfig(tmp_path / "judge")
     assert config.model == str(tmp_path / "judge")
     assert config.judge_id == JudgeConfig(str(tmp_path / "judge")).judge_id
+
+
+@pytest.mark.parametrize(
+    ("texts", "rule", "success", "share"),
+    [
+        (["YES", "no", "Yes."], "majority", True, 2 / 3),
+        (["YES", "no", "Yes."], "unanimous", False, 2 / 3),
+        (["NO", "no", "huh"], "majority", False, 0.0),
+        (["yes", "YES", "?"], "unanimous", True, 1.0),
+    ],
+)
+def test_vote_verdict_counts_the_parsable_answers(
+    texts: list[str], rule: str, success: bool, share: float
+) -> None:
+    verdict = vote_verdict(texts, VoteRule(k=3, rule=rule), "judge-1")  # type: ignore[arg-type]
+    assert (verdict.success, verdict.p_success, verdict.error) == (success, share, None)
+    assert verdict.judge_id == "judge-1" and json.loads(verdict.raw) == texts
+
+
+def test_vote_verdict_errors_on_too_few_or_wrong_count() -> None:
+    few = vote_verdict(["?", "YES", ""], VoteRule(k=3), "j")
+    assert (few.success, few.p_success) == (False, None)
+    assert few.error == "only 1 of 3 sampled answers are YES or NO (2 unparsable); need at least 2"
+    assert vote_verdict(["YES"], VoteRule(k=3), "j").error == (
+        "asked for 3 sampled answers, got 1"
+    )

@@ -280,7 +280,9 @@ def test_vote_with_unparsable_samples_is_an_error(solid: Image3) -> None:
     config = JudgeConfig("fake-judge", kind="openai", decision=VoteRule(k=3))
     with FakeOpenAIServer(answer_text="hmm") as server:
         verdict = make_judge(server, config=config).judge([JudgeRequest("x", (solid(GREEN),))])[0]
-    assert verdict.error == "only 0 of 3 answers are YES or NO (3 unparsable); need at least 2"
+    assert verdict.error == (
+        "only 0 of 3 sampled answers are YES or NO (3 unparsable); need at least 2"
+    )
 
 
 def test_base_url_without_v1_is_completed(solid: Image3) -> None:

@@ -9,14 +9,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.calibration.builders import (
-    CALIBRATION_SEED_START,
-    _check_int,
-    _check_knobs,
-    _check_rate,
-    build_simdesk_labelled,
-)
 from cua_rl.calibration.labelled import LabelledExample
+from cua_rl.datasets.common import CALIBRATION_SEED_START, _check_int, _check_knobs, _check_rate
+from cua_rl.datasets.simdesk import build_simdesk_labelled
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:

@@ -8,25 +8,26 @@ from collections import Counter
 
 import numpy as np
 import pytest
+from _bench import load_bench
 
 from cua_rl.errors import ConfigError
-from cua_rl.validator.casestudy import (
-    BUGS,
-    CATEGORIES,
-    HARD_CONFIG,
-    PAPER_CONFIG,
-    BuggyEditorBackend,
-    Condition,
-    Run,
-    RunSpec,
-    evaluate,
-    hard_specs,
-    make_run,
-    metrics,
-    paper_specs,
-    self_report_flags,
-    training_specs,
-)
+
+_scenario = load_bench("case_study_scenario")
+BUGS = _scenario.BUGS
+CATEGORIES = _scenario.CATEGORIES
+HARD_CONFIG = _scenario.HARD_CONFIG
+PAPER_CONFIG = _scenario.PAPER_CONFIG
+BuggyEditorBackend = _scenario.BuggyEditorBackend
+Condition = _scenario.Condition
+Run = _scenario.Run
+RunSpec = _scenario.RunSpec
+evaluate = _scenario.evaluate
+hard_specs = _scenario.hard_specs
+make_run = _scenario.make_run
+metrics = _scenario.metrics
+paper_specs = _scenario.paper_specs
+self_report_flags = _scenario.self_report_flags
+training_specs = _scenario.training_specs
 
 QUIET = dataclasses.replace(PAPER_CONFIG, loading_prob=0.0, jitter=0)
 

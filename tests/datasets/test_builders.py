@@ -14,15 +14,16 @@ from PIL import Image
 
 from cua_rl.actions import Wait
 from cua_rl.calibration import check_disjoint, load_labelled
-from cua_rl.calibration.builders import (
+from cua_rl.datasets import (
     CALIBRATION_SEED_START,
     SIMDESK_SOURCE,
+    SimDeskLabelledConfig,
     build_labelled_from_env,
     build_simdesk_labelled,
     class_balance,
+    load_simdesk_labelled_config,
     simdesk_expert_policy,
 )
-from cua_rl.calibration.simdesk_config import SimDeskLabelledConfig, load_simdesk_labelled_config
 from cua_rl.envs.backends.simdesk import (
     KNOWN_BUGS,
     SimDeskBackend,
@@ -223,7 +224,7 @@ def test_env_builder_skips_env_errors_and_labels_with_the_checker(tmp_path: Path
             observation, _, terminated, truncated, info = env.step(policy(observation, info, env))
             if terminated or truncated:
                 break
-        assert info["ground_truth"] == float(e.label)
+        assert info["episode_end"].ground_truth == float(e.label)
 
 
 def test_env_builder_resumes_and_extends(tmp_path: Path) -> None:

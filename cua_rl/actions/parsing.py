@@ -1,8 +1,9 @@
-"""The action parser behind :func:`cua_rl.actions.parse_actions` (private module).
+"""The action parser: :func:`parse_actions`, :func:`parse_action` and the strict dict reader.
 
 Text is read as DONE / FAIL / WAIT, as JSON (our form or OSWorld ``computer_13``), or as a
-restricted subset of pyautogui code walked with :mod:`ast`. Code is never executed, compiled to
-bytecode or ``eval``-ed: only literal arguments of a fixed list of functions are read.
+restricted subset of pyautogui code walked with :mod:`ast` (:mod:`cua_rl.actions.pyautogui_code`).
+Code is never executed, compiled to bytecode or ``eval``-ed: only literal arguments of a fixed
+list of functions are read.
 
 Every failure is turned into :class:`~cua_rl.errors.ActionParseError` in :func:`parse_all`, which
 is the only place that knows the input text; the helpers below raise :class:`_Reject` with a reason.
@@ -10,16 +11,24 @@ is the only place that knows the input text; the helpers below raise :class:`_Re
 
 from __future__ import annotations
 
-import ast
 import json
-import math
 import re
-import warnings
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from typing import Any, Union
+from typing import Any
 
-from cua_rl.actions import (
+from cua_rl.actions._parse_base import (
+    _SPECIAL,
+    MAX_ACTIONS,
+    MAX_INPUT_CHARS,
+    _AxisScroll,
+    _btn,
+    _Item,
+    _num,
+    _PendingDrag,
+    _Reject,
+)
+from cua_rl.actions.pyautogui_code import _from_code
+from cua_rl.actions.types import (
     Action,
     Click,
     Done,
@@ -34,15 +43,11 @@ from cua_rl.actions import (
     Scroll,
     Type,
     Wait,
-    _snippet,
 )
 from cua_rl.errors import ActionParseError
 
-MAX_INPUT_CHARS = 65_536  # longer text is refused before any parsing
-MAX_ACTIONS = 1000  # per parse
-MAX_PRESSES = 100  # pyautogui.press(key, presses=n)
+__all__ = ["parse_action", "parse_actions"]
 
-_SPECIAL: dict[str, Callable[[], Action]] = {"DONE": Done, "FAIL": Fail, "WAIT": Wait}
 _FENCE_START = re.compile(r"^[ \t]*```", re.MULTILINE)
 # An opening fence at the start of a line, a closing fence at the end of one.
 _FENCE_BLOCK = re.compile(r"^[ \t]*```(.*?)```[ \t]*$", re.MULTILINE | re.DOTALL)
@@ -56,28 +61,85 @@ _ALLOWED = (
 )
 
 
-class _Reject(Exception):
-    """Internal: the input is not an action; the message is the reason."""
+# ---------------------------------------------------------------------------------------------
+# Public entry points
 
 
-@dataclass(frozen=True)
-class _PendingDrag:
-    """A drag from wherever the pointer is (pyautogui ``dragTo``, computer_13 ``DRAG_TO``)."""
+def parse_actions(text: str | Mapping[str, Any]) -> list[Action]:
+    """Parse model output into one or more actions.
 
-    x: int
-    y: int
-    button: str
-    origin: str
+    Accepted forms:
+
+    * the words ``DONE``, ``FAIL``, ``WAIT`` (any case);
+    * a JSON object in our form (``{"action": "click", "x": 10, "y": 20}``, see
+      :func:`action_to_dict`), or a JSON list of such objects;
+    * an OSWorld ``computer_13`` dict (``{"action_type": "CLICK", "parameters": {...}}`` or flat),
+      as JSON text or an already-decoded mapping;
+    * a restricted subset of pyautogui code (``pyautogui.click(10, 20)``, ``time.sleep(1)``...),
+      read with :mod:`ast` and never executed.
+
+    Text inside ```` ``` ```` fences is parsed block by block and text outside the fences is
+    ignored, as OSWorld does. ``dragTo`` needs a known start (a ``moveTo``/``click`` with
+    coordinates before it): ``moveTo`` followed by ``dragTo`` becomes one :class:`Drag`.
+    ``computer_13`` ``DRAG_TO`` works the same within a JSON list, or takes the start from the
+    extra parameters ``from_x``/``from_y``; a lone ``DRAG_TO`` without them is refused. A
+    one-axis ``vscroll``/``scroll`` directly followed by a one-axis ``hscroll`` at the same place
+    (or the reverse) becomes one :class:`Scroll`.
+
+    Args:
+        text: The model output, or an already-decoded dict.
+
+    Returns:
+        The actions in order; never empty.
+
+    Raises:
+        ActionParseError: For anything else, with the reason and a truncated copy of the input.
+            No other exception escapes, whatever the input.
+    """
+    return parse_all(text)
 
 
-@dataclass(frozen=True)
-class _AxisScroll:
-    """A one-call scroll from pyautogui code, which may merge with the next one (see _resolve)."""
+def parse_action(text: str | Mapping[str, Any]) -> Action:
+    """Parse model output that must hold exactly one action (see :func:`parse_actions`).
 
-    scroll: Scroll
+    Args:
+        text: The model output, or an already-decoded dict.
+
+    Returns:
+        The action.
+
+    Raises:
+        ActionParseError: If the input cannot be parsed or holds more than one action.
+
+    Example:
+        >>> parse_action("pyautogui.click(10, 20, clicks=2)")
+        Click(x=10, y=20, button='left', clicks=2)
+        >>> parse_action('{"action": "hotkey", "keys": ["ctrl", "s"]}')
+        Hotkey(keys=('ctrl', 's'))
+        >>> parse_action(" done ")
+        Done()
+    """
+    actions = parse_actions(text)
+    if len(actions) != 1:
+        raise ActionParseError(
+            f"expected one action, got {len(actions)}; use parse_actions for several "
+            f"(received {_snippet(text)})"
+        )
+    return actions[0]
 
 
-_Item = Union[Action, _PendingDrag, _AxisScroll]
+def _snippet(text: object, limit: int = 80) -> str:
+    """A truncated repr of ``text`` for error messages (never raises)."""
+    if isinstance(text, str):
+        return repr(text[:limit]) + ("..." if len(text) > limit else "")
+    try:
+        return f"{type(text).__name__} {text!r:.{limit}}"
+    except Exception:  # a hostile or deeply nested mapping: the type is enough
+        return type(text).__name__
+
+
+# ---------------------------------------------------------------------------------------------
+# Internals
 
 
 def parse_all(text: object) -> list[Action]:
@@ -163,20 +225,6 @@ def _from_fragment(text: str) -> list[_Item]:
 
 # ---------------------------------------------------------------------------------------------
 # Dicts: our form and OSWorld computer_13
-
-
-def _num(value: Any, name: str) -> Any:
-    """Round a finite float coordinate to int; leave everything else to the dataclass checks."""
-    if isinstance(value, float):
-        if not math.isfinite(value):
-            raise _Reject(f"{name} must be a finite number, got {value!r}")
-        return round(value)
-    return value
-
-
-def _btn(value: Any) -> Any:
-    return {"primary": "left", "secondary": "right"}.get(value, value) if isinstance(
-        value, str) else value
 
 
 def _c13_drag(p: Mapping[str, Any]) -> _Item:
@@ -299,228 +347,6 @@ def _from_mapping(data: Mapping[str, Any]) -> list[_Item]:
     else:
         params = {k: v for k, v in data.items() if k != "action_type"}
     return [_build(_COMPUTER_13, name.upper(), params, "action_type")]
-
-
-# ---------------------------------------------------------------------------------------------
-# pyautogui code
-
-
-@dataclass(frozen=True)
-class _Sig:
-    """The arguments we read from one function: positional names, keyword-only names, and
-    whether positional arguments are collected as a list (``hotkey(*keys)``)."""
-
-    positional: tuple[str, ...]
-    keyword: tuple[str, ...] = ()
-    varargs: str | None = None
-    required: tuple[str, ...] = ()
-
-
-_CLICK = _Sig(("x", "y", "interval", "button", "duration"))
-_PYAUTOGUI: dict[str, _Sig] = {
-    "click": _Sig(("x", "y", "clicks", "interval", "button", "duration")),
-    "leftClick": _Sig(("x", "y", "interval", "duration")),
-    "doubleClick": _CLICK,
-    "tripleClick": _CLICK,
-    "rightClick": _Sig(("x", "y", "duration")),
-    "middleClick": _Sig(("x", "y", "duration")),
-    "moveTo": _Sig(("x", "y", "duration")),
-    "dragTo": _Sig(("x", "y", "duration"), ("button",)),
-    "mouseDown": _Sig(("x", "y", "button", "duration")),
-    "mouseUp": _Sig(("x", "y", "button", "duration")),
-    "scroll": _Sig(("clicks", "x", "y"), required=("clicks",)),
-    "vscroll": _Sig(("clicks", "x", "y"), required=("clicks",)),
-    "hscroll": _Sig(("clicks", "x", "y"), required=("clicks",)),
-    "write": _Sig(("message", "interval"), required=("message",)),
-    "typewrite": _Sig(("message", "interval"), required=("message",)),
-    "press": _Sig(("keys", "presses", "interval"), required=("keys",)),
-    "hotkey": _Sig((), ("interval",), varargs="keys"),
-    "keyDown": _Sig(("key",), required=("key",)),
-    "keyUp": _Sig(("key",), required=("key",)),
-    "sleep": _Sig(("seconds",), required=("seconds",)),
-}
-
-_DESCRIBE = {
-    ast.Name: "a variable", ast.JoinedStr: "an f-string", ast.BinOp: "arithmetic",
-    ast.BoolOp: "a boolean expression", ast.Compare: "a comparison", ast.Call: "a function call",
-    ast.Lambda: "a lambda", ast.Attribute: "an attribute", ast.Subscript: "a subscript",
-    ast.Starred: "*-unpacking", ast.Dict: "a dict", ast.IfExp: "a conditional expression",
-    ast.List: "a nested list", ast.Tuple: "a nested tuple",
-    ast.ListComp: "a comprehension", ast.GeneratorExp: "a generator", ast.Set: "a set",
-    ast.Assign: "an assignment", ast.AugAssign: "an assignment", ast.AnnAssign: "an assignment",
-    ast.For: "a loop", ast.While: "a loop", ast.If: "an if statement", ast.With: "a with block",
-    ast.FunctionDef: "a function definition", ast.ClassDef: "a class definition",
-    ast.ImportFrom: "a from-import", ast.Try: "a try block", ast.Return: "a return",
-    ast.Delete: "a del statement", ast.Global: "a global statement", ast.Pass: "pass",
-}
-
-
-class _Code:
-    """Walks the statements of one code fragment."""
-
-    def __init__(self, source: str) -> None:
-        self.source = source
-
-    def reject(self, node: ast.AST, what: str) -> _Reject:
-        """A rejection that names the line and quotes the offending source."""
-        try:
-            segment = ast.get_source_segment(self.source, node) or type(node).__name__
-        except Exception:  # the segment is only decoration for the message
-            segment = type(node).__name__
-        segment = " ".join(segment.split())
-        segment = segment if len(segment) <= 60 else segment[:57] + "..."
-        return _Reject(f"line {getattr(node, 'lineno', '?')}: `{segment}` {what}")
-
-    def describe(self, node: ast.AST) -> str:
-        return _DESCRIBE.get(type(node), f"a {type(node).__name__}")
-
-    def parse(self) -> list[_Item]:
-        try:
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                tree = ast.parse(self.source, mode="exec")
-        except SyntaxError as exc:
-            where = f", line {exc.lineno}" if exc.lineno else ""
-            raise _Reject(f"not valid Python, JSON or DONE/FAIL/WAIT ({exc.msg}{where})") from None
-        except ValueError as exc:  # NUL bytes in older Pythons
-            raise _Reject(f"not valid Python ({exc})") from None
-        items: list[_Item] = []
-        for stmt in tree.body:
-            if isinstance(stmt, ast.Import):
-                for alias in stmt.names:
-                    if alias.name not in ("pyautogui", "time") or alias.asname:
-                        raise self.reject(stmt, "is not allowed; only `import pyautogui` and "
-                                                "`import time` may appear")
-            elif isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Call):
-                items.extend(self.call(stmt.value))
-            elif (isinstance(stmt, ast.Expr) and isinstance(stmt.value, ast.Name)
-                  and stmt.value.id in _SPECIAL):
-                items.append(_SPECIAL[stmt.value.id]())
-            else:
-                node = stmt.value if isinstance(stmt, ast.Expr) else stmt
-                raise self.reject(node, f"({self.describe(node)}) is not allowed; only "
-                                        "pyautogui.<function>(...) and time.sleep(...) calls")
-            if len(items) > MAX_ACTIONS:
-                raise _Reject(f"more than {MAX_ACTIONS} actions")
-        if not items:
-            raise _Reject("the code holds no action")
-        return items
-
-    def literal(self, node: ast.expr, nested: bool = False) -> Any:
-        """The value of a literal argument: a number, string, None, or a list of them."""
-        if isinstance(node, ast.Constant) and (
-            node.value is None or isinstance(node.value, (bool, int, float, str))
-        ):
-            return node.value
-        if (isinstance(node, ast.UnaryOp) and isinstance(node.op, (ast.USub, ast.UAdd))
-                and isinstance(node.operand, ast.Constant)
-                and type(node.operand.value) in (int, float)):
-            value = node.operand.value
-            return -value if isinstance(node.op, ast.USub) else value
-        if isinstance(node, (ast.List, ast.Tuple)) and not nested:
-            return [self.literal(elt, nested=True) for elt in node.elts]
-        raise self.reject(node, f"is {self.describe(node)}; arguments must be literal numbers, "
-                                "strings, None, or lists of them")
-
-    def bind(self, call: ast.Call, name: str, sig: _Sig) -> dict[str, Any]:
-        args: dict[str, Any] = {}
-        if sig.varargs:
-            values = [self.literal(a) for a in call.args]
-            if len(values) == 1 and isinstance(values[0], list):
-                values = values[0]
-            args[sig.varargs] = values
-        elif len(call.args) > len(sig.positional):
-            raise self.reject(call, f"passes {len(call.args)} positional arguments; "
-                                    f"{name} takes at most {len(sig.positional)}")
-        else:
-            for param, node in zip(sig.positional, call.args, strict=False):
-                args[param] = self.literal(node)
-        for kw in call.keywords:
-            if kw.arg is None:
-                raise self.reject(kw.value, "(**-unpacking) is not allowed")
-            if kw.arg not in sig.positional + sig.keyword:
-                known = ", ".join(sig.positional + sig.keyword)
-                raise self.reject(call, f"has unknown keyword {kw.arg!r} for {name} "
-                                        f"(read: {known})")
-            if kw.arg in args:
-                raise self.reject(call, f"gives {kw.arg!r} twice")
-            args[kw.arg] = self.literal(kw.value)
-        for ignored in ("duration", "interval"):
-            value = args.get(ignored)
-            if value is not None and not (
-                type(value) in (int, float) and math.isfinite(value) and value >= 0
-            ):
-                raise self.reject(call, f"has {ignored}={value!r:.20}; it must be a number >= 0")
-        for req in sig.required:
-            if args.get(req) is None:
-                raise self.reject(call, f"needs the argument {req!r}")
-        return args
-
-    def call(self, call: ast.Call) -> list[_Item]:
-        func = call.func
-        if isinstance(func, ast.Name):
-            raise self.reject(call, f"calls the bare function {func.id}(); only "
-                                    "pyautogui.<function>(...) and time.sleep(...) are allowed")
-        if not (isinstance(func, ast.Attribute) and isinstance(func.value, ast.Name)):
-            raise self.reject(func, "is not allowed; only pyautogui.<function>(...) and "
-                                    "time.sleep(...) calls are")
-        module, name = func.value.id, func.attr
-        if module == "time" and name == "sleep" or module == "pyautogui" and name in _PYAUTOGUI:
-            args = self.bind(call, name, _PYAUTOGUI[name])
-            try:
-                return self.action(call, name, args)
-            except ValueError as exc:  # an invalid field, from the action dataclasses
-                raise self.reject(call, f"is invalid: {exc}") from None
-        if module == "pyautogui":
-            raise self.reject(func, f"is not a supported pyautogui function; allowed: "
-                                    f"{', '.join(_PYAUTOGUI)}")
-        raise self.reject(func, "is not allowed; only pyautogui.<function>(...) and "
-                                "time.sleep(...) calls are")
-
-    def action(self, call: ast.Call, name: str, a: dict[str, Any]) -> list[_Item]:
-        x, y = _num(a.get("x"), "x"), _num(a.get("y"), "y")
-        button = "left" if a.get("button") is None else _btn(a["button"])
-        if name in ("click", "leftClick"):
-            clicks = a.get("clicks")
-            return [Click(x, y, button, 1 if clicks is None else clicks)]
-        if name in ("doubleClick", "tripleClick"):
-            return [Click(x, y, button, 2 if name == "doubleClick" else 3)]
-        if name in ("rightClick", "middleClick"):
-            return [Click(x, y, "right" if name == "rightClick" else "middle")]
-        if name == "moveTo":
-            return [Move(x, y)]
-        if name == "dragTo":
-            return [_PendingDrag(x, y, button, "dragTo")]
-        if name in ("mouseDown", "mouseUp"):
-            press = MouseDown(button) if name == "mouseDown" else MouseUp(button)
-            return [press] if x is None and y is None else [Move(x, y), press]
-        if name in ("scroll", "vscroll"):
-            return [_AxisScroll(Scroll(dy=a["clicks"], x=x, y=y))]
-        if name == "hscroll":
-            return [_AxisScroll(Scroll(dx=a["clicks"], x=x, y=y))]
-        if name in ("write", "typewrite"):
-            message = a["message"]
-            if isinstance(message, list):
-                return [Hotkey((key,)) for key in message]
-            if not isinstance(message, str):
-                raise self.reject(call, "needs a string or a list of key names")
-            return [Type(message)]
-        if name == "press":
-            keys = a["keys"] if isinstance(a["keys"], list) else [a["keys"]]
-            presses = 1 if a.get("presses") is None else a["presses"]
-            if type(presses) is not int or not 1 <= presses <= MAX_PRESSES:
-                raise self.reject(call, f"has presses={presses!r:.20}; allowed 1..{MAX_PRESSES}")
-            return [Hotkey((key,)) for _ in range(presses) for key in keys]
-        if name == "hotkey":
-            return [Hotkey(tuple(a["keys"]))]
-        if name in ("keyDown", "keyUp"):
-            return [KeyDown(a["key"]) if name == "keyDown" else KeyUp(a["key"])]
-        assert name == "sleep", name
-        return [Wait(a["seconds"])]
-
-
-def _from_code(source: str) -> list[_Item]:
-    return _Code(source).parse()
 
 
 # ---------------------------------------------------------------------------------------------

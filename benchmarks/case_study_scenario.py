@@ -35,6 +35,9 @@ typos, usually corrected), giving up. Desktop noise: :class:`SimDeskConfig` load
 window jitter, popups, the clock; SimDesk draws the colour theme from the task seed, so every
 run of one instance has the same theme; :attr:`RunSpec.theme_swap` permutes the colour channels
 of a whole run afterwards to SIMULATE a run under another theme.
+
+Used by ``benchmarks/validator_case_study.py`` (run as a script, so this folder is on
+``sys.path``); tests load it with ``tests/benchmarks/_bench.py``.
 """
 
 from __future__ import annotations
