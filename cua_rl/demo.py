@@ -16,6 +16,7 @@ from typing import Any
 
 import numpy as np
 
+from cua_rl._io import atomic_write_text
 from cua_rl.actions import to_pyautogui
 from cua_rl.envs.backends.simdesk.expert import SimDeskExpert
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
@@ -161,5 +162,5 @@ def run_demo(
     if strip_path is not None:
         lines.append(f"Episode strip: {strip_path}")
     report = "\n".join(lines) + "\n"
-    (out_dir / "report.md").write_text(report, encoding="utf-8")
+    atomic_write_text(out_dir / "report.md", report)
     return report

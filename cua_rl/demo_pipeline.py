@@ -32,6 +32,7 @@ from typing import Any
 
 import yaml
 
+from cua_rl._io import atomic_write_text
 from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.report import write_report
 from cua_rl.judges.base import Judge
@@ -140,7 +141,7 @@ def _train(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[
     header = ("# Written by `cua-rl demo`; run it again with `cua-rl train demo_out/train.yaml`\n"
               "# (after deleting demo_out/runs/ppo, or with --resume). The judge is SIMULATED.\n")
     data = train_config(out, settings, model_ids)
-    cfg_path.write_text(header + yaml.safe_dump(data, sort_keys=False), encoding="utf-8")
+    atomic_write_text(cfg_path, header + yaml.safe_dump(data, sort_keys=False))
     config = load_config(cfg_path)
     shutil.rmtree(config.run_dir, ignore_errors=True)  # the demo always starts a fresh run
     parts = prepare_run(config)  # refuses a wrong judge id, D <= 0, calibration/train overlap
@@ -284,5 +285,5 @@ def run_pipeline(
                 ylabel="held-out success")  # fmt: skip
     times["total"] = time.perf_counter() - start
     text = _summary(out, s, cal, len(models), trained, times)
-    (out / "summary.md").write_text(text, encoding="utf-8")
+    atomic_write_text(out / "summary.md", text)
     return text

@@ -3,16 +3,21 @@
 Modules (importing this package imports neither torch nor SB3):
 
 * :mod:`~cua_rl.training.config`: ``load_config(path) -> TrainConfig`` (typed, strict).
-* :mod:`~cua_rl.training.build`: ``prepare_run(config)``: reward sources, judge, calibrations,
-  rollout filter; refuses a run that cannot work before anything starts.
-* :mod:`~cua_rl.training.envs`: task split and sub-env construction (no torch).
-* :mod:`~cua_rl.training.rollouts`: ``make_vec_env(config, reward)`` (dummy / subproc) and
-  :class:`~cua_rl.training.rollouts.RayVecEnv`.
+* :mod:`~cua_rl.training.build`: ``prepare_run(config)``: assembles the reward sources
+  (:mod:`cua_rl.rewards`), the judge (:func:`cua_rl.judges.factory.make_judge`), the
+  calibrations and the rollout filter (:mod:`cua_rl.validator.filter`); refuses a run that cannot
+  work before anything starts.
+* :mod:`~cua_rl.training.envs`: sub-envs from :func:`cua_rl.envs.make.make_env` (any registered
+  backend) with the policy's wrappers (no torch).
+* :mod:`~cua_rl.training.rollouts`: ``make_vec_env(config, reward, extras, filter)``:
+  ``VecMonitor(ScoreEpisodesVec(<dummy / subproc / Ray sub-envs>))``.
 * :mod:`~cua_rl.training.gae`: ``compute_gae`` (pure).
 * :mod:`~cua_rl.training.ppo_sb3`: :class:`~cua_rl.training.ppo_sb3.WeightedPPO`, SB3's PPO with
   per-episode weights (unscorable episodes excluded, the filter's drops and down-weights).
 * :mod:`~cua_rl.training.callbacks`, :mod:`~cua_rl.training.checkpoint`: the run loop's parts.
-* :mod:`~cua_rl.training.train`: ``train(config, resume=...)``, ``cua-rl train``.
+* :mod:`~cua_rl.training.train`: ``train(config, resume=...)`` (``cua-rl train``).
+
+Nothing here names a backend: adding one touches ``cua_rl/envs/backends/`` only.
 """
 
 from cua_rl.training.config import TrainConfig, config_hash, load_config

@@ -30,6 +30,7 @@ from typing import Any
 
 import yaml
 
+from cua_rl._io import atomic_write_text
 from cua_rl.errors import ConfigError
 from cua_rl.logger import JSONLWriter, Logger, StdoutWriter, WandbWriter, Writer
 from cua_rl.training.build import RunParts, prepare_run
@@ -112,9 +113,7 @@ def _wandb_id(run_dir: Path) -> str:
     import uuid
 
     run_id = uuid.uuid4().hex[:12]
-    tmp = run_dir / ".wandb_id.tmp"
-    tmp.write_text(run_id + "\n", encoding="utf-8")
-    tmp.replace(file)
+    atomic_write_text(file, run_id + "\n")
     return run_id
 
 
@@ -180,7 +179,8 @@ def train(
     closers: list[Any] = [parts]
     try:
         run_dir.mkdir(parents=True, exist_ok=True)
-        (run_dir / "config.yaml").write_text(yaml.safe_dump(config.to_dict(), sort_keys=False))
+        plain = yaml.safe_dump(config.to_dict(), sort_keys=False)
+        atomic_write_text(run_dir / "config.yaml", plain)
         state = load_checkpoint(found) if resume and found is not None else None
         resume_step = None if state is None else int(state["logger_step"])
         log = Logger(_writers(config, run_dir, resume_step))
