@@ -252,15 +252,21 @@ class FakeModel:
         return SimpleNamespace(passed=ok, coverage=1.0 if ok else 0.25)
 
 
-def test_structural_weight_builds_a_weighted_reward(
-    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
-) -> None:
+@pytest.fixture
+def fake_reference(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> str:
+    """A reference-model folder ``ref`` that loads as a :class:`FakeModel`."""
     from cua_rl.validator import model as validator_model
 
     monkeypatch.setattr(
         validator_model.ReferenceModel, "load", classmethod(lambda cls, folder: FakeModel())
     )
     (tmp_path / "ref").mkdir()
+    return "ref"
+
+
+def test_structural_weight_builds_a_weighted_reward(
+    tiny_config: Callable[..., TrainConfig], fake_reference: str
+) -> None:
     parts = prepare_run(
         tiny_config(reward={"structural_weight": 0.5, "reference_models": {"click_ok": "ref"}})
     )
@@ -285,15 +291,10 @@ def test_judge_id_is_checked_before_a_model_judge_loads(
 
 
 def test_filter_is_built_from_the_config(
-    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch, tmp_path: Path
+    tiny_config: Callable[..., TrainConfig], fake_reference: str
 ) -> None:
-    from cua_rl.validator import model as validator_model
     from cua_rl.validator.filter import RolloutFilter
 
-    monkeypatch.setattr(
-        validator_model.ReferenceModel, "load", classmethod(lambda cls, folder: FakeModel())
-    )
-    (tmp_path / "ref").mkdir()
     parts = prepare_run(tiny_config(reward={
         "filter": {"mode": "downweight", "weight": 0.3, "min_coverage": 0.5},
         "reference_models": {"click_ok": "ref"},
