@@ -41,3 +41,16 @@ def test_trains_and_prints_a_summary(tmp_path: Path, capsys: pytest.CaptureFixtu
     assert "eval after 1 updates (16 steps): success_rate=" in out
     assert main([*argv[:2], "--resume", "--total-timesteps", "32", "-v"]) == 0
     assert "steps: 32, updates: 2" in capsys.readouterr().out
+
+
+@pytest.mark.ray
+def test_ray_address_without_a_cluster_is_one_line(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    data = tiny_simdesk_dict(tmp_path / "runs", ppo={"vec_env": "ray", "ray": {"address": "auto"}})
+    (tmp_path / "ray.yaml").write_text(yaml.safe_dump(data))
+    assert main(["train", str(tmp_path / "ray.yaml"), "--no-progress"]) == 2
+    line = _one_error_line(capsys)
+    assert "ppo.ray.address: cannot start or connect to Ray at 'auto'" in line
+    assert "ray start --head" in line
