@@ -38,7 +38,7 @@ __all__ = [
     "save_checkpoint",
 ]
 
-FORMAT = "cua_rl.training.checkpoint/1"
+FORMAT = "cua_rl.training.checkpoint/2"
 _NAME = re.compile(r"^ckpt_(\d+)\.pt$")
 
 
@@ -93,11 +93,7 @@ def save_checkpoint(
         "n_updates": int(model._n_updates),
         "stats": dict(model.stats),
         "logger_step": int(logger_step),
-        "rng": {
-            "torch": torch.get_rng_state(),
-            "numpy": np.random.get_state(),
-            "python": random.getstate(),
-        },
+        "rng": _rng_state(),
         "config": config,
         "config_hash": config_hash,
     }
@@ -108,16 +104,52 @@ def save_checkpoint(
     return target
 
 
+def _rng_state() -> dict[str, Any]:
+    """The torch, numpy and Python RNG states as tensors and plain types (no pickled objects)."""
+    name, keys, pos, has_gauss, gauss = np.random.get_state()
+    version, internal, gauss_next = random.getstate()
+    return {
+        "torch": torch.get_rng_state(),
+        "numpy": {"name": str(name), "keys": torch.from_numpy(np.asarray(keys, dtype=np.int64)),
+                  "pos": int(pos), "has_gauss": int(has_gauss), "gauss": float(gauss)},
+        "python": {"version": int(version), "internal": list(internal),
+                   "gauss_next": None if gauss_next is None else float(gauss_next)},
+    }  # fmt: skip
+
+
+def _set_rng_state(rng: dict[str, Any]) -> None:
+    torch.set_rng_state(rng["torch"])
+    n = rng["numpy"]
+    keys = n["keys"].numpy().astype(np.uint32)
+    np.random.set_state((n["name"], keys, n["pos"], n["has_gauss"], n["gauss"]))
+    p = rng["python"]
+    random.setstate((p["version"], tuple(p["internal"]), p["gauss_next"]))
+
+
 def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """Read a checkpoint written by :func:`save_checkpoint` (only load your own files).
+    """Read a checkpoint written by :func:`save_checkpoint`.
+
+    The file is read with ``torch.load(weights_only=True)``: tensors and plain data only, so a
+    planted pickle that would run code is refused (nothing in it runs).
 
     Raises:
-        ConfigError: Not a readable checkpoint of this format.
+        ConfigError: Not a readable checkpoint of this format, or one that holds anything but
+            tensors and plain data.
     """
     try:
-        state = torch.load(Path(path), map_location="cpu", weights_only=False)
-    except (OSError, RuntimeError, EOFError, pickle.UnpicklingError) as error:
-        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {error}") from error
+        state = torch.load(Path(path), map_location="cpu", weights_only=True)
+    except pickle.UnpicklingError as error:
+        found = re.search(r"Unsupported global: GLOBAL (\S+)", str(error))
+        if found is None:  # not a pickle at all: a damaged file
+            raise ConfigError(f"cannot read checkpoint {str(path)!r}: not a torch checkpoint "
+                              f"file") from None  # fmt: skip
+        raise ConfigError(
+            f"refusing checkpoint {str(path)!r}: it holds more than tensors and plain data "
+            f"(it asks to load {found.group(1)[:80]!r}; a cua_rl checkpoint never does)"
+        ) from None
+    except Exception as error:  # torch/zip/struct errors of a damaged file: all "cannot read"
+        first = (str(error).strip().splitlines() or [type(error).__name__])[0]
+        raise ConfigError(f"cannot read checkpoint {str(path)!r}: {first[:200]}") from None
     if not isinstance(state, dict) or state.get("format") != FORMAT:
         raise ConfigError(f"{str(path)!r} is not a {FORMAT} checkpoint")
     return state
@@ -142,7 +174,4 @@ def restore_checkpoint(model: Any, state: dict[str, Any], expected_hash: str) ->
     model._n_updates = state["n_updates"]
     model.stats.clear()
     model.stats.update(state["stats"])
-    rng = state["rng"]
-    torch.set_rng_state(rng["torch"])
-    np.random.set_state(rng["numpy"])
-    random.setstate(rng["python"])
+    _set_rng_state(state["rng"])

@@ -43,6 +43,7 @@ from cua_rl.training.callbacks import (
 )
 from cua_rl.training.checkpoint import (
     latest_checkpoint,
+    list_checkpoints,
     load_checkpoint,
     restore_checkpoint,
     save_checkpoint,
@@ -66,6 +67,8 @@ class TrainResult:
         stats: Exclusion counters (see :class:`~cua_rl.training.ppo_sb3.WeightedPPO`).
         checkpoint: The last checkpoint written.
         resumed_from: The checkpoint this session started from, if any.
+        skipped_checkpoints: Why newer checkpoints could not be resumed from (each was skipped
+            for the previous one).
     """
 
     run_dir: Path
@@ -75,6 +78,7 @@ class TrainResult:
     stats: dict[str, int] = field(default_factory=dict)
     checkpoint: Path | None = None
     resumed_from: Path | None = None
+    skipped_checkpoints: list[str] = field(default_factory=list)
 
 
 def build_model(config: TrainConfig, venv: Any) -> Any:
@@ -181,7 +185,11 @@ def train(
         run_dir.mkdir(parents=True, exist_ok=True)
         plain = yaml.safe_dump(config.to_dict(), sort_keys=False)
         atomic_write_text(run_dir / "config.yaml", plain)
-        state = load_checkpoint(found) if resume and found is not None else None
+        skipped: list[str] = []
+        if resume and found is not None:
+            found, state, skipped = _load_newest_readable(run_dir)
+        else:
+            state = None
         resume_step = None if state is None else int(state["logger_step"])
         log = Logger(_writers(config, run_dir, resume_step))
         closers.append(log)
@@ -196,10 +204,43 @@ def train(
             # fresh envs: new task draws rather than a replay of the first ones
             model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
             logger.info("resumed %s at update %d", found, model.updates_done)
-        return _run(config, model, parts, log, closers, total, callbacks, found if resume else None)
+        result = _run(config, model, parts, log, closers, total, callbacks,
+                      found if resume else None)  # fmt: skip
+        result.skipped_checkpoints = skipped
+        return result
     finally:
         for item in reversed(closers):
             item.close()
+
+
+def _evaluated_steps(run_dir: Path) -> set[int]:
+    """Steps of the evaluation rows already in the run's metrics.jsonl (kept after a resume)."""
+    from cua_rl.logger import read_jsonl
+
+    file = run_dir / "metrics.jsonl"
+    if not file.exists():
+        return set()
+    return {int(r["step"]) for r in read_jsonl(file) if "eval/episodes" in r and "step" in r}
+
+
+def _load_newest_readable(run_dir: Path) -> tuple[Path, dict[str, Any], list[str]]:
+    """The newest checkpoint that loads, its state, and why each newer one was skipped.
+
+    A damaged or refused latest checkpoint (a run killed by the OS mid-write of something else,
+    a disk error, a planted file) is not fatal: the previous one is used, and this is logged.
+
+    Raises:
+        ConfigError: No checkpoint of the run folder can be read (every reason is named).
+    """
+    skipped: list[str] = []
+    for path in reversed(list_checkpoints(run_dir)):
+        try:
+            return path, load_checkpoint(path), skipped
+        except ConfigError as error:
+            skipped.append(str(error))
+            logger.warning("%s; falling back to the previous checkpoint", error)
+    raise ConfigError(f"--resume: no readable checkpoint in {str(run_dir)!r}: "
+                      + "; ".join(skipped))  # fmt: skip
 
 
 def _run(
@@ -234,6 +275,7 @@ def _run(
     progress = [TrackProgress(total)] if config.logging.progress else []
     cbs: list[RunCallback] = [*progress, log_cb, eval_cb, ckpt_cb, *extra]
     eval_cb.init_callback(model)
+    logged = _evaluated_steps(run_dir) if resumed_from is not None else set()
     if config.eval.at_start and model.updates_done == 0:
         eval_cb.run()
     if total > model.num_timesteps:
@@ -244,7 +286,10 @@ def _run(
         )
     if log_cb.episodes:
         log_cb.dump()
-    if config.eval.at_end and (not eval_cb.history or eval_cb.history[-1][0] != model.updates_done):
+    evaluated = (eval_cb.history and eval_cb.history[-1][0] == model.updates_done) or (
+        int(model.num_timesteps) in logged  # a resumed run that was already finished
+    )
+    if config.eval.at_end and not evaluated:
         eval_cb.run()
     if ckpt_cb.last_saved != model.updates_done and model.updates_done > 0:
         save()

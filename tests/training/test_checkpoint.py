@@ -102,8 +102,43 @@ def test_refuses_another_config_and_foreign_files(tmp_path: Path, tiny_env_cls: 
     with pytest.raises(ConfigError, match="written with config hash aaa, this config has bbb"):
         restore_checkpoint(m, load_checkpoint(path), "bbb")
     torch.save({"format": "other"}, tmp_path / "x.pt")
-    with pytest.raises(ConfigError, match="is not a cua_rl.training.checkpoint/1 checkpoint"):
+    with pytest.raises(ConfigError, match="is not a cua_rl.training.checkpoint/2 checkpoint"):
         load_checkpoint(tmp_path / "x.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
     with pytest.raises(ConfigError, match="cannot read checkpoint"):
         load_checkpoint(tmp_path / "junk.pt")
+
+
+class _Planted:
+    """An object whose unpickling would run code: it writes a marker file."""
+
+    def __init__(self, marker: Path) -> None:
+        self.marker = marker
+
+    def __reduce__(self) -> tuple:  # type: ignore[type-arg]
+        return (Path.write_text, (self.marker, "pwned"))
+
+
+def test_a_planted_pickle_is_refused_and_runs_nothing(tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    torch.save({"format": "cua_rl.training.checkpoint/2", "x": _Planted(marker)},
+               tmp_path / "evil.pt")  # fmt: skip
+    with pytest.raises(ConfigError, match=r"refusing checkpoint .*evil\.pt.*more than tensors") as e:
+        load_checkpoint(tmp_path / "evil.pt")
+    assert not marker.exists()  # nothing ran
+    assert "\n" not in str(e.value) and len(str(e.value)) < 400
+
+
+def test_rng_state_round_trips_through_plain_data(tmp_path: Path, tiny_env_cls: type) -> None:
+    m = model(tiny_env_cls)
+    m.updates_done = 1
+    torch.manual_seed(5), np.random.seed(6), random.seed(7)
+    np.random.standard_normal()  # numpy keeps a cached gaussian: it must survive too
+    path = save_checkpoint(m, tmp_path, logger_step=0, config={}, config_hash="h")
+    expected = (torch.rand(3), np.random.standard_normal(3), random.random())
+    torch.manual_seed(0), np.random.seed(0), random.seed(0)
+    restore_checkpoint(m, load_checkpoint(path), "h")
+    got = (torch.rand(3), np.random.standard_normal(3), random.random())
+    assert torch.equal(got[0], expected[0])
+    np.testing.assert_array_equal(got[1], expected[1])
+    assert got[2] == expected[2]

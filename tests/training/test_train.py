@@ -19,7 +19,12 @@ import yaml
 from cua_rl.errors import ConfigError
 from cua_rl.logger import NAMESPACES, read_jsonl
 from cua_rl.training.callbacks import RunCallback
-from cua_rl.training.checkpoint import checkpoint_path, latest_checkpoint, load_checkpoint
+from cua_rl.training.checkpoint import (
+    checkpoint_path,
+    latest_checkpoint,
+    list_checkpoints,
+    load_checkpoint,
+)
 from cua_rl.training.config import TrainConfig
 from cua_rl.training.train import train
 
@@ -218,3 +223,38 @@ def test_judge_errors_are_excluded_and_counted(tiny_config: Callable[..., TrainC
     rows = read_jsonl(result.run_dir / "metrics.jsonl")
     assert sum(r.get("rollout/unscorable", 0) for r in rows) == judge.n // 3
     assert all(r["reward/judge"] == 1.0 for r in rows if "reward/judge" in r)
+
+
+def test_resume_falls_back_past_a_damaged_latest_checkpoint(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    config = tiny_config(eval={"at_start": False, "at_end": False})
+    train(config)  # 3 updates, a checkpoint after each
+    latest = checkpoint_path(config.run_dir, 3)
+    latest.write_bytes(latest.read_bytes()[:100])  # torn by a disk error
+    result = train(config, resume=True, total_timesteps=64)
+    assert result.resumed_from == checkpoint_path(config.run_dir, 2)
+    assert len(result.skipped_checkpoints) == 1
+    assert "ckpt_000003.pt" in result.skipped_checkpoints[0]
+    assert result.updates_done == 4
+    for path in list_checkpoints(config.run_dir):
+        path.write_bytes(b"junk")
+    with pytest.raises(ConfigError, match="--resume: no readable checkpoint in .*cannot read"):
+        train(config, resume=True)
+
+
+def test_resuming_a_finished_run_adds_no_evaluation_row(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    from cua_rl.logger import read_jsonl
+
+    config = tiny_config(eval={"at_start": True, "at_end": True, "episodes": 1})
+    train(config)
+    rows = read_jsonl(config.run_dir / "metrics.jsonl")
+    evals = [r["step"] for r in rows if "eval/episodes" in r]
+    assert evals == [0, 48]
+    again = train(config, resume=True)  # nothing left to do
+    assert again.evals == [] and again.num_timesteps == 48
+    after = read_jsonl(config.run_dir / "metrics.jsonl")
+    assert [r["step"] for r in after if "eval/episodes" in r] == [0, 48]
+    assert len(after) == len(rows)
