@@ -123,7 +123,7 @@ def test_a_planted_pickle_is_refused_and_runs_nothing(tmp_path: Path) -> None:
     marker = tmp_path / "ran"
     torch.save({"format": "cua_rl.training.checkpoint/2", "x": _Planted(marker)},
                tmp_path / "evil.pt")  # fmt: skip
-    with pytest.raises(ConfigError, match=r"refusing checkpoint .*evil\.pt.*more than tensors") as e:
+    with pytest.raises(ConfigError, match=r"refusing checkpoint .*evil\.pt.*more than") as e:
         load_checkpoint(tmp_path / "evil.pt")
     assert not marker.exists()  # nothing ran
     assert "\n" not in str(e.value) and len(str(e.value)) < 400
