@@ -110,8 +110,12 @@ class Task:
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", _frozen_mapping(self.config))
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
-        if self.max_steps < 1:
-            raise ValueError(f"Task.max_steps must be >= 1, got {self.max_steps}")
+        steps = self.max_steps
+        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
+            from cua_rl.errors import TaskSpecError
+
+            raise TaskSpecError(f"Task.max_steps must be an integer >= 1, got {steps!r}")
+        object.__setattr__(self, "max_steps", int(steps))
 
     def __hash__(self) -> int:
         return hash(self.id)

@@ -44,7 +44,7 @@ def test_task_config_is_read_only_and_budget_checked() -> None:
         task.config["k"] = 2  # type: ignore[index]
     assert task.config["k"] == 1
     assert hash(task) == hash("a")
-    with pytest.raises(ValueError, match="max_steps must be >= 1, got 0"):
+    with pytest.raises(ValueError, match="max_steps must be an integer >= 1, got 0"):
         Task(id="a", instruction="do", domain="d", os="simdesk", max_steps=0)
 
 

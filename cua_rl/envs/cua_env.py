@@ -148,8 +148,12 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         max_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if max_steps is not None and max_steps < 1:
-            raise ConfigError(f"CUAEnv max_steps must be >= 1 or None, got {max_steps}")
+        if max_steps is not None and (
+            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+        ):
+            raise ConfigError(
+                f"CUAEnv max_steps must be an integer >= 1 or None, got {max_steps!r}"
+            )
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"CUAEnv render_mode must be None or one of {self.metadata['render_modes']}, "

@@ -29,6 +29,7 @@ import gymnasium as gym
 import numpy as np
 
 from cua_rl.core import EpisodeEnd
+from cua_rl.errors import ConfigError
 from cua_rl.rewards.base import GroundTruthReward, RewardSource
 from cua_rl.rewards.scoring import EpisodeFilter, component_names, score_episodes
 
@@ -54,7 +55,7 @@ class EpisodeScorer:
             lost episodes are not scored), one entry per call that scored at least one.
 
     Raises:
-        ConfigError: Two reward components share a name.
+        ConfigError: Two reward components share a name, or a source is not a RewardSource.
     """
 
     def __init__(
@@ -65,6 +66,13 @@ class EpisodeScorer:
     ) -> None:
         self.reward: RewardSource = reward if reward is not None else GroundTruthReward()
         self.extra_rewards = tuple(extra_rewards)
+        for source in (self.reward, *self.extra_rewards):
+            if not callable(source) or not isinstance(getattr(source, "name", None), str):
+                raise ConfigError(
+                    f"a reward source must be a RewardSource (callable, with a str name), got "
+                    f"{type(source).__name__} {source!r:.80}; e.g. JudgeReward(judge), "
+                    f"CorrectedReward(judge, calibration), GroundTruthReward()"
+                )
         self.episode_filter = episode_filter
         self.component_names = component_names(self.reward, self.extra_rewards)
         self.batches: list[int] = []

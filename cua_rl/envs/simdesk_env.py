@@ -63,6 +63,12 @@ def make_simdesk_env(
         )
     if config is not None and knobs:
         raise ConfigError(f"give either config or knob keywords, not both (got {sorted(knobs)})")
+    if max_steps is not None and (
+        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
+    ):
+        raise ConfigError(
+            f"cua_rl/SimDesk-v0 max_steps must be an integer >= 1 or None, got {max_steps!r}"
+        )
     if config is None:
         config = SimDeskConfig.from_knobs(knobs, "cua_rl/SimDesk-v0")
     tasks = SimDeskTasks([family] if family is not None else families, max_steps=max_steps)

@@ -128,7 +128,7 @@ def test_reset_option_errors() -> None:
 
 
 def test_constructor_errors() -> None:
-    with pytest.raises(ConfigError, match="max_steps must be >= 1 or None, got 0"):
+    with pytest.raises(ConfigError, match="max_steps must be an integer >= 1 or None, got 0"):
         make_env(max_steps=0)
     with pytest.raises(ConfigError, match=r"render_mode must be None or one of .* got 'human'"):
         make_env(render_mode="human")

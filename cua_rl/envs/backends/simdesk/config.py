@@ -16,6 +16,8 @@ KNOWN_BUGS: frozenset[str] = frozenset({
     "validation_wrong",
 })
 """Product bugs SimDesk can inject (see :class:`SimDeskConfig.bugs`)."""
+#: The largest screen SimDesk draws (8K): a bigger one would not fit a frame in memory sanely.
+MAX_WIDTH, MAX_HEIGHT = 7680, 4320
 
 
 def _check_range(name: str, value: tuple[int, int], low: int) -> None:
@@ -26,7 +28,7 @@ def _check_range(name: str, value: tuple[int, int], low: int) -> None:
         or value[0] < low
         or value[1] < value[0]
     ):
-        raise ValueError(
+        raise ConfigError(
             f"SimDeskConfig.{name} must be a pair of ints (lo, hi) with {low} <= lo <= hi, "
             f"got {value!r}"
         )
@@ -34,7 +36,7 @@ def _check_range(name: str, value: tuple[int, int], low: int) -> None:
 
 def _check_prob(name: str, value: float) -> None:
     if not isinstance(value, (int, float)) or isinstance(value, bool) or not 0.0 <= value <= 1.0:
-        raise ValueError(f"SimDeskConfig.{name} must be a probability in [0, 1], got {value!r}")
+        raise ConfigError(f"SimDeskConfig.{name} must be a probability in [0, 1], got {value!r}")
 
 
 @dataclass(frozen=True)
@@ -66,10 +68,12 @@ class SimDeskConfig:
     step_seconds: tuple[int, int] = (1, 3)
 
     def __post_init__(self) -> None:
-        for name, low in (("width", 320), ("height", 240)):
+        for name, low, high in (("width", 320, MAX_WIDTH), ("height", 240, MAX_HEIGHT)):
             value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise ValueError(f"SimDeskConfig.{name} must be an int >= {low}, got {value!r}")
+            if not isinstance(value, int) or isinstance(value, bool) or not low <= value <= high:
+                raise ConfigError(
+                    f"SimDeskConfig.{name} must be an int in [{low}, {high}], got {value!r}"
+                )
         _check_prob("loading_prob", self.loading_prob)
         _check_prob("popup_rate", self.popup_rate)
         for name in ("loading_steps", "step_seconds"):
@@ -79,7 +83,7 @@ class SimDeskConfig:
         _check_range("loading_steps", self.loading_steps, 1)
         _check_range("step_seconds", self.step_seconds, 0)
         if not isinstance(self.jitter, int) or isinstance(self.jitter, bool) or self.jitter < 0:
-            raise ValueError(f"SimDeskConfig.jitter must be an int >= 0, got {self.jitter!r}")
+            raise ConfigError(f"SimDeskConfig.jitter must be an int >= 0, got {self.jitter!r}")
         if isinstance(self.bugs, str):
             raise TaskSpecError(
                 f"SimDeskConfig.bugs must be a set of bug names, got the string {self.bugs!r}"
