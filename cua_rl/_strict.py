@@ -13,9 +13,13 @@ import typing
 from collections.abc import Mapping
 from typing import Any, Literal
 
+import yaml
+
 from cua_rl.errors import ConfigError
 
-__all__ = ["build_section", "check", "check_fields", "describe", "plain", "reject_unknown"]
+__all__ = [
+    "build_section", "check", "check_fields", "describe", "load_yaml", "plain", "reject_unknown",
+]
 
 
 def describe(value: Any) -> str:
@@ -120,3 +124,40 @@ def build_section(kind: type, data: Any, where: str) -> Any:
             value = build_section(nested[0], value, f"{where}.{key}")
         kwargs[key] = value
     return kind(**kwargs)
+
+
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last)."""
+
+
+def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
+    seen: dict[Any, int] = {}
+    for key_node, _ in node.value:
+        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
+        if isinstance(key, (str, int, float, bool)) and key in seen:
+            raise ConfigError(
+                f"duplicate key {key!r} at line {key_node.start_mark.line + 1} (first at line "
+                f"{seen[key]}); each key may appear once"
+            )
+        if isinstance(key, (str, int, float, bool)):
+            seen[key] = key_node.start_mark.line + 1
+    return loader.construct_mapping(node, deep=deep)
+
+
+_UniqueKeyLoader.add_constructor(
+    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
+)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """Parse YAML safely and strictly: a repeated key in a mapping is an error.
+
+    Raises:
+        ConfigError: ``<where>: invalid YAML: ...`` or ``<where>: duplicate key ...``.
+    """
+    try:
+        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+    except ConfigError as error:
+        raise ConfigError(f"{where}: {error}") from None
+    except yaml.YAMLError as error:
+        raise ConfigError(f"{where}: invalid YAML: {' '.join(str(error).split())}") from None

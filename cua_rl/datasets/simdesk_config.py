@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cua_rl._strict import load_yaml
 from cua_rl.calibration.labelled import LabelledExample
 from cua_rl.datasets.common import CALIBRATION_SEED_START, _check_int, _check_knobs, _check_rate
 from cua_rl.datasets.simdesk import build_simdesk_labelled
@@ -117,15 +118,14 @@ def load_simdesk_labelled_config(path: str | os.PathLike[str]) -> SimDeskLabelle
     Raises:
         ConfigError: Naming the file and the problem.
     """
-    import yaml
-
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        text = file.read_text(encoding="utf-8")
     except FileNotFoundError:
         raise ConfigError(f"config file {str(file)!r} not found") from None
-    except yaml.YAMLError as exc:
-        raise ConfigError(f"{file}: invalid YAML: {exc}") from None
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"{file}: cannot read the config ({exc})") from None
+    data = load_yaml(text, str(file))
     if data is None:
         data = {}
     if not isinstance(data, dict):

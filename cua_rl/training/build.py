@@ -76,10 +76,17 @@ class RunParts:
             close()
 
 
-def _existing(config: TrainConfig, key: str, path: str, what: str) -> Path:
+def _existing(
+    config: TrainConfig, key: str, path: str, what: str, *, folder: bool = False
+) -> Path:
+    """The config path ``path`` resolved, checked to be an existing file (or folder)."""
     file = config.resolve(path)
     if not file.exists():
         raise ConfigError(f"{key}: {what} {str(file)!r} not found")
+    if folder and not file.is_dir():
+        raise ConfigError(f"{key}: {what} {str(file)!r} is a file; expected a folder")
+    if not folder and not file.is_file():
+        raise ConfigError(f"{key}: {what} {str(file)!r} is a folder; expected a file")
     return file
 
 
@@ -126,7 +133,7 @@ def _load_models(config: TrainConfig) -> dict[str, Any]:
     models = {}
     for key, path in config.reward.reference_models.items():
         where = f"reward.reference_models.{key}"
-        folder = _existing(config, where, path, "reference model")
+        folder = _existing(config, where, path, "reference model", folder=True)
         try:
             models[key] = ReferenceModel.load(folder)
         except CuaRLError as error:

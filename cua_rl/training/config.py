@@ -23,13 +23,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
-import yaml
-
 from cua_rl._strict import (
     build_section,
     check,
     check_fields,
     describe,
+    load_yaml,
     plain,
     reject_unknown,
 )
@@ -466,14 +465,18 @@ def load_config(path: str | os.PathLike[str]) -> TrainConfig:
         text = file.read_text(encoding="utf-8")
     except OSError as error:
         raise ConfigError(f"{file}: cannot read the config ({error.strerror or error})") from None
-    try:
-        data = yaml.safe_load(text)
-    except yaml.YAMLError as error:
-        raise ConfigError(f"{file}: invalid YAML: {error}") from None
-    try:
-        return TrainConfig.from_dict(
-            {} if data is None else data, base_dir=str(file.resolve().parent), source=str(file)
+    except UnicodeDecodeError as error:
+        raise ConfigError(
+            f"{file}: not UTF-8 text (byte {error.start}); a config is YAML text"
+        ) from None
+    data = load_yaml(text, str(file))
+    if data is None:
+        raise ConfigError(
+            f"{file}: the config is empty; it needs at least one section (env, policy, ppo, "
+            f"reward, logging, checkpoint, eval)"
         )
+    try:
+        return TrainConfig.from_dict(data, base_dir=str(file.resolve().parent), source=str(file))
     except ConfigError as error:
         raise ConfigError(f"{file}: {error}") from None
 

@@ -315,7 +315,7 @@ def test_shipped_config_loads() -> None:
         ("n_per_family: 5\ncolour: red\n", r"unknown key\(s\) \['colour'\]"),
         ("task_seed_start: 7\n", "task_seed_start must be an integer >= 2147483648, got 7"),
         ("desktop: {width: 640, wallpaper: x}\n", r"desktop has unknown key\(s\) \['wallpaper'\]"),
-        ("desktop: {width: 100}\n", "width must be an int in \[320, 7680\]"),
+        ("desktop: {width: 100}\n", r"width must be an int in \[320, 7680\]"),
         ("expert: {typos: 0.1}\n", r"unknown expert knob\(s\) \['typos'\]"),
         ("families: click_ok\n", "families must be a list of names"),
         ("- 1\n", "expected a mapping"),

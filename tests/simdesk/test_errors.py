@@ -70,7 +70,7 @@ def test_task_spec_errors():
 def test_config_validation():
     with pytest.raises(ValueError, match="SimDeskConfig.loading_prob must be a probability"):
         SimDeskConfig(loading_prob=1.5)
-    with pytest.raises(ValueError, match="SimDeskConfig.width must be an int in \[320, 7680\]"):
+    with pytest.raises(ValueError, match=r"SimDeskConfig.width must be an int in \[320, 7680\]"):
         SimDeskConfig(width=100)
     with pytest.raises(ValueError, match=r"SimDeskConfig.loading_steps must be a pair"):
         SimDeskConfig(loading_steps=(3, 1))

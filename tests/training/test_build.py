@@ -310,3 +310,21 @@ def test_judged_success_filter_needs_a_judge_reward(
     flt = {"mode": "drop", "apply_to": "judged_success"}
     with pytest.raises(ConfigError, match=r"reward\.filter: apply_to 'judged_success' needs"):
         tiny_config(reward={"filter": flt, "reference_models": {"click_ok": "ref"}})
+
+
+def test_paths_of_the_wrong_kind_are_refused(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    (tmp_path / "cal_dir").mkdir()
+    config = tiny_config(
+        reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": "cal_dir"}}
+    )
+    with pytest.raises(ConfigError, match=r"reward\.calibration\.all: calibration file "
+                                          r".*cal_dir' is a folder; expected a file"):
+        prepare_run(config)
+    (tmp_path / "ref.json").write_text("{}")
+    config = tiny_config(reward={"filter": {"mode": "drop"},
+                                 "reference_models": {"click_ok": "ref.json"}})  # fmt: skip
+    with pytest.raises(ConfigError, match=r"reward\.reference_models\.click_ok: reference model "
+                                          r".*ref\.json' is a file; expected a folder"):
+        prepare_run(config)

@@ -229,8 +229,8 @@ def test_unreadable_and_invalid_files(tmp_path: Path) -> None:
         load_config(write(tmp_path, "ppo: [1, 2", name="bad.yaml"))
 
 
-def test_empty_file_is_all_defaults(tmp_path: Path) -> None:
-    assert load_config(write(tmp_path, "", name="empty.yaml")).ppo == PPOConfig()
+def test_an_empty_section_is_all_defaults(tmp_path: Path) -> None:
+    assert load_config(write(tmp_path, "ppo: {}\n", name="empty.yaml")).ppo == PPOConfig()
 
 
 def test_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -268,3 +268,19 @@ def test_simdesk_knobs_convert_lists() -> None:
     assert (desktop.width, desktop.height) == (640, 400)
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs: SimDeskConfig\.loading_steps"):
         TrainConfig.from_dict({"env": {"backend_kwargs": {"loading_steps": 5}}})
+
+
+def test_duplicate_keys_and_empty_files_are_refused(tmp_path: Path) -> None:
+    text = "ppo:\n  n_steps: 8\n  n_steps: 16\n"
+    with pytest.raises(ConfigError, match=r"dup\.yaml: duplicate key 'n_steps' at line 3 "
+                                          r"\(first at line 2\)"):
+        load_config(write(tmp_path, text, name="dup.yaml"))
+    with pytest.raises(ConfigError, match=r"top\.yaml: duplicate key 'ppo' at line 3"):
+        load_config(write(tmp_path, "ppo: {}\nenv: {}\nppo: {}\n", name="top.yaml"))
+    with pytest.raises(ConfigError, match=r"empty\.yaml: the config is empty"):
+        load_config(write(tmp_path, "", name="empty.yaml"))
+    with pytest.raises(ConfigError, match=r"blank\.yaml: the config is empty"):
+        load_config(write(tmp_path, "# only a comment\n", name="blank.yaml"))
+    (tmp_path / "latin.yaml").write_bytes(b"ppo: {n_steps: 8}  # caf\xe9\n")
+    with pytest.raises(ConfigError, match=r"latin\.yaml: not UTF-8 text"):
+        load_config(tmp_path / "latin.yaml")
