@@ -12,7 +12,7 @@ from __future__ import annotations
 import logging
 import sys
 import time
-from collections import Counter, defaultdict
+from collections import Counter, defaultdict, deque
 from collections.abc import Callable
 from typing import Any
 
@@ -23,6 +23,7 @@ from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 from cua_rl.core import is_success
 from cua_rl.envs.make import make_env
 from cua_rl.envs.score import EpisodeScorer
+from cua_rl.errors import BackendError
 from cua_rl.evaluation.run import evaluate, held_out_tasks
 from cua_rl.logger import Logger
 from cua_rl.training.build import RunParts
@@ -32,6 +33,7 @@ from cua_rl.training.envs import wrap_for_policy
 __all__ = [
     "RunCallback",
     "SaveCheckpoints",
+    "StopOnUnscorable",
     "TrackProgress",
     "LogMetrics",
     "EvaluateHeldOut",
@@ -48,6 +50,44 @@ class RunCallback(BaseCallback):
 
     def on_update_end(self) -> bool:
         """Called after each update; return False to stop training."""
+        return True
+
+
+class StopOnUnscorable(RunCallback):
+    """Stops training when too many recent episodes were unscorable.
+
+    A judge or desktop that is down makes every episode unscorable: the run would go on
+    learning from nothing and end "successfully". After each update this looks at the episodes
+    that ended in it; once ``window`` episodes were seen, more than ``max_share`` of the last
+    ``window`` being unscorable raises :class:`~cua_rl.errors.BackendError` (``cua-rl train``
+    exits 2 with it), naming the counts and the last reason.
+
+    Args:
+        max_share: The largest tolerated unscorable share (1.0 never stops).
+        window: Episodes in the window.
+    """
+
+    def __init__(self, max_share: float, window: int) -> None:
+        super().__init__()
+        self.max_share = max_share
+        self.recent: deque[bool] = deque(maxlen=window)
+        self.last_reason: str | None = None
+
+    def on_update_end(self) -> bool:
+        """Check the episodes that ended in this update (before anyone pops them)."""
+        for episode in self.model.finished:
+            unscorable = episode["reward"] is None
+            self.recent.append(unscorable)
+            if unscorable:
+                self.last_reason = episode.get("unscorable_reason")
+        window = self.recent.maxlen or 0
+        bad = sum(self.recent)
+        if len(self.recent) == window and self.max_share < 1.0 and bad > self.max_share * window:
+            raise BackendError(
+                f"training stopped: {bad} of the last {window} episodes were unscorable (more "
+                f"than ppo.max_unscorable_share={self.max_share:g}); last reason: "
+                f"{self.last_reason}"
+            )
         return True
 
 

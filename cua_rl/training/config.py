@@ -161,6 +161,11 @@ class PPOConfig:
     device: str = "cpu"
     #: Where sub-envs run: in this process, in subprocesses, or in Ray actors.
     vec_env: Literal["dummy", "subproc", "ray"] = "dummy"
+    #: Stop training (an error, exit 2) when more than this share of the last
+    #: unscorable_window episodes were unscorable (a dead judge or desktop); 1.0 = never.
+    max_unscorable_share: float = 0.5
+    #: Episodes in the window of max_unscorable_share.
+    unscorable_window: int = 64
     #: Ray settings (vec_env: ray).
     ray: RayConfig = field(default_factory=RayConfig)
 
@@ -176,6 +181,9 @@ class PPOConfig:
             check(self, name, getattr(self, name) >= 0, "must be >= 0")
         v = self.target_kl
         check(self, "target_kl", v is None or v > 0, "must be > 0 or null")
+        share = self.max_unscorable_share
+        check(self, "max_unscorable_share", 0.0 <= share <= 1.0, "must be in [0, 1]")
+        check(self, "unscorable_window", self.unscorable_window >= 1, "must be >= 1")
         check(self, "batch_size", self.batch_size <= self.rollout_size,
                f"must be <= the rollout size n_envs * n_steps = {self.rollout_size}")  # fmt: skip
 
@@ -485,10 +493,12 @@ def config_hash(config: TrainConfig) -> str:
     """sha256 (16 hex digits) of what a resumed run must share with the run it continues.
 
     Covers env, policy, reward, and ppo except ``total_timesteps`` (a run may be extended),
-    ``vec_env``, ``ray`` and ``device`` (where it runs); not logging, checkpoint or eval.
+    ``vec_env``, ``ray`` and ``device`` (where it runs) and the unscorable-share guard; not
+    logging, checkpoint or eval.
     """
     data = config.to_dict()
-    skip = ("total_timesteps", "vec_env", "ray", "device")
+    skip = ("total_timesteps", "vec_env", "ray", "device", "max_unscorable_share",
+            "unscorable_window")  # fmt: skip
     ppo = {k: v for k, v in data["ppo"].items() if k not in skip}
     kept = {"env": data["env"], "policy": data["policy"], "ppo": ppo, "reward": data["reward"]}
     blob = json.dumps(kept, sort_keys=True)

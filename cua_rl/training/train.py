@@ -39,6 +39,7 @@ from cua_rl.training.callbacks import (
     LogMetrics,
     RunCallback,
     SaveCheckpoints,
+    StopOnUnscorable,
     TrackProgress,
 )
 from cua_rl.training.checkpoint import (
@@ -273,7 +274,8 @@ def _run(
 
     ckpt_cb = SaveCheckpoints(save, config.checkpoint.every)
     progress = [TrackProgress(total)] if config.logging.progress else []
-    cbs: list[RunCallback] = [*progress, log_cb, eval_cb, ckpt_cb, *extra]
+    guard = StopOnUnscorable(config.ppo.max_unscorable_share, config.ppo.unscorable_window)
+    cbs: list[RunCallback] = [guard, *progress, log_cb, eval_cb, ckpt_cb, *extra]
     eval_cb.init_callback(model)
     logged = _evaluated_steps(run_dir) if resumed_from is not None else set()
     if config.eval.at_start and model.updates_done == 0:

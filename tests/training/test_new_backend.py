@@ -106,3 +106,24 @@ def test_the_scan_sees_code_and_skips_docstrings_and_comments() -> None:
     words = _code_words('"""SimDesk doc."""\nimport a.simdesk_x\nx = "SimDesk"  # simdesk\n')
     assert "SimDesk" in words and "a.simdesk_x" in words
     assert "SimDesk doc." not in words and "# simdesk" not in words
+
+
+def test_a_dead_desktop_stops_training_with_a_clear_error(
+    fake_registered: None, tmp_path: Path
+) -> None:
+    """Episodes die with their desktop (all but those ended by DONE at once): training stops."""
+    from cua_rl.errors import BackendError
+
+    data = {**CONFIG, "env": {**CONFIG["env"], "backend_kwargs": {"fail_at_step": 0}},
+            "ppo": {**CONFIG["ppo"], "unscorable_window": 8, "max_unscorable_share": 0.5}}
+    path = tmp_path / "dead.yaml"
+    path.write_text(yaml.safe_dump(data))
+    with pytest.raises(BackendError, match=r"training stopped: [5-8] of the last 8 episodes were "
+                                           r"unscorable .*last reason: env error: FakeBackend"):
+        train(load_config(path))
+    tolerant = {**data, "ppo": {**data["ppo"], "max_unscorable_share": 1.0},
+                "logging": {**CONFIG["logging"], "run_name": "tolerant"}}
+    path.write_text(yaml.safe_dump(tolerant))
+    result = train(load_config(path))  # 1.0 never stops; the dead episodes are counted
+    assert result.updates_done == 2
+    assert result.stats["unscorable"] > 0.5 * result.stats["episodes"]
