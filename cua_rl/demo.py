@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 import time
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,10 +56,22 @@ class FamilyResult:
     episodes: int
 
 
-def _run_expert(env: CUAEnv, seed: int, knobs: dict[str, float]) -> tuple[bool, int, Any]:
+def noise_seed(seed: int, family: str, episode: int, expert: str) -> int:
+    """The seed of an expert's own noise (hesitation, mistakes, giving up) in one episode.
+
+    Distinct per (base seed, family, episode, expert style): with one seed shared by every
+    family, the sloppy expert made the same decisions at the same steps in every family.
+    """
+    words = [seed, zlib.crc32(family.encode()), episode, zlib.crc32(expert.encode())]
+    return int(np.random.SeedSequence(words).generate_state(1)[0])
+
+
+def _run_expert(
+    env: CUAEnv, seed: int, knobs: dict[str, float], noise: int
+) -> tuple[bool, int, Any]:
     env.reset(seed=seed)
     assert env.task is not None
-    expert = SimDeskExpert(env.backend, env.task, seed=seed, **knobs)  # type: ignore[arg-type]
+    expert = SimDeskExpert(env.backend, env.task, seed=noise, **knobs)  # type: ignore[arg-type]
     while True:
         _, _, terminated, truncated, info = env.step(expert.next_action())
         if terminated or truncated:
@@ -83,7 +96,8 @@ def run_demo(
     Args:
         out_dir: Where the report and the PNG strip go.
         episodes: Episodes per family and policy.
-        seed: Base seed; episode i of a family uses seed ``seed * 100_000 + i``.
+        seed: Base seed; episode i of a family resets the desktop with seed
+            ``seed * 100_000 + i``; each expert's own noise has its :func:`noise_seed`.
         width: Screen width.
         height: Screen height.
     """
@@ -106,7 +120,8 @@ def run_demo(
         for i in range(episodes):
             episode_seed = seed * 100_000 + i
             for name, knobs in EXPERTS.items():
-                ok, length, traj = _run_expert(env, episode_seed, knobs)
+                noise = noise_seed(seed, family, i, name)
+                ok, length, traj = _run_expert(env, episode_seed, knobs, noise)
                 res.successes[name] += ok
                 res.lengths[name].append(length)
                 if family == STRIP_FAMILY and name == "expert" and strip_traj is None:

@@ -77,3 +77,26 @@ def test_demo_runs_the_whole_pipeline(tmp_path: Path, capsys: pytest.CaptureFixt
     assert "rollout filter: every episode the judge called a success" in summary
     # a second demo in the same folder starts afresh instead of refusing the old run
     assert main([*argv[:-2], "--episodes", "0", "--out", str(out)]) == 0
+
+
+def test_quick_is_a_smoke_run_and_flags_still_win(monkeypatch: pytest.MonkeyPatch) -> None:
+    import cua_rl.demo_pipeline as pipeline
+
+    seen = []
+    monkeypatch.setattr(pipeline, "run_pipeline",
+                        lambda out, settings, progress: seen.append(settings) or "ok")  # fmt: skip
+    assert main(["demo", "--quick", "--out", "x"]) == 0
+    assert (seen[-1].steps, seen[-1].survey_episodes, seen[-1].train_instances) == (1024, 1, 4)
+    assert main(["demo", "--quick", "--steps", "64", "--episodes", "0", "--out", "x"]) == 0
+    assert (seen[-1].steps, seen[-1].survey_episodes) == (64, 0)
+    assert main(["demo", "--out", "x"]) == 0
+    assert (seen[-1].steps, seen[-1].survey_episodes) == (32768, 5)  # make demo's sizes
+
+
+def test_survey_experts_get_their_own_noise_per_family_and_episode() -> None:
+    from cua_rl.demo import noise_seed
+
+    seeds = {noise_seed(0, f, i, e) for f in ("click_ok", "files_move") for i in range(3)
+             for e in ("expert", "sloppy expert")}  # fmt: skip
+    assert len(seeds) == 12
+    assert noise_seed(0, "click_ok", 1, "expert") == noise_seed(0, "click_ok", 1, "expert")
