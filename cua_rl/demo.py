@@ -18,7 +18,7 @@ from typing import Any
 import numpy as np
 
 from cua_rl._io import atomic_write_text
-from cua_rl.actions import to_pyautogui
+from cua_rl.actions import Click, Drag, to_pyautogui
 from cua_rl.envs.backends.simdesk.expert import SimDeskExpert
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
 from cua_rl.envs.cua_env import CUAEnv
@@ -54,6 +54,28 @@ class FamilyResult:
     successes: dict[str, int]
     lengths: dict[str, list[int]]
     episodes: int
+
+
+def click_points(trajectory: Any) -> list[tuple[int, int] | None]:
+    """Per observation, where the next action clicked (None when it did not click)."""
+    points: list[tuple[int, int] | None] = [None] * (len(trajectory.steps) + 1)
+    for step in trajectory.steps:
+        action = step.action
+        if isinstance(action, Click) and action.x is not None and action.y is not None:
+            points[step.index] = (action.x, action.y)
+        elif isinstance(action, Drag):
+            points[step.index] = (action.x0, action.y0)
+    return points
+
+
+def outcome_line(trajectory: Any) -> str:
+    """The episode's end and the checker's verdict, for the strip's footer."""
+    verdict = {True: "success", False: "failure", None: "no checker score"}[
+        None if trajectory.ground_truth is None else trajectory.ground_truth >= 0.5
+    ]
+    return (f"outcome: {verdict} (checker score {trajectory.ground_truth}); ended by "
+            f"{trajectory.end_reason} after {len(trajectory)} steps; a red ring marks where "
+            f"the next action clicked")  # fmt: skip
 
 
 def noise_seed(seed: int, family: str, episode: int, expert: str) -> int:
@@ -143,8 +165,9 @@ def run_demo(
             *(to_pyautogui(s.action) if s.action else s.action_text for s in strip_traj.steps),
         ]
         image = strip_image(
-            shots, captions, title=f"{strip_traj.task.id}: {strip_traj.task.instruction}"
-        )
+            shots, captions, title=f"{strip_traj.task.id}: {strip_traj.task.instruction}",
+            markers=click_points(strip_traj), footer=outcome_line(strip_traj),
+        )  # fmt: skip
         strip_path = save_png(image, out_dir / "episode_strip.png")
 
     total_steps = sum(sum(sum(v) for v in r.lengths.values()) for r in results)

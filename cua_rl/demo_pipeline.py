@@ -274,15 +274,19 @@ def run_pipeline(
     t = _stage(times, "4-5. PPO with the corrected reward + evaluations", t, say)
     evals = trained["result"].evals
     curves = {
-        "true success": [[(steps, m["eval/success_rate"]) for _, steps, m in evals]],
-        "judge estimate (corrected)": [[(steps, m["eval/judge_estimate"]) for _, steps, m in evals
-                                        if "eval/judge_estimate" in m]],
+        "true success (checker)": [[
+            (steps, m["eval/success_rate"], m["eval/success_ci_low"], m["eval/success_ci_high"])
+            for _, steps, m in evals if "eval/success_ci_low" in m]],
+        "judge estimate (corrected)": [[
+            (steps, m["eval/judge_estimate"], m["eval/judge_ci_low"], m["eval/judge_ci_high"])
+            for _, steps, m in evals if "eval/judge_estimate" in m]],
         "judge raw rate": [[(steps, m["eval/judge_raw_rate"]) for _, steps, m in evals
                             if "eval/judge_raw_rate" in m]],
     }  # fmt: skip
+    n_eval = int(evals[0][2]["eval/episodes"]) if evals else None
     plot_curves(curves, out / "learning_curve.png",
                 title="PPO on click_ok + click_yes, corrected SIMULATED-judge reward",
-                ylabel="held-out success")  # fmt: skip
+                ylabel="held-out success", episodes=n_eval)  # fmt: skip
     times["total"] = time.perf_counter() - start
     text = _summary(out, s, cal, len(models), trained, times)
     atomic_write_text(out / "summary.md", text)

@@ -180,16 +180,26 @@ def success_interval(
 
 
 def plot_curves(
-    curves: Mapping[str, Sequence[Sequence[tuple[float, float]]]],
+    curves: Mapping[str, Sequence[Sequence[tuple[float, ...]]]],
     path: str | os.PathLike[str],
     *,
     title: str,
     ylabel: str = "true success (held-out tasks)",
+    episodes: int | None = None,
 ) -> Path:
-    """Learning curves: for each label, runs of (step, value) points; mean and min-max band.
+    """Learning curves: for each label, runs of points; the mean over runs with a band.
 
-    Runs of one label must share their steps (the same eval schedule); a run with fewer points
-    is cut to the shortest.
+    A point is ``(step, value)`` or ``(step, value, low, high)``. With several runs the band is
+    their min-max range; with one run of points that carry an interval, the band is that
+    interval (e.g. the Wilson interval of the evaluation's success rate). Runs of one label must
+    share their steps (the same eval schedule); a run with fewer points is cut to the shortest.
+
+    Args:
+        curves: Label -> runs of points.
+        path: The PNG to write.
+        title: The plot's title.
+        ylabel: The y axis label.
+        episodes: Evaluation episodes behind each point, shown in the legend.
     """
     import matplotlib
 
@@ -204,10 +214,18 @@ def plot_curves(
         n = min(len(r) for r in runs)
         steps = np.array([p[0] for p in runs[0][:n]])
         values = np.array([[p[1] for p in r[:n]] for r in runs])
-        name = label if len(runs) == 1 else f"{label} (n={len(runs)})"
-        line = ax.plot(steps, values.mean(axis=0), label=name)[0]
-        ax.fill_between(steps, values.min(axis=0), values.max(axis=0), alpha=0.15,
-                        color=line.get_color())
+        parts = [] if len(runs) == 1 else [f"{len(runs)} runs, min-max band"]
+        if len(runs) == 1 and all(len(p) == 4 for p in runs[0][:n]):
+            low = np.array([p[2] for p in runs[0][:n]])
+            high = np.array([p[3] for p in runs[0][:n]])
+            parts.append("95% interval band")
+        else:
+            low, high = values.min(axis=0), values.max(axis=0)
+        if episodes is not None:
+            parts.append(f"{episodes} episodes per point")
+        name = label + (f" ({', '.join(parts)})" if parts else "")
+        line = ax.plot(steps, values.mean(axis=0), marker="o", markersize=3, label=name)[0]
+        ax.fill_between(steps, low, high, alpha=0.15, color=line.get_color())
     ax.set_xlabel("environment steps")
     ax.set_ylabel(ylabel)
     ax.set_ylim(-0.03, 1.03)

@@ -21,6 +21,8 @@ def strip_image(
     thumb_width: int = 320,
     columns: int = 4,
     title: str = "",
+    markers: Sequence[tuple[int, int] | None] = (),
+    footer: str = "",
 ) -> Image.Image:
     """Lay screenshots out in a grid of thumbnails, each with a caption under it.
 
@@ -30,6 +32,9 @@ def strip_image(
         thumb_width: Width of each thumbnail in pixels (height keeps the aspect ratio).
         columns: Thumbnails per row.
         title: Optional line of text above the grid.
+        markers: Per screenshot, a point in screen pixels to mark with a red ring (where the
+            next action clicked), or None.
+        footer: Optional line of text under the grid (e.g. the episode's outcome).
 
     Returns:
         The RGB image.
@@ -45,10 +50,11 @@ def strip_image(
     font = ImageFont.load_default(size=12)
     cap_h, pad = 34, 6
     title_h = 24 if title else 0
+    footer_h = 24 if footer else 0
     rows = (len(screenshots) + columns - 1) // columns
     cols = min(columns, len(screenshots))
     width = cols * (thumb_width + pad) + pad
-    height = title_h + rows * (thumb_h + cap_h + pad) + pad
+    height = title_h + rows * (thumb_h + cap_h + pad) + pad + footer_h
     canvas = Image.new("RGB", (width, height), (245, 245, 245))
     draw = ImageDraw.Draw(canvas)
     if title:
@@ -61,6 +67,12 @@ def strip_image(
         thumb = Image.fromarray(shot).resize((thumb_width, thumb_h), Image.Resampling.BILINEAR)
         canvas.paste(thumb, (x, y))
         draw.rectangle([x - 1, y - 1, x + thumb_width, y + thumb_h], outline=(120, 120, 120))
+        point = markers[i] if i < len(markers) else None
+        if point is not None:
+            px, py = x + point[0] * thumb_width / w0, y + point[1] * thumb_h / h0
+            for radius, colour in ((7, (255, 255, 255)), (6, (220, 20, 20)), (5, (220, 20, 20))):
+                draw.ellipse([px - radius, py - radius, px + radius, py + radius],
+                             outline=colour, width=2)  # fmt: skip
         caption = captions[i] if i < len(captions) else ""
         lines = [f"{i}: {caption}"[:max_chars]]
         rest = f"{i}: {caption}"[max_chars : 2 * max_chars]
@@ -68,6 +80,9 @@ def strip_image(
             lines.append(rest)
         for k, line in enumerate(lines):
             draw.text((x, y + thumb_h + 3 + 14 * k), line, fill=(30, 30, 30), font=font)
+    if footer:
+        draw.text((pad, height - footer_h + 2), footer, fill=(20, 20, 20),
+                  font=ImageFont.load_default(size=15))  # fmt: skip
     return canvas
 
 
