@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from cua_rl.actions import ActionParseError, Click, Done, Hotkey, action_from_dict, parse_action
-from cua_rl.actions import parse_actions
+from cua_rl.actions import (
+    ActionParseError,
+    Click,
+    Done,
+    Hotkey,
+    action_from_dict,
+    parse_action,
+    parse_actions,
+)
 
 LIMIT_S = 0.25  # the goal is 50 ms; this leaves room for a loaded CI machine
 MAX_MESSAGE = 300
@@ -56,8 +63,9 @@ ADVERSARIAL: list[tuple[str, str, str | int]] = [
     ("json_deep_in_string_is_fine", '{"action": "type", "text": "' + "[" * 4000 + '"}', 1),
     ("backslashes_in_string", "pyautogui.write('" + "\\" * 64_000 + "')", r"Type\.text has"),
     ("backslashes", "\\" * 65_000, r"not valid Python"),
-    ("quotes", "'" * 65_000, r"not valid Python"),
-    ("double_quotes", '"' * 65_000, r"malformed JSON|not valid Python"),
+    ("quotes", "'" * 65_000, r"a Constant"),
+    ("double_quotes", '"' * 65_000, r"a Constant"),
+    ("quotes_unbalanced", "'" * 65_001 + "x", r"not valid Python"),
     ("json_escaped_quotes_unclosed", '{"a": "' + '\\"' * 32_000, r"malformed JSON"),
     ("unclosed_triple_quote", "pyautogui.write('''" + "a" * 64_000, r"not valid Python"),
     ("int_4000_digits", "pyautogui.click(" + "9" * 4000 + ", 1)", r"Click\.x must be in"),
@@ -151,7 +159,7 @@ def test_a_list_literal_is_refused_before_its_elements_are_read() -> None:
 
 def test_fences_keep_their_meaning() -> None:
     assert parse_actions("  ```python\npyautogui.click(1, 2)\n```  \n") == [Click(1, 2)]
-    assert parse_actions("```\nDONE\n``` trailing ``` text\n```") == [Done()]
+    assert parse_actions("```\nDONE\n``` \ntrailing ``` text\n") == [Done()]
     assert parse_actions("```\nDONE```  \t\ntext ``` not a fence\n") == [Done()]
     with pytest.raises(ActionParseError, match=r"``` fence is not closed"):
         parse_actions("```\nDONE\n```\n```python\nDONE")
@@ -163,9 +171,8 @@ def test_error_messages_are_capped_and_still_say_what_is_allowed() -> None:
     message = str(info.value)
     assert "'nonsense'" in message and "Allowed: DONE, FAIL or WAIT" in message
     assert len(message) <= MAX_MESSAGE
-    three = "pyautogui.click(1, 2); " * 3
-    with pytest.raises(ActionParseError, match=r"expected one action, got 3") as info:
-        parse_action(three * 1000)
+    with pytest.raises(ActionParseError, match=r"expected one action, got 900") as info:
+        parse_action("pyautogui.press('a');" * 900)
     assert len(str(info.value)) <= MAX_MESSAGE
     nested: dict[str, Any] = {"action": "click", "x": list(range(50_000)), "y": 1}
     with pytest.raises(ActionParseError, match=r"Click\.x must be an int, got \[0, 1, 2") as info:
