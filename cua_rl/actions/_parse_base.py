@@ -18,13 +18,21 @@ from cua_rl.actions.types import (
     Fail,
     Scroll,
     Wait,
+    short_repr,
 )
 
 MAX_INPUT_CHARS = 65_536  # longer text is refused before any parsing
 MAX_ACTIONS = 1000  # per parse
 MAX_PRESSES = 100  # pyautogui.press(key, presses=n)
+MAX_JSON_DEPTH = 32  # nesting of JSON arrays/objects; our forms need at most 4
+MAX_MESSAGE_CHARS = 300  # every ActionParseError message is at most this long
 
 _SPECIAL: dict[str, Callable[[], Action]] = {"DONE": Done, "FAIL": Fail, "WAIT": Wait}
+
+
+def _cap(message: str, limit: int = MAX_MESSAGE_CHARS) -> str:
+    """``message`` cut to at most ``limit`` characters (the cut is marked with ``...``)."""
+    return message if len(message) <= limit else message[: limit - 3] + "..."
 
 
 class _Reject(Exception):
@@ -55,7 +63,7 @@ def _num(value: Any, name: str) -> Any:
     """Round a finite float coordinate to int; leave everything else to the dataclass checks."""
     if isinstance(value, float):
         if not math.isfinite(value):
-            raise _Reject(f"{name} must be a finite number, got {value!r}")
+            raise _Reject(f"{name} must be a finite number, got {short_repr(value)}")
         return round(value)
     return value
 

@@ -20,8 +20,11 @@ from cua_rl.actions._parse_base import (
     _SPECIAL,
     MAX_ACTIONS,
     MAX_INPUT_CHARS,
+    MAX_JSON_DEPTH,
+    MAX_MESSAGE_CHARS,
     _AxisScroll,
     _btn,
+    _cap,
     _Item,
     _num,
     _PendingDrag,
@@ -43,21 +46,20 @@ from cua_rl.actions.types import (
     Scroll,
     Type,
     Wait,
+    short_repr,
 )
 from cua_rl.errors import ActionParseError
 
 __all__ = ["parse_action", "parse_actions"]
 
+# An opening fence is ``` at the start of a line (after spaces or tabs); see _fenced_blocks.
 _FENCE_START = re.compile(r"^[ \t]*```", re.MULTILINE)
-# An opening fence at the start of a line, a closing fence at the end of one.
-_FENCE_BLOCK = re.compile(r"^[ \t]*```(.*?)```[ \t]*$", re.MULTILINE | re.DOTALL)
+_JSON_TOKEN = re.compile(r'[\[\]{}"\\]')
 _FENCE_LANGS = {"", "python", "python3", "py", "json", "pyautogui"}
 
 _ALLOWED = (
-    "Allowed: DONE, FAIL or WAIT; a JSON object such as "
-    '{"action": "click", "x": 10, "y": 20}; an OSWorld computer_13 dict such as '
-    '{"action_type": "CLICK", "parameters": {"x": 10, "y": 20}}; or pyautogui calls with literal '
-    "arguments such as pyautogui.click(10, 20), optionally in a ```python block"
+    'Allowed: DONE, FAIL or WAIT; JSON like {"action": "click", "x": 10, "y": 20} or OSWorld '
+    "computer_13; pyautogui.click(10, 20)-style calls"
 )
 
 
@@ -121,21 +123,26 @@ def parse_action(text: str | Mapping[str, Any]) -> Action:
     """
     actions = parse_actions(text)
     if len(actions) != 1:
-        raise ActionParseError(
+        raise ActionParseError(_cap(
             f"expected one action, got {len(actions)}; use parse_actions for several "
             f"(received {_snippet(text)})"
-        )
+        ))
     return actions[0]
 
 
-def _snippet(text: object, limit: int = 80) -> str:
+def _snippet(text: object, limit: int = 40) -> str:
     """A truncated repr of ``text`` for error messages (never raises)."""
     if isinstance(text, str):
-        return repr(text[:limit]) + ("..." if len(text) > limit else "")
-    try:
-        return f"{type(text).__name__} {text!r:.{limit}}"
-    except Exception:  # a hostile or deeply nested mapping: the type is enough
-        return type(text).__name__
+        return short_repr(text, limit)
+    return f"{type(text).__name__} {short_repr(text, limit)}"
+
+
+def _message(text: object, reason: str) -> str:
+    """The ActionParseError message: the input, the reason, and what is allowed if it fits."""
+    head = f"cannot parse an action from {_snippet(text)}: {reason}"
+    if len(head) + 2 + len(_ALLOWED) <= MAX_MESSAGE_CHARS:
+        return f"{head}. {_ALLOWED}"
+    return _cap(head)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -164,8 +171,7 @@ def parse_all(text: object) -> list[Action]:
         reason, cause = "the input is too deeply nested or too large", exc
     except Exception as exc:  # the contract: nothing but ActionParseError escapes
         reason, cause = f"internal parser error ({type(exc).__name__}: {exc})", exc
-    raise ActionParseError(f"cannot parse an action from {_snippet(text)}: {reason}. {_ALLOWED}") \
-        from cause
+    raise ActionParseError(_message(text, reason)) from cause
 
 
 def parse_own_dict(data: object) -> Action:
@@ -178,7 +184,8 @@ def parse_own_dict(data: object) -> Action:
         reason, cause = str(exc), None
     except (ValueError, TypeError, OverflowError, RecursionError) as exc:
         reason, cause = str(exc), exc
-    raise ActionParseError(f"cannot read an action from {_snippet(data)}: {reason}") from cause
+    raise ActionParseError(_cap(f"cannot read an action from {_snippet(data)}: {reason}")) \
+        from cause
 
 
 # ---------------------------------------------------------------------------------------------
@@ -194,30 +201,86 @@ def _from_text(text: str) -> list[_Item]:
     if not _FENCE_START.search(stripped):
         return _from_fragment(stripped)
     items: list[_Item] = []
-    for match in _FENCE_BLOCK.finditer(stripped):
-        body = match.group(1)
+    for body in _fenced_blocks(stripped):
         first, newline, rest = body.partition("\n")
         if newline and first.strip().lower() in _FENCE_LANGS:
             body = rest
         if not body.strip():
             raise _Reject("a ``` block is empty")
         items.extend(_from_fragment(body.strip()))
-    if _FENCE_START.search(_FENCE_BLOCK.sub("", stripped)):
-        raise _Reject("a ``` fence is not closed")
+        if len(items) > MAX_ACTIONS:
+            raise _Reject(f"more than {MAX_ACTIONS} actions")
     return items
+
+
+def _fenced_blocks(text: str) -> list[str]:
+    """The bodies of the ``` blocks of ``text``, in one linear scan.
+
+    A block opens with ``` at the start of a line (after spaces or tabs) and closes at the first
+    ``` after it that ends a line (only spaces or tabs follow); the body is everything between.
+    Text outside the blocks is ignored; an opening fence that is never closed is refused.
+    """
+    bodies: list[str] = []
+    pos = 0
+    while (opening := _FENCE_START.search(text, pos)) is not None:
+        start = opening.end()
+        search = start
+        while True:
+            found = text.find("```", search)
+            if found < 0:
+                raise _Reject("a ``` fence is not closed")
+            run_end = found + 3  # a closing fence is the last three of a run of backticks
+            while run_end < len(text) and text[run_end] == "`":
+                run_end += 1
+            after = run_end
+            while after < len(text) and text[after] in " \t":
+                after += 1
+            if after == len(text) or text[after] == "\n":
+                bodies.append(text[start:run_end - 3])
+                pos = after
+                break
+            search = after  # no backtick between run_end and after
+    return bodies
+
+
+def _json_depth_ok(text: str) -> None:
+    """Refuse JSON nested deeper than MAX_JSON_DEPTH before decoding it (one linear scan)."""
+    if text.count("[") + text.count("{") <= MAX_JSON_DEPTH:
+        return
+    depth, in_string, skip = 0, False, -1
+    for match in _JSON_TOKEN.finditer(text):
+        at, char = match.start(), match.group()
+        if at == skip:
+            continue
+        if in_string:
+            if char == "\\":
+                skip = at + 1
+            elif char == '"':
+                in_string = False
+        elif char == '"':
+            in_string = True
+        elif char in "[{":
+            depth += 1
+            if depth > MAX_JSON_DEPTH:
+                raise _Reject(f"the JSON is nested more than {MAX_JSON_DEPTH} levels deep")
+        else:
+            depth -= 1
 
 
 def _from_fragment(text: str) -> list[_Item]:
     if text.isascii() and text.upper() in _SPECIAL:
         return [_SPECIAL[text.upper()]()]
     if text[0] in "{[":
+        _json_depth_ok(text)
         try:
             data = json.loads(text)
-        except json.JSONDecodeError as exc:
+        except ValueError as exc:  # JSONDecodeError, or an int of more than 4300 digits
             raise _Reject(f"malformed JSON ({exc})") from None
         if isinstance(data, dict):
             return _from_mapping(data)
         if isinstance(data, list) and data and all(isinstance(d, dict) for d in data):
+            if len(data) > MAX_ACTIONS:
+                raise _Reject(f"the JSON list holds {len(data)} actions; at most {MAX_ACTIONS}")
             return [item for d in data for item in _from_mapping(d)]
         raise _Reject("JSON must be an object or a non-empty list of objects")
     return _from_code(text)
@@ -321,7 +384,7 @@ def _build(table: dict[str, _Spec], name: str, params: Mapping[str, Any], what: 
 def _own(data: Mapping[str, Any]) -> Action:
     name = data["action"]
     if not isinstance(name, str):
-        raise _Reject(f"'action' must be a string, got {name!r:.40}")
+        raise _Reject(f"'action' must be a string, got {short_repr(name)}")
     params = {k: v for k, v in data.items() if k != "action"}
     item = _build(_OWN, name.lower(), params, "action")
     assert not isinstance(item, (_PendingDrag, _AxisScroll))  # no own-form builder makes these
@@ -337,7 +400,7 @@ def _from_mapping(data: Mapping[str, Any]) -> list[_Item]:
         raise _Reject("a dict needs an 'action' key (our form) or 'action_type' (computer_13)")
     name = data["action_type"]
     if not isinstance(name, str):
-        raise _Reject(f"'action_type' must be a string, got {name!r:.40}")
+        raise _Reject(f"'action_type' must be a string, got {short_repr(name)}")
     if "parameters" in data:
         if extra := set(data) - {"action_type", "parameters"}:
             raise _Reject(f"keys {sorted(map(str, extra))!s:.80} next to 'parameters'")

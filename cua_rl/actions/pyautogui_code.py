@@ -24,6 +24,7 @@ from cua_rl.actions._parse_base import (
     _Reject,
 )
 from cua_rl.actions.types import (
+    MAX_HOTKEY_KEYS,
     Click,
     Hotkey,
     KeyDown,
@@ -34,6 +35,7 @@ from cua_rl.actions.types import (
     Scroll,
     Type,
     Wait,
+    short_repr,
 )
 
 # ---------------------------------------------------------------------------------------------
@@ -153,6 +155,9 @@ class _Code:
             value = node.operand.value
             return -value if isinstance(node.op, ast.USub) else value
         if isinstance(node, (ast.List, ast.Tuple)) and not nested:
+            if len(node.elts) > MAX_ACTIONS:
+                raise self.reject(node, f"is a list of {len(node.elts)} elements; at most "
+                                        f"{MAX_ACTIONS} are read")
             return [self.literal(elt, nested=True) for elt in node.elts]
         raise self.reject(node, f"is {self.describe(node)}; arguments must be literal numbers, "
                                 "strings, None, or lists of them")
@@ -160,6 +165,9 @@ class _Code:
     def bind(self, call: ast.Call, name: str, sig: _Sig) -> dict[str, Any]:
         args: dict[str, Any] = {}
         if sig.varargs:
+            if len(call.args) > MAX_HOTKEY_KEYS:
+                raise self.reject(call, f"passes {len(call.args)} keys; at most "
+                                        f"{MAX_HOTKEY_KEYS} are pressed together")
             values = [self.literal(a) for a in call.args]
             if len(values) == 1 and isinstance(values[0], list):
                 values = values[0]
@@ -175,17 +183,18 @@ class _Code:
                 raise self.reject(kw.value, "(**-unpacking) is not allowed")
             if kw.arg not in sig.positional + sig.keyword:
                 known = ", ".join(sig.positional + sig.keyword)
-                raise self.reject(call, f"has unknown keyword {kw.arg!r} for {name} "
+                raise self.reject(call, f"has unknown keyword {short_repr(kw.arg)} for {name} "
                                         f"(read: {known})")
             if kw.arg in args:
-                raise self.reject(call, f"gives {kw.arg!r} twice")
+                raise self.reject(call, f"gives {short_repr(kw.arg)} twice")
             args[kw.arg] = self.literal(kw.value)
         for ignored in ("duration", "interval"):
             value = args.get(ignored)
             if value is not None and not (
                 type(value) in (int, float) and math.isfinite(value) and value >= 0
             ):
-                raise self.reject(call, f"has {ignored}={value!r:.20}; it must be a number >= 0")
+                raise self.reject(call, f"has {ignored}={short_repr(value, 20)}; it must be a "
+                                        "number >= 0")
         for req in sig.required:
             if args.get(req) is None:
                 raise self.reject(call, f"needs the argument {req!r}")
@@ -244,7 +253,12 @@ class _Code:
             keys = a["keys"] if isinstance(a["keys"], list) else [a["keys"]]
             presses = 1 if a.get("presses") is None else a["presses"]
             if type(presses) is not int or not 1 <= presses <= MAX_PRESSES:
-                raise self.reject(call, f"has presses={presses!r:.20}; allowed 1..{MAX_PRESSES}")
+                raise self.reject(call, f"has presses={short_repr(presses, 20)}; allowed "
+                                        f"1..{MAX_PRESSES}")
+            if len(keys) * presses > MAX_ACTIONS:
+                raise self.reject(call, f"has {len(keys)} keys x presses={presses} = "
+                                        f"{len(keys) * presses} key presses; at most "
+                                        f"{MAX_ACTIONS}")
             return [Hotkey((key,)) for _ in range(presses) for key in keys]
         if name == "hotkey":
             return [Hotkey(tuple(a["keys"]))]

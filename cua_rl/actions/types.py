@@ -16,6 +16,7 @@ __all__ = [
     "BUTTONS",
     "KEY_NAMES",
     "MAX_COORDINATE",
+    "MAX_HOTKEY_KEYS",
     "MAX_SCROLL",
     "MAX_TYPE_CHARS",
     "MAX_WAIT_SECONDS",
@@ -42,6 +43,7 @@ MAX_COORDINATE = 100_000  # screen coordinates are ints in 0..MAX_COORDINATE
 MAX_SCROLL = 10_000  # |dx|, |dy| of one Scroll, in wheel clicks
 MAX_WAIT_SECONDS = 3600.0
 MAX_TYPE_CHARS = 4096  # keeps any serialised action well under the parser's input limit
+MAX_HOTKEY_KEYS = 16  # keys pressed together in one Hotkey
 
 _NAMED_KEYS = (
     "accept", "add", "alt", "altleft", "altright", "apps", "backspace", "browserback",
@@ -67,16 +69,63 @@ KEY_NAMES: frozenset[str] = frozenset(
 )
 
 
+def short_repr(value: object, limit: int = 40, _depth: int = 0) -> str:
+    """A repr of ``value`` of at most ``limit`` characters, for error messages.
+
+    Never raises and never builds the full repr of a large value: a huge int is described by its
+    number of digits, a long str or a container is cut, nesting beyond two levels is elided.
+
+    >>> short_repr("x" * 100, 10)
+    "'xxxxxx..."
+    >>> short_repr(10**5000)
+    'an int of 5001 digits'
+    >>> short_repr(list(range(100)), 30)
+    '[0, 1, 2, 3, 4, 5, 6, 7, ...]'
+    """
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 128:
+        text = f"an int of {_digits(value)} digits"
+    elif isinstance(value, str):
+        text = repr(value[: limit + 1])
+    elif isinstance(value, (list, tuple, dict)):
+        if _depth >= 2:
+            text = "[...]" if isinstance(value, list) else "(...)" if isinstance(
+                value, tuple) else "{...}"
+        else:
+            items = list(value.items())[:8] if isinstance(value, dict) else list(value[:8])
+            parts = [f"{short_repr(k, limit, _depth + 1)}: {short_repr(v, limit, _depth + 1)}"
+                     if isinstance(value, dict) else short_repr(k, limit, _depth + 1)
+                     for k, v in ((item if isinstance(value, dict) else (item, None))
+                                  for item in items)]
+            inner = ", ".join(parts) + (", ..." if len(value) > 8 else "")
+            brackets = "[]" if isinstance(value, list) else "()" if isinstance(
+                value, tuple) else "{}"
+            text = brackets[0] + inner + brackets[1]
+    elif value is None or isinstance(value, (bool, int, float)):
+        text = repr(value)
+    else:
+        try:
+            text = repr(value)
+        except Exception:  # a hostile __repr__: the type is enough
+            text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _digits(value: int) -> int:
+    """The number of decimal digits of a large int, without converting it to a string."""
+    digits = int(abs(value).bit_length() * math.log10(2)) + 1
+    return digits - 1 if abs(value) < 10 ** (digits - 1) else digits
+
+
 def _int(value: Any, field: str, lo: int, hi: int) -> int:
     """Return ``value`` as an int in [lo, hi] or raise ValueError naming ``field``."""
     if isinstance(value, bool):
-        raise ValueError(f"{field} must be an int, got {value!r}")
+        raise ValueError(f"{field} must be an int, got {short_repr(value)}")
     try:
         out = operator.index(value)
     except TypeError:
-        raise ValueError(f"{field} must be an int, got {value!r}") from None
+        raise ValueError(f"{field} must be an int, got {short_repr(value)}") from None
     if not lo <= out <= hi:
-        raise ValueError(f"{field} must be in {lo}..{hi}, got {out}")
+        raise ValueError(f"{field} must be in {lo}..{hi}, got {short_repr(out)}")
     return out
 
 
@@ -88,7 +137,7 @@ def _point(obj: object, x: Any, y: Any, optional: bool) -> None:
     if x is None or y is None:
         raise ValueError(
             f"{name} needs both x and y" + (" or neither" if optional else "")
-            + f", got x={x!r}, y={y!r}"
+            + f", got x={short_repr(x)}, y={short_repr(y)}"
         )
     object.__setattr__(obj, "x", _int(x, f"{name}.x", 0, MAX_COORDINATE))
     object.__setattr__(obj, "y", _int(y, f"{name}.y", 0, MAX_COORDINATE))
@@ -96,17 +145,18 @@ def _point(obj: object, x: Any, y: Any, optional: bool) -> None:
 
 def _button(obj: object, value: Any) -> None:
     if value not in BUTTONS:
-        raise ValueError(f"{type(obj).__name__}.button must be one of {BUTTONS}, got {value!r}")
+        raise ValueError(
+            f"{type(obj).__name__}.button must be one of {BUTTONS}, got {short_repr(value)}")
 
 
 def _key(value: Any, where: str) -> str:
     """Normalise one key name (names of more than one character are lower-cased) or raise."""
     if not isinstance(value, str):
-        raise ValueError(f"{where}: a key name must be a str, got {value!r}")
+        raise ValueError(f"{where}: a key name must be a str, got {short_repr(value)}")
     key = value.lower() if len(value) > 1 else value
     if key not in KEY_NAMES:
         raise ValueError(
-            f"{where}: unknown key {value[:40]!r}; allowed are pyautogui key names such as "
+            f"{where}: unknown key {short_repr(value)}; allowed are pyautogui key names such as "
             "'enter', 'ctrl', 'shift', 'alt', 'tab', 'esc', 'f5', 'pageup' or one printable "
             "ASCII character (see cua_rl.actions.KEY_NAMES)"
         )
@@ -181,7 +231,7 @@ class Type:
 
     def __post_init__(self) -> None:
         if not isinstance(self.text, str):
-            raise ValueError(f"Type.text must be a str, got {self.text!r:.60}")
+            raise ValueError(f"Type.text must be a str, got {short_repr(self.text)}")
         if len(self.text) > MAX_TYPE_CHARS:
             raise ValueError(f"Type.text has {len(self.text)} characters; at most {MAX_TYPE_CHARS}")
         if "\x00" in self.text:
@@ -202,9 +252,15 @@ class Hotkey:
 
     def __post_init__(self) -> None:
         if isinstance(self.keys, str) or not isinstance(self.keys, (tuple, list)):
-            raise ValueError(f"Hotkey.keys must be a tuple of key names, got {self.keys!r:.60}")
+            raise ValueError(
+                f"Hotkey.keys must be a tuple of key names, got {short_repr(self.keys)}")
         if not self.keys:
             raise ValueError("Hotkey.keys must name at least one key")
+        if len(self.keys) > MAX_HOTKEY_KEYS:
+            raise ValueError(
+                f"Hotkey.keys has {len(self.keys)} keys; at most {MAX_HOTKEY_KEYS} are pressed "
+                "together"
+            )
         keys = tuple(_key(k, "Hotkey.keys") for k in self.keys)
         object.__setattr__(self, "keys", keys)
 
@@ -258,9 +314,10 @@ class Wait:
     def __post_init__(self) -> None:
         value = self.seconds
         if isinstance(value, bool) or not isinstance(value, (int, float)):
-            raise ValueError(f"Wait.seconds must be a number, got {value!r:.60}")
+            raise ValueError(f"Wait.seconds must be a number, got {short_repr(value)}")
         if not (math.isfinite(value) and 0.0 <= value <= MAX_WAIT_SECONDS):
-            raise ValueError(f"Wait.seconds must be in 0..{MAX_WAIT_SECONDS:g}, got {value!r}")
+            raise ValueError(
+                f"Wait.seconds must be in 0..{MAX_WAIT_SECONDS:g}, got {short_repr(value)}")
         object.__setattr__(self, "seconds", float(value))
 
 
