@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from cua_rl.calibration.calibration import Calibration, stratum_label
 from cua_rl.calibration.estimators import (
+    D_METHODS,
+    INTERVAL_METHODS,
     ConfusionCounts,
     binomial_interval,
     confusion_counts,
@@ -37,7 +39,7 @@ from cua_rl.judges.base import Verdict
 if TYPE_CHECKING:
     from cua_rl.judges.base import Judge
 
-__all__ = ["calibrate_judge", "estimate_calibration"]
+__all__ = ["calibrate_judge", "check_estimation_options", "estimate_calibration"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,39 @@ def _data_hash(ids: Sequence[str], labels: np.ndarray, judged: Sequence[int | No
     rows = sorted(zip(ids, (int(v) for v in labels), judged, strict=True))
     payload = json.dumps(rows, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(payload).hexdigest()
+
+
+def check_estimation_options(
+    *,
+    confidence: float = 0.95,
+    method: str = "wilson",
+    d_method: str = "mover",
+    margin: float = 0.05,
+    min_per_class: int = 30,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> None:
+    """Refuse estimation settings :func:`estimate_calibration` cannot use, before any judging.
+
+    Raises:
+        CalibrationError: Naming the setting, the value received and what is allowed.
+    """
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0.0 < confidence < 1.0  # also refuses nan
+    ):
+        raise CalibrationError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if method not in INTERVAL_METHODS:
+        raise CalibrationError(f"method must be one of {INTERVAL_METHODS}, got {method!r}")
+    if d_method not in D_METHODS:
+        raise CalibrationError(f"d_method must be one of {D_METHODS}, got {d_method!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise CalibrationError(f"margin must be a number in [0, 1), got {margin!r}")
+    for name, value, least in (("min_per_class", min_per_class, 1), ("n_boot", n_boot, 1),
+                               ("seed", seed, 0)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise CalibrationError(f"{name} must be an int >= {least}, got {value!r}")
 
 
 def _parse_judged(judged: Any, judge_id: str) -> tuple[list[int | None], str]:
@@ -126,8 +161,13 @@ def estimate_calibration(
 
     Raises:
         CalibrationError: On malformed input, a set (after dropping judge errors) without
-            positives or negatives, D̂ <= 0, or a D lower bound below ``margin``.
+            positives or negatives, D̂ <= 0, a D lower bound below ``margin``, or a setting
+            :func:`check_estimation_options` refuses.
     """
+    check_estimation_options(
+        confidence=confidence, method=method, d_method=d_method, margin=margin,
+        min_per_class=min_per_class, n_boot=n_boot, seed=seed,
+    )  # fmt: skip
     verdicts, judge_id = _parse_judged(judged, judge_id)
     y_all = np.asarray(labels)
     if y_all.ndim != 1 or len(y_all) != len(verdicts):
