@@ -93,7 +93,7 @@ def test_the_id_covers_everything_that_changes_a_verdict(name: str | None) -> No
     again = [SimulatedJudge(**{**base, **v}).judge_id for v in variants]
     assert again == ids  # and the same configuration has the same id
     if name is not None:
-        assert all(i.startswith(f"simulated:{name}:e_pos=0.1,") for i in ids), ids
+        assert all(i.startswith(f"simulated:{name}:e_pos=0.1") for i in ids), ids
     assert ids[1].endswith(",seed=1,threshold=0.5") and ids[2].endswith(",threshold=0.7")
 
 
