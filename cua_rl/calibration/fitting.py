@@ -129,6 +129,7 @@ def estimate_calibration(
     *,
     ids: Sequence[str] | None = None,
     strata: Sequence[str | tuple[str, str]] | None = None,
+    task_ids: Sequence[str] | None = None,
     judge_id: str = "",
     min_per_class: int = 30,
     confidence: float = 0.95,
@@ -146,6 +147,9 @@ def estimate_calibration(
         labels: True labels, 0/1, same length.
         ids: Item ids (for ``data_hash``); default ``"0", "1", ...``.
         strata: Per-item stratum, an OS or an (OS, app) pair; None = pooled only.
+        task_ids: Per-item task id; recorded (sorted, each once) in
+            :attr:`Calibration.task_ids` of each stratum so training can refuse them. None:
+            ``task_ids`` is None (not recorded).
         judge_id: The judge's id; taken from the verdicts when empty.
         min_per_class: Positives and negatives a stratum needs for its own estimate (see the
             module docstring for the fallback rule).
@@ -183,6 +187,21 @@ def estimate_calibration(
     if len(id_list) != n or len(set(id_list)) != n:
         raise CalibrationError(f"ids must be {n} unique strings, got {len(set(id_list))} unique")
     keys = None if strata is None else _normalise_strata(strata, n)
+    if task_ids is not None:
+        task_list = list(task_ids)
+        if len(task_list) != n:
+            raise CalibrationError(
+                f"task_ids must have one entry per item ({n}), got {len(task_list)}"
+            )
+        for task in task_list:
+            if not isinstance(task, str) or not task:
+                raise CalibrationError(f"task_ids must be non-empty strings, got {task!r:.80}")
+
+    def tasks_of(mask: np.ndarray) -> tuple[str, ...] | None:
+        if task_ids is None:
+            return None
+        return tuple(sorted({task_list[i] for i in np.flatnonzero(mask)}))
+
     ok = np.array([v is not None for v in verdicts], dtype=bool)
     j_all = np.array([-1 if v is None else v for v in verdicts], dtype=np.int64)
 
@@ -203,7 +222,11 @@ def estimate_calibration(
         return counts, digest, int(np.sum(mask & ~ok))
 
     def own(
-        counts: ConfusionCounts, digest: str, errors: int, stratum: tuple[str, ...]
+        counts: ConfusionCounts,
+        digest: str,
+        errors: int,
+        stratum: tuple[str, ...],
+        tasks: tuple[str, ...] | None,
     ) -> Calibration:
         lo_p, hi_p = binomial_interval(counts.fn, counts.n_pos, confidence, method)
         lo_n, hi_n = binomial_interval(counts.fp, counts.n_neg, confidence, method)
@@ -218,6 +241,7 @@ def estimate_calibration(
             data_hash=digest,
             stratum=stratum,
             n_judge_errors=errors,
+            task_ids=tasks,
             **opts,  # type: ignore[arg-type]
         )
 
@@ -236,7 +260,7 @@ def estimate_calibration(
             counts.n_neg,
             min_per_class,
         )
-    pooled = own(counts, digest, errors, ())
+    pooled = own(counts, digest, errors, (), tasks_of(everything))
     if keys is None:
         return pooled
 
@@ -247,7 +271,7 @@ def estimate_calibration(
         mask = np.array([k[: len(stratum)] == stratum for k in keys], dtype=bool)
         s_counts, s_digest, s_errors = build(mask)
         if s_counts.n_pos >= min_per_class and s_counts.n_neg >= min_per_class:
-            children[stratum] = own(s_counts, s_digest, s_errors, stratum)
+            children[stratum] = own(s_counts, s_digest, s_errors, stratum, tasks_of(mask))
             continue
         parent = children.get(stratum[:1], pooled) if len(stratum) == 2 else pooled
         logger.info(
@@ -333,6 +357,7 @@ def calibrate_judge(
         [e.label for e in examples],
         ids=[e.id for e in examples],
         strata=strata,
+        task_ids=[e.task_id for e in examples],
         judge_id=judge.judge_id,
         **kwargs,
     )
