@@ -43,8 +43,18 @@ def test_point_estimate_clipping_and_counts() -> None:
 def test_delta_interval_matches_the_formula() -> None:
     cal = _calibration(80, 20, 10, 90)
     est = estimate_success([1] * 45 + [0] * 55, cal, method="delta")
-    se = math.sqrt(0.45 * 0.55 / 100 + 0.25 * 0.1 * 0.9 / 100 + 0.25 * 0.2 * 0.8 / 100) / 0.7
     z = 1.959963984540054
+    m = 100 + z * z  # Agresti-Coull: every rate k/100 becomes (k + z^2/2)/(100 + z^2)
+    p, e_neg, e_pos = ((k + z * z / 2) / m for k in (45, 10, 20))
+    theta = (p - e_neg) / (1 - e_pos - e_neg)
+    se = (
+        math.sqrt(
+            p * (1 - p) / m
+            + (1 - theta) ** 2 * e_neg * (1 - e_neg) / m
+            + theta**2 * e_pos * (1 - e_pos) / m
+        )
+        / 0.7
+    )
     assert est.interval_unclipped == pytest.approx((0.5 - z * se, 0.5 + z * se))
     boot = estimate_success([1] * 45 + [0] * 55, cal, n_boot=20_000)
     assert boot.interval_unclipped == pytest.approx(est.interval_unclipped, abs=0.015)
@@ -77,6 +87,11 @@ def test_verdicts_errors_and_judge_ids() -> None:
         estimate_success([0, 2], cal)
     with pytest.raises(CalibrationError, match="method must be 'bootstrap' or 'delta'"):
         estimate_success([0, 1], cal, method="wald")  # type: ignore[arg-type]
+    for confidence in (0.0, 1.0, 2.0, float("nan")):
+        with pytest.raises(CalibrationError, match=r"confidence must be a number in \(0, 1\)"):
+            estimate_success([0, 1], cal, confidence=confidence)
+    with pytest.raises(CalibrationError, match=r"seed must be an int >= 0, got -1"):
+        estimate_success([0, 1], cal, seed=-1)
 
 
 @pytest.mark.parametrize("method", ["bootstrap", "delta"])
