@@ -38,8 +38,10 @@ __all__ = [
     "stratum_label",
 ]
 
-SCHEMA_VERSION = 1
-"""Version of the Calibration JSON format this code reads and writes."""
+SCHEMA_VERSION = 2
+"""Version of the Calibration JSON format this code writes. Version 2 added ``task_ids``; a
+version 1 file still loads, with ``task_ids = None`` (not recorded)."""
+_READABLE_VERSIONS = (1, 2)
 
 _TOL = 1e-9
 
@@ -89,6 +91,10 @@ class Calibration:
         min_per_class: Positives and negatives a stratum needs for its own estimate.
         n_judge_errors: Labelled items left out because the judge returned an error.
         children: Per-stratum calibrations by stratum tuple (only on the pooled calibration).
+        task_ids: Sorted task ids of the labelled items the estimate came from (every labelled
+            item of the stratum, judge errors included; the enclosing stratum's after a
+            fallback), so training can refuse to train on them; None when not recorded (a
+            version 1 file, or :func:`estimate_calibration` without ``task_ids``).
     """
 
     counts: ConfusionCounts
@@ -107,9 +113,18 @@ class Calibration:
     min_per_class: int = 30
     n_judge_errors: int = 0
     children: Mapping[tuple[str, ...], Calibration] = field(default_factory=dict)
+    task_ids: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         set_ = object.__setattr__
+        if self.task_ids is not None:
+            if isinstance(self.task_ids, str) or not all(
+                isinstance(t, str) and t for t in self.task_ids
+            ):
+                raise CalibrationError(
+                    f"Calibration.task_ids must be non-empty strings, got {self.task_ids!r:.80}"
+                )
+            set_(self, "task_ids", tuple(sorted(set(self.task_ids))))
         if not isinstance(self.counts, ConfusionCounts):
             raise CalibrationError(
                 f"Calibration.counts must be ConfusionCounts, got {self.counts!r}"
@@ -263,20 +278,20 @@ class Calibration:
         if not isinstance(data, dict):
             raise CalibrationError(f"{where}: expected a JSON object, got {type(data).__name__}")
         version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
+        if isinstance(version, bool) or version not in _READABLE_VERSIONS:
             raise CalibrationError(
-                f"{where}: schema_version {version!r} is not supported; this cua_rl reads "
-                f"version {SCHEMA_VERSION}"
+                f"{where}: schema_version {version!r:.40} is not supported; this cua_rl reads "
+                f"versions {list(_READABLE_VERSIONS)}"
             )
         rest = {k: v for k, v in data.items() if k not in ("schema_version", "children")}
         children_raw = data.get("children")
         if not isinstance(children_raw, list):
-            raise CalibrationError(f"{where}: children must be a list, got {children_raw!r}")
+            raise CalibrationError(f"{where}: children must be a list, got {children_raw!r:.80}")
         children = {}
         for i, raw in enumerate(children_raw):
-            child = _from_dict(raw, f"{where} children[{i}]")
+            child = _from_dict(raw, f"{where} children[{i}]", version)
             children[child.stratum] = child
-        return dataclasses.replace(_from_dict(rest, where), children=children)
+        return dataclasses.replace(_from_dict(rest, where, version), children=children)
 
     def save(self, path: str | os.PathLike[str]) -> Path:
         """Write the calibration as JSON, atomically. Returns the path."""
@@ -291,14 +306,25 @@ class Calibration:
             data = json.loads(file.read_text(encoding="utf-8"))
         except FileNotFoundError as exc:
             raise CalibrationError(f"calibration file {str(file)!r} not found") from exc
+        except IsADirectoryError:
+            raise CalibrationError(f"calibration file {str(file)!r} is a folder") from None
+        except UnicodeDecodeError as exc:
+            raise CalibrationError(
+                f"{file.name}: invalid UTF-8 at byte {exc.start}; a calibration is JSON text"
+            ) from None
         except json.JSONDecodeError as exc:
             raise CalibrationError(f"{file.name}: invalid JSON: {exc}") from exc
+        except RecursionError:
+            raise CalibrationError(f"{file.name}: invalid JSON: nested too deeply") from None
+        except ValueError as exc:  # e.g. an integer of more than 4300 digits
+            raise CalibrationError(f"{file.name}: invalid JSON: {str(exc):.120}") from None
         return cls.from_dict(data, where=file.name)
 
 
 _FIELD_NAMES = (
     "judge_id data_hash stratum counts stratum_counts fallback_to e_pos e_neg D e_pos_interval "
-    "e_neg_interval D_interval confidence method d_method margin min_per_class n_judge_errors"
+    "e_neg_interval D_interval confidence method d_method margin min_per_class n_judge_errors "
+    "task_ids"
 )
 _FIELDS: tuple[str, ...] = tuple(_FIELD_NAMES.split())
 
@@ -325,6 +351,7 @@ def _to_dict(cal: Calibration) -> dict[str, Any]:
         "margin": cal.margin,
         "min_per_class": cal.min_per_class,
         "n_judge_errors": cal.n_judge_errors,
+        "task_ids": None if cal.task_ids is None else list(cal.task_ids),
     }
 
 
@@ -343,15 +370,16 @@ def _counts(value: Any, where: str) -> ConfusionCounts:
 
 def _str_list(value: Any, key: str, where: str) -> tuple[str, ...]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise CalibrationError(f"{where}: {key} must be a list of strings, got {value!r}")
+        raise CalibrationError(f"{where}: {key} must be a list of strings, got {value!r:.80}")
     return tuple(value)
 
 
-def _from_dict(data: Any, where: str) -> Calibration:
+def _from_dict(data: Any, where: str, version: int = SCHEMA_VERSION) -> Calibration:
     if not isinstance(data, dict):
         raise CalibrationError(f"{where}: expected a JSON object, got {type(data).__name__}")
-    unknown = sorted(set(data) - set(_FIELDS))
-    missing = [k for k in _FIELDS if k not in data]
+    fields = _FIELDS if version >= 2 else _FIELDS[:-1]  # version 1 had no task_ids
+    unknown = sorted(set(data) - set(fields))
+    missing = [k for k in fields if k not in data]
     if unknown or missing:
         raise CalibrationError(f"{where}: unknown keys {unknown}, missing keys {missing}")
     counts = _counts(data["counts"], where)
@@ -372,6 +400,9 @@ def _from_dict(data: Any, where: str) -> Calibration:
         margin=float(_typed(data, "margin", (int, float), where)),
         min_per_class=_typed(data, "min_per_class", int, where),
         n_judge_errors=_typed(data, "n_judge_errors", int, where),
+        task_ids=None
+        if data.get("task_ids") is None
+        else _str_list(data["task_ids"], "task_ids", where),
     )
     for key in ("e_pos", "e_neg", "D"):
         stored = _typed(data, key, (int, float), where)

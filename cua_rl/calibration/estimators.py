@@ -402,8 +402,12 @@ def d_interval(
       intervals (Newcombe 1998, method 10; Zou & Donner 2008): with (l₊, u₊), (l₋, u₋) the rate
       intervals, lower = D̂ − sqrt((u₊ − ê₊)² + (u₋ − ê₋)²) and upper = D̂ + sqrt((ê₊ − l₊)² +
       (ê₋ − l₋)²). Stays sensible near 0 and 1, unlike Wald.
-    * ``"delta"``: D̂ ± z·sqrt(ê₊(1−ê₊)/m₁ + ê₋(1−ê₋)/m₀) (rl.md 10.5).
-    * ``"bootstrap"``: percentile interval of the label-stratified bootstrap.
+    * ``"delta"``: D̂ ± z·sqrt(ẽ₊(1−ẽ₊)/m̃₁ + ẽ₋(1−ẽ₋)/m̃₀) (rl.md 10.5), with the Agresti–Coull
+      rates ẽ = (k + z²/2)/(m + z²) over m̃ = m + z², so the width stays positive when FN or FP
+      is 0.
+    * ``"bootstrap"``: percentile interval of 1 − ê₊* − ê₋* with the rates drawn from their
+      Jeffreys posteriors Beta(k + ½, m − k + ½) (a resampling at the point estimates has no
+      spread when FN = FP = 0), widened to contain D̂.
 
     Args:
         counts: The confusion table (needs positives and negatives).
@@ -432,16 +436,21 @@ def d_interval(
         lo = d - math.hypot(up - counts.e_pos, un - counts.e_neg)
         hi = d + math.hypot(counts.e_pos - lp, counts.e_neg - ln)
     elif d_method == "delta":
-        var = (
-            counts.e_pos * (1.0 - counts.e_pos) / counts.n_pos
-            + counts.e_neg * (1.0 - counts.e_neg) / counts.n_neg
-        )
-        half = z_value(confidence) * math.sqrt(var)
+        z = z_value(confidence)
+        var = 0.0
+        for k, m in ((counts.fn, counts.n_pos), (counts.fp, counts.n_neg)):
+            rate = (k + z * z / 2.0) / (m + z * z)  # Agresti-Coull: positive at k = 0 and m
+            var += rate * (1.0 - rate) / (m + z * z)
+        half = z * math.sqrt(var)
         lo, hi = d - half, d + half
     elif d_method == "bootstrap":
-        lo, hi = bootstrap_statistic(
-            counts, lambda ep, en: 1.0 - ep - en, confidence=confidence, n_boot=n_boot, seed=seed
-        )
+        if n_boot < 1:
+            raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+        rng = np.random.default_rng(seed)
+        e_pos = rng.beta(counts.fn + 0.5, counts.tp + 0.5, size=n_boot)
+        e_neg = rng.beta(counts.fp + 0.5, counts.tn + 0.5, size=n_boot)
+        lo, hi = percentile_interval(1.0 - e_pos - e_neg, confidence)
+        lo, hi = min(lo, d), max(hi, d)  # FN = FP = 0 puts D at the top of every draw
     else:
         raise CalibrationError(f"d_method must be one of {D_METHODS}, got {d_method!r}")
     return max(-1.0, lo), min(1.0, hi)

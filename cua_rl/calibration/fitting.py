@@ -25,6 +25,8 @@ import numpy.typing as npt
 
 from cua_rl.calibration.calibration import Calibration, stratum_label
 from cua_rl.calibration.estimators import (
+    D_METHODS,
+    INTERVAL_METHODS,
     ConfusionCounts,
     binomial_interval,
     confusion_counts,
@@ -37,7 +39,7 @@ from cua_rl.judges.base import Verdict
 if TYPE_CHECKING:
     from cua_rl.judges.base import Judge
 
-__all__ = ["calibrate_judge", "estimate_calibration"]
+__all__ = ["calibrate_judge", "check_estimation_options", "estimate_calibration"]
 
 logger = logging.getLogger(__name__)
 
@@ -49,6 +51,39 @@ def _data_hash(ids: Sequence[str], labels: np.ndarray, judged: Sequence[int | No
     rows = sorted(zip(ids, (int(v) for v in labels), judged, strict=True))
     payload = json.dumps(rows, separators=(",", ":")).encode("utf-8")
     return hashlib.sha256(payload).hexdigest()
+
+
+def check_estimation_options(
+    *,
+    confidence: float = 0.95,
+    method: str = "wilson",
+    d_method: str = "mover",
+    margin: float = 0.05,
+    min_per_class: int = 30,
+    n_boot: int = 2000,
+    seed: int = 0,
+) -> None:
+    """Refuse estimation settings :func:`estimate_calibration` cannot use, before any judging.
+
+    Raises:
+        CalibrationError: Naming the setting, the value received and what is allowed.
+    """
+    if (
+        isinstance(confidence, bool)
+        or not isinstance(confidence, (int, float))
+        or not 0.0 < confidence < 1.0  # also refuses nan
+    ):
+        raise CalibrationError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if method not in INTERVAL_METHODS:
+        raise CalibrationError(f"method must be one of {INTERVAL_METHODS}, got {method!r}")
+    if d_method not in D_METHODS:
+        raise CalibrationError(f"d_method must be one of {D_METHODS}, got {d_method!r}")
+    if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not 0 <= margin < 1:
+        raise CalibrationError(f"margin must be a number in [0, 1), got {margin!r}")
+    for name, value, least in (("min_per_class", min_per_class, 1), ("n_boot", n_boot, 1),
+                               ("seed", seed, 0)):  # fmt: skip
+        if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < least:
+            raise CalibrationError(f"{name} must be an int >= {least}, got {value!r}")
 
 
 def _parse_judged(judged: Any, judge_id: str) -> tuple[list[int | None], str]:
@@ -94,6 +129,7 @@ def estimate_calibration(
     *,
     ids: Sequence[str] | None = None,
     strata: Sequence[str | tuple[str, str]] | None = None,
+    task_ids: Sequence[str] | None = None,
     judge_id: str = "",
     min_per_class: int = 30,
     confidence: float = 0.95,
@@ -111,6 +147,9 @@ def estimate_calibration(
         labels: True labels, 0/1, same length.
         ids: Item ids (for ``data_hash``); default ``"0", "1", ...``.
         strata: Per-item stratum, an OS or an (OS, app) pair; None = pooled only.
+        task_ids: Per-item task id; recorded (sorted, each once) in
+            :attr:`Calibration.task_ids` of each stratum so training can refuse them. None:
+            ``task_ids`` is None (not recorded).
         judge_id: The judge's id; taken from the verdicts when empty.
         min_per_class: Positives and negatives a stratum needs for its own estimate (see the
             module docstring for the fallback rule).
@@ -126,8 +165,13 @@ def estimate_calibration(
 
     Raises:
         CalibrationError: On malformed input, a set (after dropping judge errors) without
-            positives or negatives, D̂ <= 0, or a D lower bound below ``margin``.
+            positives or negatives, D̂ <= 0, a D lower bound below ``margin``, or a setting
+            :func:`check_estimation_options` refuses.
     """
+    check_estimation_options(
+        confidence=confidence, method=method, d_method=d_method, margin=margin,
+        min_per_class=min_per_class, n_boot=n_boot, seed=seed,
+    )  # fmt: skip
     verdicts, judge_id = _parse_judged(judged, judge_id)
     y_all = np.asarray(labels)
     if y_all.ndim != 1 or len(y_all) != len(verdicts):
@@ -143,6 +187,21 @@ def estimate_calibration(
     if len(id_list) != n or len(set(id_list)) != n:
         raise CalibrationError(f"ids must be {n} unique strings, got {len(set(id_list))} unique")
     keys = None if strata is None else _normalise_strata(strata, n)
+    if task_ids is not None:
+        task_list = list(task_ids)
+        if len(task_list) != n:
+            raise CalibrationError(
+                f"task_ids must have one entry per item ({n}), got {len(task_list)}"
+            )
+        for task in task_list:
+            if not isinstance(task, str) or not task:
+                raise CalibrationError(f"task_ids must be non-empty strings, got {task!r:.80}")
+
+    def tasks_of(mask: np.ndarray) -> tuple[str, ...] | None:
+        if task_ids is None:
+            return None
+        return tuple(sorted({task_list[i] for i in np.flatnonzero(mask)}))
+
     ok = np.array([v is not None for v in verdicts], dtype=bool)
     j_all = np.array([-1 if v is None else v for v in verdicts], dtype=np.int64)
 
@@ -163,7 +222,11 @@ def estimate_calibration(
         return counts, digest, int(np.sum(mask & ~ok))
 
     def own(
-        counts: ConfusionCounts, digest: str, errors: int, stratum: tuple[str, ...]
+        counts: ConfusionCounts,
+        digest: str,
+        errors: int,
+        stratum: tuple[str, ...],
+        tasks: tuple[str, ...] | None,
     ) -> Calibration:
         lo_p, hi_p = binomial_interval(counts.fn, counts.n_pos, confidence, method)
         lo_n, hi_n = binomial_interval(counts.fp, counts.n_neg, confidence, method)
@@ -178,6 +241,7 @@ def estimate_calibration(
             data_hash=digest,
             stratum=stratum,
             n_judge_errors=errors,
+            task_ids=tasks,
             **opts,  # type: ignore[arg-type]
         )
 
@@ -196,7 +260,7 @@ def estimate_calibration(
             counts.n_neg,
             min_per_class,
         )
-    pooled = own(counts, digest, errors, ())
+    pooled = own(counts, digest, errors, (), tasks_of(everything))
     if keys is None:
         return pooled
 
@@ -207,7 +271,7 @@ def estimate_calibration(
         mask = np.array([k[: len(stratum)] == stratum for k in keys], dtype=bool)
         s_counts, s_digest, s_errors = build(mask)
         if s_counts.n_pos >= min_per_class and s_counts.n_neg >= min_per_class:
-            children[stratum] = own(s_counts, s_digest, s_errors, stratum)
+            children[stratum] = own(s_counts, s_digest, s_errors, stratum, tasks_of(mask))
             continue
         parent = children.get(stratum[:1], pooled) if len(stratum) == 2 else pooled
         logger.info(
@@ -293,6 +357,7 @@ def calibrate_judge(
         [e.label for e in examples],
         ids=[e.id for e in examples],
         strata=strata,
+        task_ids=[e.task_id for e in examples],
         judge_id=judge.judge_id,
         **kwargs,
     )

@@ -106,6 +106,27 @@ class LabelledExample:
         )
 
 
+def _short(value: Any, limit: int = 60) -> str:
+    """``repr(value)`` cut to ``limit`` characters, so a hostile value cannot flood a message."""
+    if isinstance(value, int) and not isinstance(value, bool) and value.bit_length() > 200:
+        text = str(value)[:limit] + f"... ({len(str(value))} digits)"
+        return text
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
+
+
+def check_image_decodes(path: Path) -> None:
+    """Decode ``path`` fully (not only PIL's ``verify``, which does not inflate the pixel data).
+
+    Raises:
+        OSError, ValueError, ...: Whatever PIL raises for a bad file (the caller wraps it).
+    """
+    with Image.open(path) as img:
+        img.verify()
+    with Image.open(path) as img:  # verify() leaves the image unusable: open it again
+        img.load()
+
+
 def _check_row(row: Any, base: Path, where: str, check_images: bool) -> LabelledExample:
     if not isinstance(row, dict):
         raise CalibrationError(f"{where}: expected a JSON object, got {type(row).__name__}")
@@ -120,35 +141,42 @@ def _check_row(row: Any, base: Path, where: str, check_images: bool) -> Labelled
     for key in ("id", "task_id", "os", "app", "instruction", "source"):
         if not isinstance(row[key], str):
             raise CalibrationError(
-                f"{where}: {key} must be a string, got {type(row[key]).__name__} {row[key]!r}"
+                f"{where}: {key} must be a string, got {type(row[key]).__name__} {_short(row[key])}"
             )
     for key in _NONEMPTY:
         if not row[key].strip():
-            raise CalibrationError(f"{where}: {key} must be a non-empty string, got {row[key]!r}")
+            raise CalibrationError(
+                f"{where}: {key} must be a non-empty string, got {_short(row[key])}"
+            )
     label = row["label"]
     if isinstance(label, bool) or not isinstance(label, int) or label not in (0, 1):
-        raise CalibrationError(f"{where}: label must be 0 or 1, got {label!r}")
+        raise CalibrationError(f"{where}: label must be 0 or 1, got {_short(label)}")
     images = row["images"]
     if not isinstance(images, list) or not images:
-        raise CalibrationError(f"{where}: images must be a non-empty list of paths, got {images!r}")
+        raise CalibrationError(
+            f"{where}: images must be a non-empty list of paths, got {_short(images)}"
+        )
     paths = []
     for rel in images:
         if not isinstance(rel, str) or not rel:
-            raise CalibrationError(f"{where}: each image must be a non-empty string, got {rel!r}")
+            raise CalibrationError(
+                f"{where}: each image must be a non-empty string, got {_short(rel)}"
+            )
         if os.path.isabs(rel):
             raise CalibrationError(
-                f"{where}: image paths must be relative to the JSONL file, got absolute {rel!r}"
+                f"{where}: image paths must be relative to the JSONL file, got absolute "
+                f"{_short(rel)}"
             )
         path = (base / rel).resolve()
         if check_images:
             if not path.is_file():
-                raise CalibrationError(f"{where}: image {rel!r} not found (looked at {path})")
+                raise CalibrationError(f"{where}: image {_short(rel)} not found (looked at {path})")
             try:
-                with Image.open(path) as img:
-                    img.verify()
+                check_image_decodes(path)
             except Exception as exc:  # PIL raises many types for a bad file
                 raise CalibrationError(
-                    f"{where}: image {rel!r} does not decode: {type(exc).__name__}: {exc}"
+                    f"{where}: image {_short(rel)} does not decode: {type(exc).__name__}: "
+                    f"{_short(str(exc), 200)}"
                 ) from exc
         paths.append(path)
     return LabelledExample(
@@ -161,6 +189,17 @@ def _check_row(row: Any, base: Path, where: str, check_images: bool) -> Labelled
         label=label,
         source=row["source"],
     )
+
+
+def _parse_json(line: str, where: str) -> Any:
+    try:
+        return json.loads(line)
+    except json.JSONDecodeError as exc:
+        raise CalibrationError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
+    except RecursionError:
+        raise CalibrationError(f"{where}: invalid JSON: nested too deeply") from None
+    except ValueError as exc:  # e.g. an integer of more than 4300 digits
+        raise CalibrationError(f"{where}: invalid JSON: {_short(str(exc), 120)}") from None
 
 
 def check_both_classes(labels: Iterable[int], where: str = "the labelled set") -> None:
@@ -191,7 +230,7 @@ def load_labelled(
 
     Args:
         path: The JSONL file; image paths are relative to its folder.
-        check_images: Check that every image exists and decodes (PIL ``verify``).
+        check_images: Check that every image exists and decodes fully (:func:`check_image_decodes`).
         require_both_classes: Refuse a set without positives or without negatives.
 
     Returns:
@@ -207,15 +246,19 @@ def load_labelled(
     base = file.parent.resolve()
     examples: list[LabelledExample] = []
     first_line: dict[str, int] = {}
-    with file.open(encoding="utf-8") as fh:
-        for lineno, line in enumerate(fh, start=1):
-            if not line.strip():
-                continue
+    with file.open("rb") as fh:
+        for lineno, raw in enumerate(fh, start=1):
             where = f"{file.name} line {lineno}"
             try:
-                row = json.loads(line)
-            except json.JSONDecodeError as exc:
-                raise CalibrationError(f"{where}: invalid JSON: {exc.msg}") from exc
+                line = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise CalibrationError(
+                    f"{where}: invalid UTF-8 at byte {exc.start} of the line; the labelled set "
+                    f"must be UTF-8 text"
+                ) from None
+            if not line.strip():
+                continue
+            row = _parse_json(line, where)
             example = _check_row(row, base, where, check_images)
             if example.id in first_line:
                 raise CalibrationError(

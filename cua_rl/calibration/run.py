@@ -207,6 +207,7 @@ def run_calibration(
             [e.label for e in examples],
             ids=[e.id for e in examples],
             strata=strata,
+            task_ids=[e.task_id for e in examples],
             judge_id=runner.judge_id,
             **estimation,
         )

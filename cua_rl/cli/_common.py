@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import argparse
 import sys
+from pathlib import Path
 from typing import Any, NoReturn
 
 from cua_rl.errors import CuaRLError
@@ -19,7 +20,10 @@ __all__ = [
     "Parser",
     "add_model_arguments",
     "add_subcommand",
+    "existing_file",
     "fail",
+    "nonnegative_int",
+    "open_unit_float",
     "positive_int",
     "unit_float",
 ]
@@ -98,6 +102,30 @@ def unit_float(text: str) -> float:
     if not 0.0 <= value <= 1.0:
         raise argparse.ArgumentTypeError(f"must be in [0, 1], got {value:g}")
     return value
+
+
+def open_unit_float(text: str) -> float:
+    """argparse type: a finite float in the open interval (0, 1) (a confidence level)."""
+    value = float(text)
+    if not 0.0 < value < 1.0:  # also refuses nan
+        raise argparse.ArgumentTypeError(f"must be a number in (0, 1), got {text}")
+    return value
+
+
+def nonnegative_int(text: str) -> int:
+    """argparse type: an integer >= 0 (a seed)."""
+    value = int(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {value}")
+    return value
+
+
+def existing_file(text: str) -> str:
+    """argparse type: the path of an existing regular file (not a folder)."""
+    if not Path(text).is_file():
+        what = "a folder" if Path(text).is_dir() else "not found"
+        raise argparse.ArgumentTypeError(f"{text!r} is not a file ({what})")
+    return text
 
 
 def add_model_arguments(group: Any) -> None:

@@ -9,7 +9,15 @@ from typing import Any
 
 from cua_rl.calibration.calibration import stratum_label
 from cua_rl.calibration.run import CalibrationRun, run_calibration
-from cua_rl.cli._common import add_model_arguments, add_subcommand, positive_int, unit_float
+from cua_rl.cli._common import (
+    add_model_arguments,
+    add_subcommand,
+    existing_file,
+    nonnegative_int,
+    open_unit_float,
+    positive_int,
+    unit_float,
+)
 from cua_rl.errors import ConfigError
 from cua_rl.judges.base import Judge
 
@@ -45,7 +53,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--judge", required=True, choices=JUDGES, help="which judge to calibrate")
     p.add_argument("--out", default="runs/calibration", help="output folder")
     p.add_argument(
-        "--training-tasks", help="file of training task ids (one a line); refuse any overlap"
+        "--training-tasks",
+        type=existing_file,
+        help="file of training task ids (one a line); refuse any overlap"
     )
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
     g = p.add_argument_group("judge settings")
@@ -69,7 +79,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         "--min-per-class", type=positive_int, default=30, help="labels per class a stratum needs"
     )
     e.add_argument("--margin", type=float, default=0.05, help="smallest allowed lower bound of D")
-    e.add_argument("--confidence", type=float, default=0.95, help="two-sided confidence level")
+    e.add_argument(
+        "--confidence", type=open_unit_float, default=0.95, help="two-sided confidence level"
+    )
     e.add_argument(
         "--method",
         default="wilson",
@@ -79,7 +91,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     e.add_argument(
         "--d-method", default="mover", choices=("mover", "delta", "bootstrap"), help="interval of D"
     )
-    e.add_argument("--seed", type=int, default=0, help="bootstrap seed")
+    e.add_argument("--seed", type=nonnegative_int, default=0, help="bootstrap seed")
     p.set_defaults(run=run)
     return p
 

@@ -15,7 +15,8 @@ import hashlib
 import sqlite3
 import threading
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Protocol, runtime_checkable
 
@@ -36,6 +37,7 @@ CREATE TABLE IF NOT EXISTS verdicts (
     created REAL NOT NULL
 )
 """
+_COLUMNS = ("key", "judge_id", "success", "p_success", "raw", "created")
 _CHUNK = 500  # keys per SELECT (below sqlite's host-parameter limit)
 
 
@@ -97,14 +99,56 @@ class VerdictCache:
         if self.path != ":memory:":
             Path(self.path).parent.mkdir(parents=True, exist_ok=True)
         self._lock = threading.Lock()
-        self._conn: sqlite3.Connection | None = sqlite3.connect(
-            self.path, timeout=30.0, check_same_thread=False, isolation_level=None
-        )
-        self._conn.execute("PRAGMA journal_mode=WAL")
-        self._conn.execute("PRAGMA synchronous=NORMAL")
-        self._conn.execute(_SCHEMA)
+        self._conn: sqlite3.Connection | None = None
+        try:
+            conn = sqlite3.connect(
+                self.path, timeout=30.0, check_same_thread=False, isolation_level=None
+            )
+        except sqlite3.Error as exc:
+            raise JudgeError(f"verdict cache {self.path!r} cannot be opened: {exc}") from None
+        try:
+            self._check_schema(conn)
+            conn.execute("PRAGMA journal_mode=WAL")
+            conn.execute("PRAGMA synchronous=NORMAL")
+            conn.execute(_SCHEMA)
+        except sqlite3.DatabaseError as exc:
+            conn.close()
+            raise JudgeError(
+                f"verdict cache {self.path!r} is not a usable sqlite database ({exc}); delete "
+                f"it or pass another --cache file"
+            ) from None
+        except JudgeError:
+            conn.close()
+            raise
+        self._conn = conn
         self.hits = 0
         self.misses = 0
+
+    def _check_schema(self, conn: sqlite3.Connection) -> None:
+        """Refuse a database that holds other tables, or a ``verdicts`` table of other columns.
+
+        A foreign file is left as it is (no table is added to it).
+        """
+        tables = {
+            name for (name,) in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")
+        }
+        if not tables:
+            return
+        columns = [row[1] for row in conn.execute("PRAGMA table_info(verdicts)")]
+        if columns != list(_COLUMNS):
+            found = f"columns {columns}" if columns else f"tables {sorted(tables)[:10]}"
+            raise JudgeError(
+                f"verdict cache {self.path!r} is not a verdict cache: it has {found}, expected "
+                f"one table 'verdicts' with columns {list(_COLUMNS)}; pass another --cache file"
+            )
+
+    @contextmanager
+    def _guard(self, action: str) -> Iterator[sqlite3.Connection]:
+        """The open connection; a sqlite error while ``action`` becomes a JudgeError."""
+        try:
+            yield self._connection()
+        except sqlite3.Error as exc:
+            raise JudgeError(f"verdict cache {self.path!r}: {action} failed: {exc}") from None
 
     def _connection(self) -> sqlite3.Connection:
         if self._conn is None:
@@ -118,8 +162,7 @@ class VerdictCache:
         """
         wanted = list(dict.fromkeys(keys))
         found: dict[str, Verdict] = {}
-        with self._lock:
-            conn = self._connection()
+        with self._lock, self._guard("reading verdicts") as conn:
             for start in range(0, len(wanted), _CHUNK):
                 chunk = wanted[start : start + _CHUNK]
                 marks = ",".join("?" * len(chunk))
@@ -157,8 +200,7 @@ class VerdictCache:
         ]
         if not rows:
             return 0
-        with self._lock:
-            conn = self._connection()
+        with self._lock, self._guard("storing verdicts") as conn:
             conn.execute("BEGIN IMMEDIATE")
             try:
                 conn.executemany("INSERT OR REPLACE INTO verdicts VALUES (?, ?, ?, ?, ?, ?)", rows)
@@ -169,8 +211,8 @@ class VerdictCache:
         return len(rows)
 
     def __len__(self) -> int:
-        with self._lock:
-            (count,) = self._connection().execute("SELECT COUNT(*) FROM verdicts").fetchone()
+        with self._lock, self._guard("counting verdicts") as conn:
+            (count,) = conn.execute("SELECT COUNT(*) FROM verdicts").fetchone()
         return int(count)
 
     def stats(self) -> dict[str, float]:

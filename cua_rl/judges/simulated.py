@@ -31,6 +31,36 @@ def _check_rate(value: float, name: str) -> float:
     return float(value)
 
 
+def _num(value: float) -> str:
+    """A float written short but exactly: ``%g`` when it round-trips, else ``repr``."""
+    short = f"{value:g}"
+    return short if float(short) == value else repr(float(value))
+
+
+def _fingerprint(fn: Callable[..., object]) -> str:
+    """``<qualified name>#<8 hex>``: a hash of the function's code, constants, defaults and
+    closure values, so two lambdas (or one closure over different values) get different ids.
+
+    A callable object without ``__code__`` is identified by its class and ``repr``.
+    """
+    code = getattr(fn, "__code__", None)
+    name = getattr(fn, "__qualname__", type(fn).__qualname__)
+    module = getattr(fn, "__module__", type(fn).__module__) or ""
+    h = hashlib.sha256(f"{module}.{name}".encode())
+    if code is None:
+        h.update(repr(fn).encode())
+    else:
+        h.update(code.co_code)
+        h.update(repr((code.co_consts, code.co_names)).encode())
+        h.update(repr(getattr(fn, "__defaults__", None)).encode())
+        for cell in getattr(fn, "__closure__", None) or ():
+            try:
+                h.update(repr(cell.cell_contents).encode())
+            except ValueError:  # an empty cell
+                h.update(b"<empty>")
+    return f"{name}#{h.hexdigest()[:8]}"
+
+
 def _uniforms(seed: int, request: JudgeRequest) -> tuple[float, float]:
     """Two uniforms in [0, 1) from a hash of (seed, task_id, screenshot bytes)."""
     h = hashlib.sha256()
@@ -80,7 +110,13 @@ class SimulatedJudge:
         near_success_e_neg: False-positive rate at a near-success score of 1.
         seed: Seed of the hash-derived draws.
         threshold: Ground truth at or above this counts as success.
-        name: Suffix of ``judge_id`` (``simulated:<name>``); derived from the rates if None.
+        name: A readable label put in ``judge_id`` before the configuration.
+
+    The ``judge_id`` covers everything that changes a verdict, so a verdict cache never mixes two
+    configurations: ``simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5`` and, with a name,
+    ``simulated:<name>:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5``; per-stratum rates add
+    ``,strata=<8 hex>`` and a near-success function ``,near_success=<qualname>#<8 hex>@<rate>``
+    (a hash of its code, constants, defaults and closure values).
     """
 
     def __init__(
@@ -123,10 +159,22 @@ class SimulatedJudge:
         self.threshold = float(threshold)
         if name is not None and not name:
             raise ValueError("SimulatedJudge name must be non-empty when given, got ''")
-        self.judge_id = "simulated:" + (name if name is not None else self._auto_name())
+        self.name = name
+        config = self._config_id()
+        self.judge_id = f"simulated:{config}" if name is None else f"simulated:{name}:{config}"
 
-    def _auto_name(self) -> str:
-        parts = [f"e_pos={self.e_pos:g}", f"e_neg={self.e_neg:g}"]
+    def _config_id(self) -> str:
+        """Everything that changes a verdict: rates, seed, threshold, strata, near-success.
+
+        Numbers are written exactly (``0.1``, not a rounded ``%g``); the per-stratum rates and the
+        near-success function are short content hashes.
+        """
+        parts = [
+            f"e_pos={_num(self.e_pos)}",
+            f"e_neg={_num(self.e_neg)}",
+            f"seed={self.seed}",
+            f"threshold={_num(self.threshold)}",
+        ]
         if self.per_stratum:
             items = sorted(
                 ("/".join(k) if isinstance(k, tuple) else k, v) for k, v in self.per_stratum.items()
@@ -134,8 +182,9 @@ class SimulatedJudge:
             digest = hashlib.sha256(json.dumps(items).encode()).hexdigest()[:8]
             parts.append(f"strata={digest}")
         if self.near_success is not None:
-            fn_name = getattr(self.near_success, "__qualname__", type(self.near_success).__name__)
-            parts.append(f"near_success={fn_name}@{self.near_success_e_neg:g}")
+            parts.append(
+                f"near_success={_fingerprint(self.near_success)}@{_num(self.near_success_e_neg)}"
+            )
         return ",".join(parts)
 
     def base_rates(self, os: str, domain: str = "") -> tuple[float, float]:

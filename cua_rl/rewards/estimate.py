@@ -8,6 +8,7 @@ include the uncertainty of ê₊, ê₋, not only the binomial noise of p̂: see
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
@@ -17,10 +18,10 @@ import numpy.typing as npt
 
 from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.estimators import (
+    ConfusionCounts,
     Interval,
-    percentile_interval,
     rogan_gladen,
-    rogan_gladen_se,
+    wilson_interval,
     z_value,
 )
 from cua_rl.errors import CalibrationError
@@ -86,6 +87,25 @@ def _judged_values(
     return arr.astype(np.int64), 0
 
 
+def _agresti_coull_se(x: int, n: int, counts: ConfusionCounts, z: float) -> float:
+    """:func:`rogan_gladen_se` with each rate k/m replaced by (k + z²/2)/(m + z²) over m + z²."""
+
+    def adjusted(k: int, m: int) -> tuple[float, float]:
+        return (k + z * z / 2.0) / (m + z * z), m + z * z
+
+    p, n_t = adjusted(x, n)
+    e_pos, m_pos = adjusted(counts.fn, counts.n_pos)
+    e_neg, m_neg = adjusted(counts.fp, counts.n_neg)
+    d = counts.D
+    theta = _clip01((p - e_neg) / (1.0 - e_pos - e_neg))
+    var = (
+        p * (1.0 - p) / n_t
+        + (1.0 - theta) ** 2 * e_neg * (1.0 - e_neg) / m_neg
+        + theta**2 * e_pos * (1.0 - e_pos) / m_pos
+    )
+    return math.sqrt(var) / d
+
+
 def estimate_success(
     verdicts_or_array: Sequence[Verdict] | npt.ArrayLike,
     calibration: Calibration,
@@ -98,13 +118,23 @@ def estimate_success(
 ) -> SuccessEstimate:
     """Rogan–Gladen success rate (mean r̃ − ê₋)/D̂ with an interval that includes calibration noise.
 
-    ``method="bootstrap"`` (default): a percentile bootstrap over *both* samples. Each
-    replicate redraws the evaluation's judged successes, Binomial(n, p̂), and the
-    calibration's false negatives and false positives, Binomial(m₁, ê₊) and Binomial(m₀, ê₋)
-    (which is exactly resampling the evaluation verdicts and the label-stratified calibration
-    items with replacement), then recomputes θ* = (p* − ê₋*)/(1 − ê₊* − ê₋*); replicates with
-    D* <= 0 are dropped. ``method="delta"``: θ̂ ± z·SE with the delta-method SE of
-    :func:`~cua_rl.calibration.estimators.rogan_gladen_se`, which also has the calibration terms.
+    ``method="bootstrap"`` (default): a percentile interval of θ* = (p* − ê₋*)/(1 − ê₊* − ê₋*)
+    where p*, ê₊*, ê₋* are drawn from the Jeffreys posteriors Beta(x + ½, n − x + ½) of the
+    judged success rate (x successes of n verdicts) and of the two error rates (FN of m₁, FP
+    of m₀ calibration items); draws with D* <= 0 are dropped. Unlike resampling at the point
+    estimates, the draws keep their spread when x = 0 or x = n (or FN, FP = 0), so an interval
+    never collapses to a point, and coverage holds near θ = 0 and 1 (Brown, Cai & DasGupta 2001
+    for the Jeffreys interval). As with the Jeffreys interval, x = 0 puts the lower bound at the
+    value for p = 0 and x = n the upper bound at the value for p = 1.
+    ``method="delta"``: θ̂ ± z·SE with the delta-method SE of
+    :func:`~cua_rl.calibration.estimators.rogan_gladen_se` (calibration terms included), every
+    rate in it replaced by its Agresti–Coull value (x + z²/2)/(n + z²) over n + z² trials, so
+    the SE is positive at 0 and 1.
+
+    When the data fall outside what any θ in [0, 1] explains (say 0 judged successes of 400
+    when ê₋ = 0.3), the clipped interval would be one point; it is then widened to
+    [0, u₊/(1 − ê₊)] (or [(l₊ − ê₋)/(1 − ê₋), 1]) with (l₊, u₊) the Wilson interval of the
+    judged rate: the bounds for the calibration's error rate toward that boundary taken as 0.
 
     The calibration must be for the evaluated stratum (use ``calibration.for_stratum(os)``);
     ``calibration.counts`` are the items its rates came from (the enclosing stratum's after a
@@ -143,28 +173,54 @@ def estimate_success(
         )
     if n_boot < 1:
         raise ValueError(f"n_boot must be >= 1, got {n_boot}")
+    if isinstance(confidence, bool) or not isinstance(confidence, (int, float)) or not (
+        0.0 < confidence < 1.0
+    ):
+        raise CalibrationError(f"confidence must be a number in (0, 1), got {confidence!r}")
+    if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
+        raise CalibrationError(f"seed must be an int >= 0, got {seed!r}")
     counts = calibration.counts
     p_hat = float(judged.mean())
     theta = float(rogan_gladen(p_hat, counts.e_pos, counts.e_neg))
+    x = int(judged.sum())
     if method == "bootstrap":
         rng = np.random.default_rng(seed)
-        p_star = rng.binomial(n, p_hat, size=n_boot) / n
-        e_pos_star = rng.binomial(counts.n_pos, counts.e_pos, size=n_boot) / counts.n_pos
-        e_neg_star = rng.binomial(counts.n_neg, counts.e_neg, size=n_boot) / counts.n_neg
+        p_star = rng.beta(x + 0.5, n - x + 0.5, size=n_boot)
+        e_pos_star = rng.beta(counts.fn + 0.5, counts.tp + 0.5, size=n_boot)
+        e_neg_star = rng.beta(counts.fp + 0.5, counts.tn + 0.5, size=n_boot)
         d_star = 1.0 - e_pos_star - e_neg_star
-        with np.errstate(divide="ignore", invalid="ignore"):
-            theta_star = np.where(d_star > 0, (p_star - e_neg_star) / d_star, np.nan)
-        lo, hi = percentile_interval(theta_star, confidence)
+        keep = d_star > 0
+        if not keep.any():
+            raise CalibrationError("every bootstrap draw has D <= 0; the calibration is unusable")
+
+        def bound(p: np.ndarray | float, q: float) -> float:
+            with np.errstate(divide="ignore", invalid="ignore"):
+                theta_star = (p - e_neg_star) / d_star
+            return float(np.quantile(theta_star[keep], q))
+
+        alpha = 1.0 - confidence
+        lo, hi = bound(p_star, alpha / 2.0), bound(p_star, 1.0 - alpha / 2.0)
+        if x == 0:  # Jeffreys at the boundary: the lower bound of p is 0
+            lo = min(lo, bound(0.0, alpha / 2.0))
+        if x == n:
+            hi = max(hi, bound(1.0, 1.0 - alpha / 2.0))
     elif method == "delta":
-        half = z_value(confidence) * rogan_gladen_se(p_hat, n, counts)
+        z = z_value(confidence)
+        half = z * _agresti_coull_se(x, n, counts, z)
         lo, hi = theta - half, theta + half
     else:
         raise CalibrationError(f"method must be 'bootstrap' or 'delta', got {method!r}")
-    clip = _clip01
+    low, high = _clip01(lo), _clip01(hi)
+    if high <= low:  # the data contradict every theta in [0, 1]: widen at that boundary
+        w_lo, w_hi = wilson_interval(x, n, confidence)
+        if high <= 0.0:
+            high = _clip01(w_hi / (1.0 - counts.e_pos))
+        else:
+            low = _clip01((w_lo - counts.e_neg) / (1.0 - counts.e_neg))
     return SuccessEstimate(
-        estimate=clip(theta),
+        estimate=_clip01(theta),
         unclipped=theta,
-        interval=(clip(lo), clip(hi)),
+        interval=(low, high),
         interval_unclipped=(lo, hi),
         raw_rate=p_hat,
         n=n,

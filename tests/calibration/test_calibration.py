@@ -208,9 +208,9 @@ def test_json_round_trip_and_strict_loading(tmp_path: Path) -> None:
         return Calibration.load(tmp_path / "bad.json")
 
     with pytest.raises(
-        CalibrationError, match="schema_version 2 is not supported; .* reads version 1"
+        CalibrationError, match=r"schema_version 3 is not supported; .* reads versions \[1, 2\]"
     ):
-        reload({"schema_version": 2})
+        reload({"schema_version": 3})
     with pytest.raises(CalibrationError, match=r"unknown keys \['extra'\]"):
         reload({"extra": 1})
     with pytest.raises(CalibrationError, match="stored e_pos=0.5 disagrees with the counts"):
@@ -286,3 +286,45 @@ def test_calibrate_judge_runs_the_judge_over_a_labelled_set(tmp_path: Path) -> N
     per_app = calibrate_judge(judge, examples, per_app=True)
     assert ("ubuntu", "calc") in per_app.children
     assert math.isclose(per_app.for_stratum("ubuntu", "calc").e_pos, ubuntu.e_pos)
+    assert cal.task_ids == tuple(sorted(f"task{i}" for i in range(400)))
+    assert windows.task_ids == tuple(sorted(f"task{i}" for i in range(0, 400, 2)))
+
+
+def test_task_ids_are_recorded_per_stratum_and_saved(tmp_path: Path) -> None:
+    j, y = _table(40, 10, 10, 40)
+    strata = ["ubuntu"] * 90 + ["windows"] * 10
+    tasks = [f"t{i % 30:02d}" for i in range(90)] + [f"w{i}" for i in range(10)]
+    cal = estimate_calibration(j, y, strata=strata, task_ids=tasks, min_per_class=5, margin=0.0)
+    assert cal.task_ids == tuple(sorted(set(tasks)))  # sorted, each once
+    assert cal.children[("ubuntu",)].task_ids == tuple(f"t{i:02d}" for i in range(30))
+    windows = cal.children[("windows",)]
+    assert windows.fell_back and windows.task_ids == cal.task_ids  # its rates came from all
+    loaded = Calibration.load(cal.save(tmp_path / "cal.json"))
+    assert loaded == cal and loaded.task_ids == cal.task_ids
+    data = json.loads((tmp_path / "cal.json").read_text())
+    assert data["schema_version"] == 2 and data["task_ids"][:2] == ["t00", "t01"]
+    assert estimate_calibration(j, y).task_ids is None  # not given: not known
+    with pytest.raises(CalibrationError, match=r"task_ids must have one entry per item \(100\)"):
+        estimate_calibration(j, y, task_ids=tasks[:5])
+    with pytest.raises(CalibrationError, match=r"task_ids must be non-empty strings, got 3"):
+        estimate_calibration(j, y, task_ids=[3] * 100)
+
+
+def test_a_version_1_file_loads_without_task_ids(tmp_path: Path) -> None:
+    j, y = _table(40, 10, 10, 40)
+    cal = estimate_calibration(j, y, strata=["ubuntu"] * 100, task_ids=["a"] * 100)
+    data = cal.to_dict()
+    old = {k: v for k, v in data.items() if k != "task_ids"}
+    old["schema_version"] = 1
+    old["children"] = [{k: v for k, v in c.items() if k != "task_ids"} for c in data["children"]]
+    (tmp_path / "old.json").write_text(json.dumps(old))
+    loaded = Calibration.load(tmp_path / "old.json")
+    assert loaded.task_ids is None and loaded.children[("ubuntu",)].task_ids is None
+    assert loaded.e_pos == cal.e_pos and loaded.D_interval == cal.D_interval
+    (tmp_path / "bad.json").write_text(json.dumps({**old, "task_ids": ["a"]}))
+    with pytest.raises(CalibrationError, match=r"unknown keys \['task_ids'\]"):
+        Calibration.load(tmp_path / "bad.json")  # version 1 had no task ids
+    new = {k: v for k, v in data.items() if k != "task_ids"}
+    (tmp_path / "bad.json").write_text(json.dumps(new))
+    with pytest.raises(CalibrationError, match=r"missing keys \['task_ids'\]"):
+        Calibration.load(tmp_path / "bad.json")  # version 2 always has them (null = unknown)

@@ -181,3 +181,13 @@ def test_rogan_gladen_and_delta_se() -> None:
     c = ConfusionCounts(tp=80, fn=20, fp=10, tn=90)
     expected = math.sqrt(0.45 * 0.55 / 100 + 0.25 * 0.1 * 0.9 / 100 + 0.25 * 0.2 * 0.8 / 100) / 0.7
     assert rogan_gladen_se(0.45, 100, c) == pytest.approx(expected)
+
+
+@pytest.mark.parametrize("d_method", ["mover", "delta", "bootstrap"])
+@pytest.mark.parametrize("table", [(50, 0, 0, 50), (45, 5, 0, 50), (3, 0, 0, 4)])
+def test_d_interval_has_positive_width_at_the_boundary(
+    d_method: str, table: tuple[int, int, int, int]
+) -> None:
+    counts = ConfusionCounts(*table)
+    lo, hi = d_interval(counts, d_method=d_method)
+    assert lo < counts.D <= hi <= 1.0 and hi - lo > 0.0, (lo, hi)

@@ -53,6 +53,8 @@ def test_run_returns_counts_paths_and_prints_nothing(
     assert run.simulated is not None and "e_pos=0.1" in run.simulated
     assert run.cache == tmp_path / "verdicts.sqlite" and run.cache.is_file()
     assert Calibration.load(run.calibration_json) == run.calibration
+    assert run.calibration.task_ids == tuple(sorted({e.task_id for e in examples}))
+    assert Calibration.load(run.calibration_json).task_ids == run.calibration.task_ids
     rows = [json.loads(line) for line in run.verdicts_jsonl.read_text().splitlines()]
     counts = confusion_counts([r["success"] for r in rows], [r["label"] for r in rows])
     assert run.calibration.counts == counts

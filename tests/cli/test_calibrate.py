@@ -77,7 +77,7 @@ def test_simulated_run_recovers_the_rates_and_reruns_from_the_cache(
     out = tmp_path / "out"
     assert main(_simulated(labelled, out, "--min-per-class", "10")) == 0
     stdout = capsys.readouterr().out
-    assert stdout.startswith("SIMULATED judge simulated:e_pos=0.15,e_neg=0.25")
+    assert stdout.startswith("SIMULATED judge simulated:e_pos=0.15,e_neg=0.25,seed=0,threshold=0.5")
     assert f"{n} judged, 0 from the cache" in stdout
     assert sum(judge_calls) == n
 
@@ -86,7 +86,7 @@ def test_simulated_run_recovers_the_rates_and_reruns_from_the_cache(
     assert len(rows) == n
     counts = confusion_counts([r["success"] for r in rows], [r["label"] for r in rows])
     assert cal.counts == counts
-    assert cal.judge_id == "simulated:e_pos=0.15,e_neg=0.25"
+    assert cal.judge_id == "simulated:e_pos=0.15,e_neg=0.25,seed=0,threshold=0.5"
     lo, hi = cal.e_pos_interval
     assert lo <= 0.15 <= hi and abs(cal.e_pos - 0.15) < 0.1
     lo, hi = cal.e_neg_interval
@@ -240,7 +240,7 @@ def test_report_records_the_command_and_the_settings(
     # flags left at their defaults are not repeated; the ones given are, in the new spelling
     assert "--judge simulated" in command and "--min-per-class 5" in command
     assert "--per-app" in command and "--e-pos 0.15" in command and "--margin" not in command
-    assert "- judge: `simulated:e_pos=0.15,e_neg=0.25` (SIMULATED)" in report
+    assert "- judge: `simulated:e_pos=0.15,e_neg=0.25,seed=0,threshold=0.5` (SIMULATED)" in report
     assert f"wrote {tmp_path / 'calibration.json'}" in capsys.readouterr().out
 
 

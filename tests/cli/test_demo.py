@@ -63,7 +63,7 @@ def test_demo_runs_the_whole_pipeline(tmp_path: Path, capsys: pytest.CaptureFixt
     assert config.reward.primary == "corrected" and config.reward.filter.mode == "drop"
     assert config.reward.filter.apply_to == "judged_success"
     parts = prepare_run(config)  # its calibration is for its judge, disjoint from training
-    assert parts.judge is not None and parts.judge.judge_id == "simulated:demo"
+    assert parts.judge is not None and parts.judge.judge_id.startswith("simulated:demo:e_pos=")
     rows = [json.loads(line) for line in (out / "runs/ppo/metrics.jsonl").read_text().splitlines()]
     episodes = sum(r.get("rollout/episodes", 0) for r in rows)
     logged = [r for r in rows if "rollout/filter_unchecked" in r]

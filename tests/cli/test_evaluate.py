@@ -15,11 +15,14 @@ from tests.training.conftest import tiny_simdesk_dict
 JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
 
 
+JUDGE_ID = "simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5"
+
+
 @pytest.fixture
 def trained(tmp_path: Path) -> Path:
     """A one-update SimDesk run with a SIMULATED judge and its calibration; its config file."""
     judged = [1] * 90 + [0] * 10 + [1] * 20 + [0] * 80
-    estimate_calibration(judged, [1] * 100 + [0] * 100, judge_id="simulated:e_pos=0.1,e_neg=0.2",
+    estimate_calibration(judged, [1] * 100 + [0] * 100, judge_id=JUDGE_ID,
                          strata=["simdesk"] * 200).save(tmp_path / "cal.json")  # fmt: skip
     data = tiny_simdesk_dict(
         tmp_path / "runs", eval={"episodes": 2, "at_start": False, "at_end": False},
@@ -44,7 +47,7 @@ def test_prints_the_report_of_the_latest_checkpoint(
     assert "Evaluation: 6 episodes" in out and "SIMULATED judge" in out
     assert "| all | 6 |" in out and "| click_ok | 6 |" in out
     doc = json.loads(out_json.read_text())
-    assert doc["episodes"] == 6 and doc["judge_id"] == "simulated:e_pos=0.1,e_neg=0.2"
+    assert doc["episodes"] == 6 and doc["judge_id"] == JUDGE_ID
     assert doc["checkpoint"].endswith("ckpt_000001.pt")
     assert 0.0 <= doc["judge_estimate"]["low"] <= doc["judge_estimate"]["high"] <= 1.0
     assert doc["success"]["n"] == 6

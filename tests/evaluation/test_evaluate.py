@@ -67,8 +67,8 @@ def test_judge_estimate_from_a_calibrated_simulated_judge(
 ) -> None:
     judged = [1] * 90 + [0] * 10 + [1] * 20 + [0] * 80  # e_pos 0.1, e_neg 0.2
     cal = estimate_calibration(
-        judged, [1] * 100 + [0] * 100, judge_id="simulated:e_pos=0.1,e_neg=0.2",
-        strata=["simdesk"] * 200,
+        judged, [1] * 100 + [0] * 100,
+        judge_id="simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5", strata=["simdesk"] * 200,
     )  # fmt: skip
     cal.save(tmp_path / "cal.json")
     judge = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
@@ -85,7 +85,7 @@ def test_judge_estimate_from_a_calibrated_simulated_judge(
     assert metrics["eval/judge_estimate"] == pytest.approx(max(0.0, min(1.0, (raw - 0.2) / 0.7)))
     low, high = metrics["eval/judge_ci_low"], metrics["eval/judge_ci_high"]
     assert 0.0 <= low <= metrics["eval/judge_estimate"] <= high <= 1.0
-    assert report.judge_id == "simulated:e_pos=0.1,e_neg=0.2"
+    assert report.judge_id == "simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5"
     assert "SIMULATED judge" in report.to_markdown()
 
 

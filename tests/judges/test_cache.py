@@ -251,3 +251,46 @@ def test_close_closes_inner_and_cache_unless_told() -> None:
     CachedJudge(CountingJudge(), cache).close()
     with pytest.raises(RuntimeError, match="closed"):
         len(cache)
+
+
+def _verdict() -> Verdict:
+    return Verdict(success=True, p_success=0.9, raw="yes", judge_id="j")
+
+
+def test_a_file_that_is_not_sqlite_is_a_judge_error(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    path.write_bytes(b"not a database at all " * 200)
+    with pytest.raises(JudgeError, match=r"verdict cache .*cache\.sqlite.* is not a usable sqlite"):
+        VerdictCache(path)
+
+
+@pytest.mark.parametrize(
+    "schema",
+    [
+        "CREATE TABLE verdicts (a INTEGER, b TEXT)",  # a table of that name, other columns
+        "CREATE TABLE users (name TEXT)",  # somebody else's database
+    ],
+)
+def test_a_foreign_sqlite_file_is_refused_and_left_alone(tmp_path: Path, schema: str) -> None:
+    path = tmp_path / "other.sqlite"
+    with sqlite3.connect(path) as conn:
+        conn.execute(schema)
+    with pytest.raises(JudgeError, match=r"other\.sqlite.* is not a verdict cache"):
+        VerdictCache(path)
+    with sqlite3.connect(path) as conn:
+        tables = [r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")]
+    assert tables == [schema.split()[2]]  # nothing was added to it
+
+
+def test_a_cache_corrupted_after_opening_is_a_judge_error(tmp_path: Path) -> None:
+    path = tmp_path / "cache.sqlite"
+    cache = VerdictCache(path)
+    cache.put_many({"k": _verdict()})
+    cache._connection().execute("DROP TABLE verdicts")  # what another process could do
+    with pytest.raises(JudgeError, match=r"verdict cache .*cache\.sqlite.*: .*no such table"):
+        cache.get_many(["k"])
+    with pytest.raises(JudgeError, match=r"verdict cache .*cache\.sqlite"):
+        cache.put_many({"k": _verdict()})
+    with pytest.raises(JudgeError, match=r"verdict cache .*cache\.sqlite"):
+        len(cache)
+    cache.close()

@@ -24,7 +24,8 @@ def request(gt: float, os: str = "simdesk", domain: str = "click_ok") -> JudgeRe
 def test_simulated_with_strata_given_as_os_slash_domain() -> None:
     cfg = SimulatedJudgeConfig(0.0, 0.0, {"simdesk/click_ok": (1.0, 0.0)}, seed=3, name="x")
     judge = make_judge(cfg)
-    assert isinstance(judge, SimulatedJudge) and judge.judge_id == "simulated:x"
+    assert isinstance(judge, SimulatedJudge)
+    assert judge.judge_id.startswith("simulated:x:e_pos=0,e_neg=0,seed=3,threshold=0.5,strata=")
     assert judge.per_stratum == {("simdesk", "click_ok"): (1.0, 0.0)}
     success, other = judge.judge([request(1.0), request(1.0, domain="close_window")])
     assert (success.success, other.success) == (False, True)  # e_pos 1 only in its stratum

@@ -4,11 +4,14 @@ from __future__ import annotations
 
 import math
 import random
+from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 import pytest
 
 from cua_rl.judges import Judge, JudgeRequest, SimulatedJudge
+from cua_rl.judges.cache import CachedJudge, VerdictCache
 
 SHOT = np.zeros((2, 2, 3), np.uint8)
 
@@ -43,15 +46,69 @@ def _close(estimate: float, rate: float, m: int) -> bool:
 def test_identity_says_simulated() -> None:
     judge = SimulatedJudge(0.2, 0.1, seed=3)
     assert isinstance(judge, Judge)
-    assert judge.judge_id == "simulated:e_pos=0.2,e_neg=0.1"
+    assert judge.judge_id == "simulated:e_pos=0.2,e_neg=0.1,seed=3,threshold=0.5"
     assert "SIMULATED" in repr(judge)
     assert "SIMULATED" in (SimulatedJudge.__doc__ or "")
-    assert SimulatedJudge(name="study-a").judge_id == "simulated:study-a"
+    named = SimulatedJudge(name="study-a")
+    assert named.judge_id == "simulated:study-a:e_pos=0,e_neg=0,seed=0,threshold=0.5"
     strata = SimulatedJudge(per_stratum={"ubuntu": (0.1, 0.1)})
-    assert strata.judge_id.startswith("simulated:e_pos=0,e_neg=0,strata=")
+    assert strata.judge_id.startswith("simulated:e_pos=0,e_neg=0,seed=0,threshold=0.5,strata=")
     verdict = judge.judge([_request(0, 1.0)])[0]
     assert verdict.judge_id == judge.judge_id and verdict.raw.startswith("SIMULATED")
     judge.close()
+
+
+def _near_a(request: JudgeRequest) -> float:
+    return 1.0
+
+
+def _near_b(request: JudgeRequest) -> float:
+    return 0.5
+
+
+def _scaled(scale: float) -> Callable[[JudgeRequest], float]:
+    return lambda request: scale
+
+
+@pytest.mark.parametrize("name", [None, "demo"])
+def test_the_id_covers_everything_that_changes_a_verdict(name: str | None) -> None:
+    base: dict[str, Any] = {"e_pos": 0.1, "e_neg": 0.2, "name": name}
+    variants: list[dict[str, Any]] = [
+        {},
+        {"seed": 1},
+        {"threshold": 0.7},
+        {"e_pos": 0.10000001},
+        {"e_neg": 0.3},
+        {"per_stratum": {"ubuntu": (0.1, 0.3)}},
+        {"per_stratum": {"ubuntu": (0.1, 0.4)}},
+        {"per_stratum": {("ubuntu", "calc"): (0.1, 0.3)}},
+        {"near_success": _near_a},
+        {"near_success": _near_b},
+        {"near_success": _near_a, "near_success_e_neg": 0.9},
+        {"near_success": _scaled(0.2)},
+        {"near_success": _scaled(0.3)},
+    ]
+    ids = [SimulatedJudge(**{**base, **v}).judge_id for v in variants]
+    assert len(set(ids)) == len(ids), ids
+    again = [SimulatedJudge(**{**base, **v}).judge_id for v in variants]
+    assert again == ids  # and the same configuration has the same id
+    if name is not None:
+        assert all(i.startswith(f"simulated:{name}:e_pos=0.1") for i in ids), ids
+    assert ids[1].endswith(",seed=1,threshold=0.5") and ids[2].endswith(",threshold=0.7")
+
+
+def test_another_seed_does_not_reuse_cached_verdicts() -> None:
+    requests = [_request(i, float(i % 2)) for i in range(200)]
+    cache = VerdictCache(":memory:")
+    first = CachedJudge(SimulatedJudge(0.3, 0.3, seed=0, name="demo"), cache, close_cache=False)
+    first.judge(requests)
+    second_judge = SimulatedJudge(0.3, 0.3, seed=1, name="demo")
+    second = CachedJudge(second_judge, cache, close_cache=False).judge(requests)
+    assert not any(v.cached for v in second)
+    fresh = second_judge.judge(requests)
+    assert [v.success for v in second] == [v.success for v in fresh]
+    assert [v.success for v in second] != [v.success for v in first.judge(requests)]
+    cache.close()
 
 
 def test_bad_configuration_is_refused() -> None:

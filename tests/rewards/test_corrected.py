@@ -124,8 +124,8 @@ def test_refuses_a_calibration_for_another_judge(
     other = SimulatedJudge(E_POS, E_NEG, seed=21, name="other")
     with pytest.raises(
         CalibrationError,
-        match=r"made for judge_id 'simulated:e_pos=0.15,e_neg=0.25', but the judge is "
-        r"'simulated:other'",
+        match=r"made for judge_id 'simulated:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5', but "
+        r"the judge is 'simulated:other:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5'",
     ):
         CorrectedReward(other, calibration)
     with caplog.at_level(logging.WARNING):
@@ -241,7 +241,7 @@ def test_all_is_the_fallback_of_a_mapping(judge: SimulatedJudge, calibration: Ca
     for value, verdict, cal in zip(values, reward.last_verdicts, used, strict=True):
         assert value == pytest.approx(_expected(verdict, cal))
     assert repr(reward) == (
-        "CorrectedReward(judge_id='simulated:e_pos=0.15,e_neg=0.25', "
+        "CorrectedReward(judge_id='simulated:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5', "
         "calibrations=['all', 'windows'], name='corrected')"
     )
     single = CorrectedReward(judge, calibration)
@@ -255,7 +255,7 @@ def test_mapping_errors(judge: SimulatedJudge, calibration: Calibration) -> None
     with pytest.raises(
         CalibrationError,
         match=r"calibration 'windows' was made for judge_id "
-        r"'simulated:other', but the judge is",
+        r"'simulated:other:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5', but the judge is",
     ):
         CorrectedReward(judge, {"ubuntu": calibration, "windows": other})
 

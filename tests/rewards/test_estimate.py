@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from cua_rl.calibration import Calibration, estimate_calibration
+from cua_rl.calibration import Calibration, ConfusionCounts, estimate_calibration
 from cua_rl.errors import CalibrationError
 from cua_rl.judges import Verdict
 from cua_rl.rewards import SuccessEstimate, estimate_success
@@ -43,8 +43,18 @@ def test_point_estimate_clipping_and_counts() -> None:
 def test_delta_interval_matches_the_formula() -> None:
     cal = _calibration(80, 20, 10, 90)
     est = estimate_success([1] * 45 + [0] * 55, cal, method="delta")
-    se = math.sqrt(0.45 * 0.55 / 100 + 0.25 * 0.1 * 0.9 / 100 + 0.25 * 0.2 * 0.8 / 100) / 0.7
     z = 1.959963984540054
+    m = 100 + z * z  # Agresti-Coull: every rate k/100 becomes (k + z^2/2)/(100 + z^2)
+    p, e_neg, e_pos = ((k + z * z / 2) / m for k in (45, 10, 20))
+    theta = (p - e_neg) / (1 - e_pos - e_neg)
+    se = (
+        math.sqrt(
+            p * (1 - p) / m
+            + (1 - theta) ** 2 * e_neg * (1 - e_neg) / m
+            + theta**2 * e_pos * (1 - e_pos) / m
+        )
+        / 0.7
+    )
     assert est.interval_unclipped == pytest.approx((0.5 - z * se, 0.5 + z * se))
     boot = estimate_success([1] * 45 + [0] * 55, cal, n_boot=20_000)
     assert boot.interval_unclipped == pytest.approx(est.interval_unclipped, abs=0.015)
@@ -77,6 +87,11 @@ def test_verdicts_errors_and_judge_ids() -> None:
         estimate_success([0, 2], cal)
     with pytest.raises(CalibrationError, match="method must be 'bootstrap' or 'delta'"):
         estimate_success([0, 1], cal, method="wald")  # type: ignore[arg-type]
+    for confidence in (0.0, 1.0, 2.0, float("nan")):
+        with pytest.raises(CalibrationError, match=r"confidence must be a number in \(0, 1\)"):
+            estimate_success([0, 1], cal, confidence=confidence)
+    with pytest.raises(CalibrationError, match=r"seed must be an int >= 0, got -1"):
+        estimate_success([0, 1], cal, seed=-1)
 
 
 @pytest.mark.parametrize("method", ["bootstrap", "delta"])
@@ -101,3 +116,54 @@ def test_interval_coverage_is_about_95_percent(method: str) -> None:
     assert 0.92 <= hits / reps <= 0.98, hits / reps
     # Ignoring the calibration's own uncertainty undercovers (about 0.86 here).
     assert naive_hits / reps < 0.9, naive_hits / reps
+
+
+@pytest.mark.parametrize("method", ["bootstrap", "delta"])
+def test_no_interval_from_finite_data_has_zero_width(method: str) -> None:
+    perfect = _calibration(50, 0, 0, 50)  # e_pos = e_neg = 0
+    for judged in ([0] * 5, [1] * 5, [0] * 10, [1] * 10, [0] * 1000, [1] * 1000):
+        est = estimate_success(judged, perfect, method=method)  # type: ignore[arg-type]
+        lo, hi = est.interval
+        assert 0.0 <= lo <= est.estimate <= hi <= 1.0 and hi - lo > 0.0, (judged[:1], lo, hi)
+    zeros = estimate_success([0] * 5, perfect, method=method)  # type: ignore[arg-type]
+    assert zeros.interval[0] == 0.0 and zeros.interval[1] > 0.2  # 0/5 rules out little
+    # Data the calibration calls impossible (0 of 400 judged successes when e_neg = 0.3)
+    # still gets an interval of positive width, at the boundary.
+    noisy = _calibration(70, 30, 30, 70)
+    low = estimate_success([0] * 400, noisy, method=method)  # type: ignore[arg-type]
+    assert low.interval[0] == 0.0 and low.interval[1] > 0.0
+    high = estimate_success([1] * 400, noisy, method=method)  # type: ignore[arg-type]
+    assert high.interval[1] == 1.0 and high.interval[0] < 1.0
+
+
+# (e_pos, e_neg, calibration positives, calibration negatives, evaluation episodes)
+SETTINGS = [(0.1, 0.05, 100, 100, 10), (0.2, 0.1, 50, 50, 20), (0.05, 0.0, 100, 100, 10)]
+
+
+@pytest.mark.parametrize("theta", [0.0, 0.02, 0.98, 1.0])
+def test_bootstrap_coverage_at_the_boundary(theta: float) -> None:
+    """Coverage of the default interval where the success rate is 0, 0.02, 0.98 or 1.
+
+    Each replicate draws a calibration (FN ~ Bin(m1, e_pos), FP ~ Bin(m0, e_neg)) and an
+    evaluation of n episodes whose judged successes are Bin(n, e_neg + theta * D).
+    """
+    rng = np.random.default_rng(int(theta * 100) + 7)
+    reps = 250
+    for e_pos, e_neg, m1, m0, n in SETTINGS:
+        hits = 0
+        for rep in range(reps):
+            fn, fp = int(rng.binomial(m1, e_pos)), int(rng.binomial(m0, e_neg))
+            cal = Calibration(
+                counts=ConfusionCounts(m1 - fn, fn, fp, m0 - fp),
+                e_pos_interval=(0.0, 1.0),
+                e_neg_interval=(0.0, 1.0),
+                D_interval=(0.5, 1.0),
+                judge_id="j",
+            )
+            x = int(rng.binomial(n, e_neg + theta * (1.0 - e_pos - e_neg)))
+            est = estimate_success([1] * x + [0] * (n - x), cal, n_boot=1000, seed=rep)
+            lo, hi = est.interval
+            assert hi - lo > 0.0, (e_pos, e_neg, n, x, fn, fp)
+            hits += lo <= theta <= hi
+        # 250 reps: the standard error of a 95% coverage is 0.014; allow 2.5 of them.
+        assert hits / reps >= 0.915, (theta, e_pos, e_neg, n, hits / reps)

@@ -21,7 +21,7 @@ from cua_rl.training.build import prepare_run
 from cua_rl.training.config import TrainConfig
 
 JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
-JUDGE_ID = "simulated:e_pos=0.1,e_neg=0.2"
+JUDGE_ID = "simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5"
 
 
 def calibration(judge_id: str = JUDGE_ID, fn: int = 10, fp: int = 20) -> Calibration:
