@@ -51,7 +51,8 @@ class SimulatedJudgeConfig:
         e_neg: False-positive rate P(r̃=1 | failure).
         per_stratum: Stratum (``"os"`` or ``"os/domain"``) -> (e_pos, e_neg).
         seed: Seed of the verdict flips.
-        name: Judge id suffix (``simulated:<name>``); None = derived from the rates.
+        name: A readable name in the judge id (``simulated:<name>:e_pos=...,seed=...``); the id
+            always covers everything that changes a verdict.
     """
 
     e_pos: float = 0.1

@@ -9,8 +9,9 @@ meaningless:
 * a missing calibration file, labelled set or reference model;
 * a calibration that cannot be used (D̂ <= 0 or a D interval reaching 0: ``Calibration``
   refuses it on load) or that was made for another judge id than the configured judge;
-* a labelled (calibration) set whose task ids overlap the training tasks, when the config names
-  the labelled set (calibration JSONs do not list their task ids).
+* calibration data whose task ids overlap the training tasks: the task ids each calibration
+  file records, and those of the labelled sets ``reward.calibration_labelled`` names (a
+  calibration file too old to record its task ids needs its labelled set named).
 
 It only assembles: the reward classes live in :mod:`cua_rl.rewards`, the rollout filter in
 :mod:`cua_rl.validator.filter`, judges come from :func:`cua_rl.judges.factory.make_judge` and
@@ -107,7 +108,23 @@ def load_calibrations(config: TrainConfig) -> dict[str, Calibration]:
     return out
 
 
-def _check_overlap(config: TrainConfig) -> None:
+def _refuse_overlap(key: str, task_ids: Any, train: Any, what: str) -> None:
+    overlap = sorted({t for t in task_ids if train.contains(t)})
+    if overlap:
+        shown = ", ".join(overlap[:10]) + (" ..." if len(overlap) > 10 else "")
+        raise ConfigError(
+            f"{key}: {len(overlap)} task id(s) of {what} are training tasks ({shown}); "
+            f"calibration data must be held out from training"
+        )
+
+
+def _check_overlap(config: TrainConfig, calibrations: dict[str, Calibration]) -> None:
+    """Refuse calibration data that overlaps the training tasks, whenever a calibration is used.
+
+    Each calibration file records the task ids it was estimated on; a file written before it
+    did (``task_ids`` None) is refused unless ``reward.calibration_labelled`` names its labelled
+    set, whose task ids are then checked instead.
+    """
     from cua_rl.calibration.labelled import load_labelled
 
     train = make_tasks(config.env, "train")
@@ -118,12 +135,16 @@ def _check_overlap(config: TrainConfig) -> None:
             examples = load_labelled(file, check_images=False, require_both_classes=False)
         except CalibrationError as error:
             raise ConfigError(f"{key}: {error}") from error
-        overlap = sorted({e.task_id for e in examples if train.contains(e.task_id)})
-        if overlap:
-            shown = ", ".join(overlap[:10]) + (" ..." if len(overlap) > 10 else "")
+        _refuse_overlap(key, (e.task_id for e in examples), train, "the calibration set")
+    for stratum, cal in calibrations.items():
+        key = f"reward.calibration.{stratum}"
+        if cal.task_ids is not None:
+            _refuse_overlap(key, cal.task_ids, train, "the calibration")
+        elif stratum not in config.reward.calibration_labelled:
             raise ConfigError(
-                f"{key}: {len(overlap)} task id(s) of the calibration set are training tasks "
-                f"({shown}); calibration data must be held out from training"
+                f"{key}: the calibration file records no task ids (written by an older "
+                f"cua_rl), so its overlap with the training tasks cannot be checked; "
+                f"recalibrate, or name its labelled set in reward.calibration_labelled.{stratum}"
             )
 
 
@@ -178,7 +199,7 @@ def prepare_run(config: TrainConfig) -> RunParts:
                     f"{cal.judge_id!r}, but the configured judge is {judge_id!r}; "
                     f"recalibrate this judge or fix reward.judge"
                 )
-    _check_overlap(config)
+    _check_overlap(config, calibrations)
     judge = build_judge(r.judge, config) if r.judge is not None else None
     try:
         primary = _primary(config, judge, calibrations)

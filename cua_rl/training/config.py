@@ -209,7 +209,7 @@ class JudgeSection:
     per_stratum: dict[str, tuple[float, float]] = field(default_factory=dict)
     #: simulated: seed of the verdict flips.
     seed: int = 0
-    #: simulated: judge id suffix; None = derived from the rates.
+    #: simulated: a readable name in the judge id (the id also covers rates, seed, threshold).
     name: str | None = None
     #: qwen_vl/openai: JudgeConfig fields (model, prompt_version, decision, ...).
     config: dict[str, Any] = field(default_factory=dict)

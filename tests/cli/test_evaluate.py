@@ -23,7 +23,8 @@ def trained(tmp_path: Path) -> Path:
     """A one-update SimDesk run with a SIMULATED judge and its calibration; its config file."""
     judged = [1] * 90 + [0] * 10 + [1] * 20 + [0] * 80
     estimate_calibration(judged, [1] * 100 + [0] * 100, judge_id=JUDGE_ID,
-                         strata=["simdesk"] * 200).save(tmp_path / "cal.json")  # fmt: skip
+                         strata=["simdesk"] * 200, task_ids=["simdesk/click_ok/2147483650"] * 200,
+                         ).save(tmp_path / "cal.json")  # fmt: skip
     data = tiny_simdesk_dict(
         tmp_path / "runs", eval={"episodes": 2, "at_start": False, "at_end": False},
         reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": "cal.json"}},

@@ -69,6 +69,7 @@ def test_judge_estimate_from_a_calibrated_simulated_judge(
     cal = estimate_calibration(
         judged, [1] * 100 + [0] * 100,
         judge_id="simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5", strata=["simdesk"] * 200,
+        task_ids=["simdesk/click_ok/2147483650"] * 200,
     )  # fmt: skip
     cal.save(tmp_path / "cal.json")
     judge = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}

@@ -24,12 +24,17 @@ JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
 JUDGE_ID = "simulated:e_pos=0.1,e_neg=0.2,seed=0,threshold=0.5"
 
 
+#: Task ids of held-out calibration items (seeds >= 2**31: never training tasks).
+HELD_OUT_TASKS = ["simdesk/click_ok/2147483650"] * 200
+
+
 def calibration(judge_id: str = JUDGE_ID, fn: int = 10, fp: int = 20) -> Calibration:
     """A pooled calibration with e_pos = fn/100 and e_neg = fp/100, strata simdesk/click_ok."""
     judged = [1] * (100 - fn) + [0] * fn + [1] * fp + [0] * (100 - fp)
     return estimate_calibration(
-        judged, [1] * 100 + [0] * 100, judge_id=judge_id, strata=[("simdesk", "click_ok")] * 200
-    )
+        judged, [1] * 100 + [0] * 100, judge_id=judge_id, strata=[("simdesk", "click_ok")] * 200,
+        task_ids=HELD_OUT_TASKS,
+    )  # fmt: skip
 
 
 def save(tmp_path: Path, cal: Calibration, name: str = "cal.json") -> str:
@@ -328,3 +333,39 @@ def test_paths_of_the_wrong_kind_are_refused(
     with pytest.raises(ConfigError, match=r"reward\.reference_models\.click_ok: reference model "
                                           r".*ref\.json' is a file; expected a folder"):
         prepare_run(config)
+
+
+def test_overlap_is_refused_from_the_calibration_file_alone(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    def cal_of(task_ids: list[str]) -> Calibration:
+        judged = [1] * 90 + [0] * 10 + [1] * 20 + [0] * 80
+        ids = (task_ids * 200)[:200]
+        strata = [("simdesk", "click_ok")] * 200
+        return estimate_calibration(judged, [1] * 100 + [0] * 100, judge_id=JUDGE_ID,
+                                    strata=strata, task_ids=ids)  # fmt: skip
+
+    reward = {"primary": "corrected", "judge": JUDGE}
+    held_out = save(tmp_path, cal_of(["simdesk/click_ok/2147483650"]), "held.json")
+    prepare_run(tiny_config(reward={**reward, "calibration": {"all": held_out}}))
+    leaky = save(tmp_path, cal_of(["simdesk/click_ok/2147483650", "simdesk/click_ok/17"]), "l.js")
+    with pytest.raises(ConfigError, match=r"reward\.calibration\.all: 1 task id\(s\) of the "
+                                          r"calibration are training tasks \(simdesk/click_ok/17"):
+        prepare_run(tiny_config(reward={**reward, "calibration": {"all": leaky}}))
+
+
+def test_an_old_calibration_without_task_ids_needs_its_labelled_set(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    data = json.loads((tmp_path / save(tmp_path, calibration())).read_text())
+    data["schema_version"] = 1
+    for node in [data, *data.get("children", [])]:
+        node.pop("task_ids", None)
+    (tmp_path / "old.json").write_text(json.dumps(data))
+    assert Calibration.load(tmp_path / "old.json").task_ids is None
+    reward = {"primary": "corrected", "judge": JUDGE, "calibration": {"all": "old.json"}}
+    with pytest.raises(ConfigError, match=r"reward\.calibration\.all: the calibration file "
+                                          r"records no task ids"):
+        prepare_run(tiny_config(reward=reward))
+    named = labelled(tmp_path, ["simdesk/click_ok/2147483650"])
+    prepare_run(tiny_config(reward={**reward, "calibration_labelled": {"all": named}}))
