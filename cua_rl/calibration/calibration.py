@@ -186,6 +186,14 @@ class Calibration:
                 )
         set_(self, "children", MappingProxyType(kids))
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # The children mapping is a read-only mappingproxy, which neither pickles nor
+        # deep-copies: rebuild from a plain dict (worker processes, gymnasium's copy of an env
+        # spec that holds a CorrectedReward).
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["children"] = dict(self.children)
+        return (_calibration, (values,))
+
     @property
     def e_pos(self) -> float:
         """ê₊ = FN / (TP + FN), the false-negative rate P(r̃=0 | r*=1)."""
@@ -411,3 +419,7 @@ def _from_dict(data: Any, where: str, version: int = SCHEMA_VERSION) -> Calibrat
                 f"{where}: stored {key}={stored} disagrees with the counts ({getattr(cal, key)})"
             )
     return cal
+
+
+def _calibration(values: dict[str, Any]) -> Calibration:
+    return Calibration(**values)

@@ -328,3 +328,18 @@ def test_a_version_1_file_loads_without_task_ids(tmp_path: Path) -> None:
     (tmp_path / "bad.json").write_text(json.dumps(new))
     with pytest.raises(CalibrationError, match=r"missing keys \['task_ids'\]"):
         Calibration.load(tmp_path / "bad.json")  # version 2 always has them (null = unknown)
+
+
+def test_a_calibration_pickles_and_deep_copies() -> None:
+    """gymnasium deep-copies an env spec holding a CorrectedReward; Ray pickles it."""
+    import copy
+    import pickle
+
+    judged = [1] * 90 + [0] * 10 + [1] * 20 + [0] * 80
+    cal = estimate_calibration(judged, [1] * 100 + [0] * 100, judge_id="j",
+                               strata=[("simdesk", "a")] * 200)  # fmt: skip
+    for clone in (copy.deepcopy(cal), pickle.loads(pickle.dumps(cal))):
+        assert clone == cal and clone.children.keys() == cal.children.keys()
+        assert clone.for_stratum("simdesk", "a").e_neg == cal.for_stratum("simdesk", "a").e_neg
+        with pytest.raises(TypeError):
+            clone.children[("x",)] = cal  # type: ignore[index]  # still read-only
