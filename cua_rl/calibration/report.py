@@ -113,7 +113,7 @@ def plot_calibration(cal: Calibration, path: str | os.PathLike[str]) -> Path:
     font = ImageFont.load_default()
     left, right, top, bar_h, gap = 230, 40, 70, 14, 18
     plot_w = 560
-    height = top + len(strata) * (3 * bar_h + gap) + 50
+    height = top + len(strata) * (3 * bar_h + gap) + 66
     img = Image.new("RGB", (left + plot_w + right, height), "white")
     draw = ImageDraw.Draw(img)
     title = f"Judge calibration: {cal.judge_id or '(unknown judge)'} ({cal.confidence:.0%} CI)"
@@ -124,20 +124,22 @@ def plot_calibration(cal: Calibration, path: str | os.PathLike[str]) -> Path:
         draw.text((lx + 16, 32), label, fill="black", font=font)
         lx += 140
     draw.text(
-        (lx, 32), f"hatched = fallback; dashed = D margin {cal.margin:g}", font=font, fill="black"
-    )
+        (lx, 32), f"hatched = fallback; dashed = D margin {cal.margin:g} (on D bars)",
+        font=font, fill="black",
+    )  # fmt: skip
+    draw.text((10, 50), "stratum (os / app)", fill="black", font=font)
 
     def x_of(v: float) -> float:
         return left + max(0.0, min(1.0, v)) * plot_w
 
-    bottom = height - 40
+    bottom = height - 56
     for tick in (0.0, 0.25, 0.5, 0.75, 1.0):
         x = x_of(tick)
         draw.line([x, top - 6, x, bottom], fill=(220, 220, 220))
         draw.text((x - 10, bottom + 6), f"{tick:.2f}", fill="black", font=font)
+    axis = "rate or D = 1 - e_pos - e_neg (bar: estimate; whisker: confidence interval)"
+    draw.text((left + plot_w / 2 - 3 * len(axis), bottom + 24), axis, fill="black", font=font)
     xm = x_of(cal.margin)
-    for y in range(top - 6, bottom, 8):
-        draw.line([xm, y, xm, y + 4], fill=(52, 101, 164))
     y = top
     for s in strata:
         name = stratum_label(s.stratum)
@@ -158,6 +160,9 @@ def plot_calibration(cal: Calibration, path: str | os.PathLike[str]) -> Path:
             draw.line([x_of(lo), mid, x_of(hi), mid], fill="black", width=2)
             draw.line([x_of(lo), y + 1, x_of(lo), y + bar_h - 1], fill="black")
             draw.line([x_of(hi), y + 1, x_of(hi), y + bar_h - 1], fill="black")
+            if key == "D":  # the margin D's lower bound must clear, drawn on the D bar only
+                for my in range(int(y + 2), int(y + bar_h - 3), 4):
+                    draw.line([xm, my, xm, my + 2], fill=(200, 30, 30), width=2)
             y += bar_h
         y += gap
     buf = io.BytesIO()

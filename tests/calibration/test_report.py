@@ -58,3 +58,22 @@ def test_png_is_written_and_decodes(tmp_path: Path) -> None:
     assert md.name == "judge.md" and png2.name == "judge.png"
     assert "![calibration](judge.png)" in md.read_text()
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["judge.md", "judge.png"]
+
+
+def test_the_margin_is_drawn_on_the_d_bars_only(tmp_path: Path) -> None:
+    import numpy as np
+    from PIL import Image
+
+    from cua_rl.calibration import estimate_calibration
+    from cua_rl.calibration.report import _COLOURS, plot_calibration
+
+    judged = ([1] * 90 + [0] * 10 + [1] * 20 + [0] * 80) * 2
+    strata = [("simdesk", "a")] * 200 + [("simdesk", "b")] * 200
+    cal = estimate_calibration(judged, ([1] * 100 + [0] * 100) * 2, judge_id="j", strata=strata)
+    pixels = np.asarray(Image.open(plot_calibration(cal, tmp_path / "c.png")).convert("RGB"))
+    margin = np.all(pixels == (200, 30, 30), axis=-1)
+    d_colour = np.array(Image.new("RGB", (1, 1), _COLOURS["D"]).getpixel((0, 0)))
+    d_rows = np.all(pixels == d_colour, axis=-1).any(axis=1)
+    rows = np.flatnonzero(margin.any(axis=1))
+    assert len(rows) > 0 and d_rows[rows].all()  # every margin mark sits on a D bar's row
+    assert len(set(np.flatnonzero(margin.any(axis=0)))) <= 2  # one vertical position
