@@ -48,6 +48,11 @@ def test_ray_address_without_a_cluster_is_one_line(
     tmp_path: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # Ray's "auto" also connects to any gcs_server process it sees on the machine (another
+    # user's, or one in another network namespace, where it hangs): this test wants none.
+    import ray._private.services as ray_services
+
+    monkeypatch.setattr(ray_services, "find_gcs_addresses", lambda: [])
     data = tiny_simdesk_dict(tmp_path / "runs", ppo={"vec_env": "ray", "ray": {"address": "auto"}})
     (tmp_path / "ray.yaml").write_text(yaml.safe_dump(data))
     assert main(["train", str(tmp_path / "ray.yaml"), "--no-progress"]) == 2

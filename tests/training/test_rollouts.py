@@ -122,6 +122,11 @@ def test_ray_address_without_a_cluster_is_one_clear_error(
     from cua_rl.training.rollouts import RayVecEnv
 
     monkeypatch.delenv("RAY_ADDRESS", raising=False)
+    # Ray's "auto" also connects to any gcs_server process it sees on the machine (another
+    # user's, or one in another network namespace, where it hangs): this test wants none.
+    import ray._private.services as ray_services
+
+    monkeypatch.setattr(ray_services, "find_gcs_addresses", lambda: [])
     with pytest.raises(BackendError, match=r"ppo\.ray\.address: cannot start or connect to Ray "
                                            r"at 'auto': .*ray start --head") as caught:
         RayVecEnv([EnvFactory(tiny_config())], address="auto", step_timeout_s=30)
