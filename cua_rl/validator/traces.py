@@ -37,6 +37,7 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+
 from cua_rl._json import check_bool, check_int, check_number, check_str, loads
 from cua_rl.core import Observation, Trajectory, check_screenshot
 from cua_rl.episode_folder import STEPS_FILE, write_episode_folder
@@ -250,7 +251,7 @@ def inside(folder: Path, name: str, where: str, key: str) -> Path:
     parts = Path(name).parts
     if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
         raise TraceFormatError(
-            f"{where}: key {key!r} must name a file inside the trace folder, got {name!r:.200}"
+            f"{where}: key {key!r} must name a file inside {str(folder)!r}, got {name!r:.200}"
         )
     return folder / name
 
