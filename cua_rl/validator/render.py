@@ -145,14 +145,15 @@ def render_report_html(
     target.parent.mkdir(parents=True, exist_ok=True)
     files = target.with_name(f"{target.stem}_files")
 
+    esc = html.escape  # every text from a trace, a model or a path (quotes too: attributes)
+
     def src(image: Image.Image, name: str) -> str:
         if inline:
             return _data_uri(image)
         files.mkdir(exist_ok=True)
         image.save(files / name)
-        return f"{files.name}/{name}"
+        return esc(f"{files.name}/{name}")
 
-    esc = html.escape
     at_frame = dict(zip(report.positions, report.matched, strict=True))
     verdict = "PASS" if report.passed else "FAIL"
     color = "#1e963c" if report.passed else "#c82828"
@@ -166,6 +167,9 @@ def render_report_html(
         " table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:4px;"
         "font-size:13px;text-align:left}</style></head><body>",
         f"<h1 style='color:{color}'>{verdict}: {esc(report.trace_name or 'trace')}</h1>",
+        *(f"<p><b>{label}</b> {esc(str(trace.meta[key]))}</p>"
+          for key, label in (("task_id", "Task"), ("instruction", "Instruction"))
+          if trace.meta.get(key) is not None),
         f"<p>{esc(report.explanation)}</p>",
         f"<p>Coverage {report.coverage:.0%} ({len(report.matched)} of "
         f"{len(report.matched) + len(report.missing)} essential states); terminal state "

@@ -9,6 +9,7 @@ tier-2 comparer, which the caller builds and closes.
 
 from __future__ import annotations
 
+import html
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -99,7 +100,7 @@ def _write_html(
         render_report_html(model, trace, report, out / f"{name}.html")
         verdict = "PASS" if report.passed else "FAIL"
         rows.append(
-            f"<li><a href='{name}.html'>{verdict} {trace.name}</a> "
+            f"<li><a href='{html.escape(name)}.html'>{verdict} {html.escape(trace.name)}</a> "
             f"(coverage {report.coverage:.0%})</li>"
         )
     index = (
