@@ -74,8 +74,10 @@ def load_validator_config(path: str | Path | None) -> ValidatorConfig:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read validator config {str(file)!r}: {exc}") from exc
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of > 4300 digits
         raise ConfigError(f"validator config {str(file)!r} is not YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"validator config {str(file)!r} is nested too deeply") from None
     if data is None:
         return ValidatorConfig()
     if not isinstance(data, dict):
