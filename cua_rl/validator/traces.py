@@ -19,7 +19,12 @@ Folder formats read by :func:`read_trace`:
   ``meta["ground_truth"]``.
 
 Anything malformed (no frames, a missing or unreadable PNG, a gap in the step numbers, a bad JSON
-line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. :func:`write_trace` writes
+line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. Folders may be hostile:
+every key read is type-checked (``a11y`` / ``title`` a string or null, ``index`` an int, ...;
+the message names file, line and key), JSON nesting deeper than 64 levels, NaN and huge
+integers are refused (:mod:`cua_rl._json`), a PNG named must lie inside the folder, and images
+go through :func:`cua_rl.images.load_rgb` (pixel budget against decompression bombs, full
+decode). :func:`write_trace` writes
 under a temporary name and renames into place, so a reader never sees half a trace.
 """
 
