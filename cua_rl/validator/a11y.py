@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
 from typing import Any
 
 from cua_rl.errors import ConfigError
@@ -104,6 +105,11 @@ def check_ignore_pattern(pattern: object, name: str = "a11y_ignore") -> re.Patte
     if not isinstance(pattern, str):
         raise ConfigError(f"{name} entries must be strings (regular expressions), "
                           f"got {type(pattern).__name__} {pattern!r:.100}")
+    return _checked(pattern, name)
+
+
+@lru_cache(maxsize=512)
+def _checked(pattern: str, name: str) -> re.Pattern[str]:
     try:
         compiled = re.compile(pattern)
         parsed = _sre.parse(pattern)
