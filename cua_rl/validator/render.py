@@ -139,7 +139,8 @@ def render_dominator_tree(
         draw.rectangle([x - 2, y - 2, x + thumb_width + 1, y + thumb_h + 1], outline=color,
                        width=3 if kind == "essential" else 1)
         k, n = model.evidence(node)
-        lines = [f"{node} {kind} {k}/{n}", state_caption(model, node)[: thumb_width // 6]]
+        caption, w = state_caption(model, node), thumb_width // 6
+        lines = [f"{node} {kind} {k}/{n}", caption[:w], caption[w: 2 * w]]
         for i, line in enumerate(lines):
             draw.text((x, y + thumb_h + 3 + 13 * i), line, fill=(30, 30, 30), font=font)
     if path is not None:
