@@ -385,3 +385,34 @@ def test_tampered_reference_exits_2_with_one_line(
     line = _one_error_line(capsys.readouterr().err, "filter")
     assert code == 2 and str(model) in line
     assert re.search(message, line), line
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("a11y", r"steps\.jsonl' line 2: key 'a11y' must be a string or null, got dict"),
+    ("bomb", r"obs_001\.png' is not a readable image: DecompressionBombError"),
+])
+def test_filter_strict_hostile_rollout_exits_2_and_lenient_lists_it(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, message: str
+) -> None:
+    import re
+
+    from tests.validator.test_traces import bomb_png
+
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--reference-out", str(model)]) == 0
+    rollouts = tmp_path / "rollouts"
+    bad = copy_trace(folders["test"] / "good", rollouts / "bad")
+    if damage == "a11y":
+        _edit_json_line(bad, 2, a11y={"nested": [1]})
+    else:
+        (bad / "obs_001.png").write_bytes(bomb_png())
+    capsys.readouterr()
+    args = ["--reference", str(model), "--rollouts", str(rollouts),
+            "--manifest", str(tmp_path / "m.json")]
+    assert main_filter([*args, "--strict"]) == 2
+    line = _one_error_line(capsys.readouterr().err, "filter")
+    assert str(bad) in line and re.search(message, line), line
+    assert main_filter(args) == 0
+    assert re.search(message, json.loads((tmp_path / "m.json").read_text())["unreadable"]["bad"])
