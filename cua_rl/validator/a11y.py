@@ -19,8 +19,24 @@ from __future__ import annotations
 
 import re
 from collections.abc import Sequence
+from functools import lru_cache
+from typing import Any
 
-__all__ = ["DEFAULT_A11Y_IGNORE", "SIMDESK_A11Y_IGNORE", "a11y_hint", "a11y_key"]
+from cua_rl.errors import ConfigError
+
+try:  # the regular-expression parser of the standard library (re._parser from 3.11)
+    import re._parser as _sre  # type: ignore[import-not-found]
+except ImportError:  # pragma: no cover - Python 3.10
+    import sre_parse as _sre  # type: ignore[no-redef]
+
+__all__ = [
+    "DEFAULT_A11Y_IGNORE",
+    "MAX_MATCHED_LINE",
+    "SIMDESK_A11Y_IGNORE",
+    "a11y_hint",
+    "a11y_key",
+    "check_ignore_pattern",
+]
 
 DEFAULT_A11Y_IGNORE: tuple[str, ...] = (
     r"^clock\b",
@@ -35,6 +51,82 @@ prompts (SimDesk's exogenous popup is a dialog "Software Update"; Ubuntu's "Soft
 
 SIMDESK_A11Y_IGNORE: tuple[str, ...] = DEFAULT_A11Y_IGNORE
 """What to ignore on SimDesk: the defaults cover its clock, toasts and update popups."""
+
+MAX_MATCHED_LINE = 256
+"""The ``ignore`` patterns see the first this many characters of a node's line: with nested
+repeats refused (:func:`check_ignore_pattern`) a pattern's cost per line is then bounded."""
+
+_REPEATS = {_sre.MAX_REPEAT, _sre.MIN_REPEAT, getattr(_sre, "POSSESSIVE_REPEAT", None)} - {None}
+_MAX_UNBOUNDED = 2
+
+
+def _walk(items: Any, under_repeat: bool, found: list[str]) -> int:
+    """Count unbounded repeats; note a repeat or alternation nested in a repeat."""
+    unbounded = 0
+    for op, arg in items:
+        if op in _REPEATS:
+            low, high, sub = arg
+            repeats = high is _sre.MAXREPEAT or high > 1
+            if repeats and under_repeat:
+                found.append("a repeat inside a repeat")
+            unbounded += high is _sre.MAXREPEAT or high > 64
+            unbounded += _walk(sub, under_repeat or repeats, found)
+        elif op is _sre.BRANCH:
+            if under_repeat:
+                found.append("an alternation inside a repeat")
+            for branch in arg[1]:
+                unbounded += _walk(branch, under_repeat, found)
+        elif op is _sre.SUBPATTERN:
+            unbounded += _walk(arg[-1], under_repeat, found)
+        elif op in (_sre.ASSERT, _sre.ASSERT_NOT):
+            unbounded += _walk(arg[1], under_repeat, found)
+        elif op is _sre.GROUPREF_EXISTS:
+            for branch in arg[1:]:
+                if branch is not None:
+                    unbounded += _walk(branch, under_repeat, found)
+    return unbounded
+
+
+def check_ignore_pattern(pattern: object, name: str = "a11y_ignore") -> re.Pattern[str]:
+    """Compile one accessibility ``ignore`` pattern, refusing ones that can backtrack for ever.
+
+    Refused: what is not a string or not a regular expression, a repeat or an alternation
+    nested inside a repeat (``(a+)+``, ``(a|a)*``: exponential backtracking), and more than
+    two unbounded repeats (``.*x.*x.*y``: polynomial). The line a pattern sees is cut to
+    :data:`MAX_MATCHED_LINE` characters.
+
+    Raises:
+        ConfigError: naming ``name`` and the pattern.
+
+    Example:
+        >>> check_ignore_pattern(r"^clock\\b").pattern
+        '^clock\\\\b'
+    """
+    if not isinstance(pattern, str):
+        raise ConfigError(f"{name} entries must be strings (regular expressions), "
+                          f"got {type(pattern).__name__} {pattern!r:.100}")
+    return _checked(pattern, name)
+
+
+@lru_cache(maxsize=512)
+def _checked(pattern: str, name: str) -> re.Pattern[str]:
+    try:
+        compiled = re.compile(pattern)
+        parsed = _sre.parse(pattern)
+    except (re.error, RecursionError, OverflowError) as exc:
+        raise ConfigError(f"{name} entry {pattern!r:.200} is not a regular expression: "
+                          f"{exc}") from None
+    found: list[str] = []
+    unbounded = _walk(parsed, False, found)
+    if found:
+        raise ConfigError(f"{name} entry {pattern!r:.200} has {found[0]} (nested repeats "
+                          f"backtrack exponentially); allowed: patterns without nested repeats")
+    if unbounded > _MAX_UNBOUNDED:
+        raise ConfigError(f"{name} entry {pattern!r:.200} has {unbounded} unbounded repeats "
+                          f"(nested in effect: they backtrack polynomially); allowed: at most "
+                          f"{_MAX_UNBOUNDED}")
+    return compiled
+
 
 _GEOMETRY = re.compile(r"\s*@\([^)]*\)\s*$")
 _XML_GEOMETRY = re.compile(r'\s+[\w:.-]*(?:coord|size)="\([^"]*\)"')
@@ -72,7 +164,7 @@ def a11y_key(
     """
     if text is None or not text.strip():
         return None
-    patterns = [re.compile(p) for p in ignore]
+    patterns = [check_ignore_pattern(p) for p in ignore]
     drop = frozenset(drop_states)
     out: list[str] = []
     skip_deeper_than: int | None = None
@@ -85,7 +177,8 @@ def a11y_key(
                 continue
             skip_deeper_than = None
         line = raw.strip()
-        if any(p.search(line) for p in patterns):
+        head = line[:MAX_MATCHED_LINE]
+        if any(p.search(head) for p in patterns):
             skip_deeper_than = depth
             continue
         line = _XML_GEOMETRY.sub("", _GEOMETRY.sub("", line))

@@ -43,7 +43,7 @@ from typing import Any
 import numpy as np
 
 from cua_rl.errors import ConfigError
-from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, a11y_key
+from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE, a11y_key, check_ignore_pattern
 from cua_rl.validator.equivalence import (
     Equivalence,
     FrameFeatures,
@@ -87,9 +87,18 @@ class EquivalenceConfig:
     max_tier2_candidates: int = 3
 
     def __post_init__(self) -> None:
+        _check(isinstance(self.a11y_ignore, list | tuple), "EquivalenceConfig.a11y_ignore",
+               self.a11y_ignore, "a list of regular expressions")
+        for pattern in self.a11y_ignore:
+            check_ignore_pattern(pattern, "EquivalenceConfig.a11y_ignore")
         object.__setattr__(self, "a11y_ignore", tuple(self.a11y_ignore))
-        _check(self.max_tier2_candidates >= 0, "EquivalenceConfig.max_tier2_candidates",
-               self.max_tier2_candidates, ">= 0")
+        for name in ("use_a11y", "tier2_on_different"):
+            _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
+                   getattr(self, name), "true or false")
+        for name, high in (("a11y_min_lines", 10**6), ("max_tier2_candidates", 1000)):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high,
+                   f"EquivalenceConfig.{name}", value, f"an int in [0, {high}]")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (inverse of :meth:`from_dict`)."""
@@ -102,14 +111,19 @@ class EquivalenceConfig:
     def from_dict(cls, data: dict[str, Any]) -> EquivalenceConfig:
         """Build from :meth:`to_dict` output; unknown keys raise ConfigError."""
         data = dict(data)
-        t1 = dict(data.pop("tier1", {}))
+        t1 = data.pop("tier1", {})
+        _check(isinstance(t1, dict), "EquivalenceConfig.tier1", t1, "a mapping")
+        t1 = dict(t1)
         for obj, allowed in ((data, cls.__dataclass_fields__),
                              (t1, Tier1Config.__dataclass_fields__)):
             unknown = sorted(set(obj) - set(allowed))
             if unknown:
                 raise ConfigError(f"unknown equivalence config key(s) {unknown}; "
                                   f"allowed: {sorted(allowed)}")
-        t1["masks"] = tuple(tuple(m) for m in t1.get("masks", ()))
+        masks = t1.get("masks", ())
+        _check(isinstance(masks, list | tuple) and all(isinstance(m, list | tuple) for m in masks),
+               "Tier1Config.masks", masks, "a list of [x, y, w, h] rectangles")
+        t1["masks"] = tuple(tuple(m) for m in masks)
         return cls(tier1=Tier1Config(**t1), **data)
 
 

@@ -97,7 +97,14 @@ class Equivalence(str, Enum):
 
 def _check(cond: bool, name: str, value: object, allowed: str) -> None:
     if not cond:
-        raise ConfigError(f"{name} must be {allowed}, got {value!r}")
+        raise ConfigError(f"{name} must be {allowed}, got {value!r:.200}")
+
+
+def _int(value: object) -> int:
+    """A mask coordinate: an int (or integral float) of at most 2**31 in magnitude."""
+    if isinstance(value, bool) or not isinstance(value, int | float) or not abs(value) < 2**31:
+        raise ValueError(value)
+    return int(value)
 
 
 @dataclass(frozen=True)
@@ -132,15 +139,27 @@ class Tier1Config:
     shift_candidates: int = 8
 
     def __post_init__(self) -> None:
-        masks = tuple(tuple(int(v) for v in m) for m in self.masks)
+        for name in ("work_width", "pixel_delta", "tile", "tile_min_pixels", "hash_different",
+                     "max_shift", "shift_candidates"):
+            value = getattr(self, name)
+            _check(isinstance(value, int) and not isinstance(value, bool), f"Tier1Config.{name}",
+                   value, "an int")
+        for name in ("different_tiles", "noise_ssim_min"):
+            value = getattr(self, name)
+            _check(isinstance(value, int | float) and not isinstance(value, bool),
+                   f"Tier1Config.{name}", value, "a number")
+        try:
+            masks = tuple(tuple(_int(v) for v in m) for m in self.masks)
+        except (TypeError, ValueError):
+            raise ConfigError(f"Tier1Config.masks must be a list of (x, y, w, h) integer "
+                              f"rectangles, got {self.masks!r:.200}") from None
         for m in masks:
             _check(len(m) == 4 and m[2] > 0 and m[3] > 0, "Tier1Config.masks entry", m,
                    "(x, y, w, h) with w, h > 0")
         object.__setattr__(self, "masks", masks)
-        for name, low in (("work_width", 16), ("tile", 4)):
+        for name, low, high in (("work_width", 16, 8192), ("tile", 4, 256)):
             value = getattr(self, name)
-            _check(isinstance(value, int) and value >= low, f"Tier1Config.{name}", value,
-                   f"an int >= {low}")
+            _check(low <= value <= high, f"Tier1Config.{name}", value, f"in [{low}, {high}]")
         _check(0 <= self.pixel_delta < 255, "Tier1Config.pixel_delta", self.pixel_delta,
                "in [0, 255)")
         _check(1 <= self.tile_min_pixels <= self.tile**2, "Tier1Config.tile_min_pixels",
@@ -152,8 +171,8 @@ class Tier1Config:
         _check(-1.0 <= self.noise_ssim_min <= 1.01, "Tier1Config.noise_ssim_min",
                self.noise_ssim_min, "in [-1, 1.01] (above 1 disables it)")
         _check(0 <= self.max_shift <= 64, "Tier1Config.max_shift", self.max_shift, "in [0, 64]")
-        _check(self.shift_candidates >= 1, "Tier1Config.shift_candidates",
-               self.shift_candidates, ">= 1")
+        _check(1 <= self.shift_candidates <= 64, "Tier1Config.shift_candidates",
+               self.shift_candidates, "in [1, 64]")
 
     def with_masks(self, masks: Sequence[Rect]) -> Tier1Config:
         """A copy with ``masks`` added to the existing ones."""

@@ -32,11 +32,11 @@ from pathlib import Path
 from typing import Any
 
 import networkx as nx
-import numpy as np
 from PIL import Image
 
 from cua_rl._io import atomic_folder
 from cua_rl.errors import ConfigError, TraceFormatError
+from cua_rl.images import load_rgb
 from cua_rl.validator.a11y import a11y_hint, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
 from cua_rl.validator.dominators import DominatorAnalysis, analyse
@@ -44,7 +44,7 @@ from cua_rl.validator.equivalence import Rect
 from cua_rl.validator.matching import explain, match_chain
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
 from cua_rl.validator.semantic import SemanticComparer
-from cua_rl.validator.traces import Frame, Trace
+from cua_rl.validator.traces import Frame, Trace, inside
 from cua_rl.validator.volatile import detect_volatile_regions
 
 __all__ = ["ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning"]
@@ -77,12 +77,18 @@ class ValidatorConfig:
     thumb_width: int = 240
 
     def __post_init__(self) -> None:
-        if not isinstance(self.exemplars, int) or self.exemplars < 1:
-            raise ConfigError(f"ValidatorConfig.exemplars must be an int >= 1, "
-                              f"got {self.exemplars!r}")
-        if not isinstance(self.thumb_width, int) or self.thumb_width < 16:
-            raise ConfigError(f"ValidatorConfig.thumb_width must be an int >= 16, "
-                              f"got {self.thumb_width!r}")
+        for name, low, high in (("exemplars", 1, 100), ("thumb_width", 16, 4096)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
+                raise ConfigError(f"ValidatorConfig.{name} must be an int >= {low} and <= "
+                                  f"{high}, got {value!r:.100}")
+        if not isinstance(self.equivalence, EquivalenceConfig):
+            raise ConfigError(f"ValidatorConfig.equivalence must be an EquivalenceConfig, got "
+                              f"{type(self.equivalence).__name__}")
+        for name in ("auto_volatile", "require_unordered"):
+            if not isinstance(getattr(self, name), bool):
+                raise ConfigError(f"ValidatorConfig.{name} must be true or false, "
+                                  f"got {getattr(self, name)!r:.100}")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (inverse of :meth:`from_dict`)."""
@@ -98,7 +104,11 @@ class ValidatorConfig:
         if unknown:
             raise ConfigError(f"unknown validator config key(s) {unknown}; "
                               f"allowed: {sorted(cls.__dataclass_fields__)}")
-        eq = EquivalenceConfig.from_dict(data.pop("equivalence", {}))
+        eq = data.pop("equivalence", {})
+        if not isinstance(eq, dict):
+            raise ConfigError(f"validator config key 'equivalence' must be a mapping, "
+                              f"got {type(eq).__name__}")
+        eq = EquivalenceConfig.from_dict(eq)
         return cls(equivalence=eq, **data)
 
 
@@ -392,45 +402,40 @@ class ReferenceModel:
              semantic: SemanticComparer | None = None) -> ReferenceModel:
         """Read a model written by :meth:`save`.
 
+        The whole ``model.json`` is checked first (:mod:`cua_rl.validator.model_file`).
+
         Raises:
-            TraceFormatError: a file is missing or malformed (the message names it).
+            TraceFormatError: a file is missing or malformed (the message names the file and
+                the key).
+            ConfigError: its ``config`` is not a valid validator config.
         """
+        from cua_rl.validator.model_file import read_model_json
+
         root = Path(folder)
         path = root / "model.json"
+        doc, config = read_model_json(path)
+        where = repr(str(path))
+        states: dict[str, State] = {}
+        for i, s in enumerate(doc["states"]):
+            frames, owners = [], []
+            for k, ex in enumerate(s["exemplars"]):
+                png = inside(root, ex["png"], where, f"states[{i}].exemplars[{k}].png")
+                shot = load_rgb(png, error=TraceFormatError, what="reference screen")
+                frames.append(Frame(shot, ex.get("a11y"), ex.get("title")))
+                owners.append(ex["trace"])
+            states[s["id"]] = State(s["id"], frames, owners, set(s["traces"]), s["visits"],
+                                    s["repeats"], s.get("label") or "")
+        graph = nx.DiGraph()
+        graph.add_nodes_from(states)
+        for e in doc["edges"]:
+            graph.add_edge(e["u"], e["v"], actions=Counter(e["actions"]), traces=set(e["traces"]))
+        paths = [TracePath(i, tuple(p)) for i, p in enumerate(doc["paths"])]
+        sg = StateGraph(states, graph, paths, list(doc["trace_names"]))
+        detected = tuple(tuple(m) for m in doc.get("detected_masks", []))
         try:
-            doc = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as error:
-            raise TraceFormatError(f"cannot read reference model {str(path)!r}: {error}") from error
-        if not isinstance(doc, dict) or doc.get("format") != _FORMAT:
-            raise TraceFormatError(f"{str(path)!r} is not a {_FORMAT} file")
-        try:
-            config = ValidatorConfig.from_dict(doc["config"])
-            states: dict[str, State] = {}
-            for s in doc["states"]:
-                frames, owners = [], []
-                for ex in s["exemplars"]:
-                    png = root / ex["png"]
-                    try:
-                        with Image.open(png) as image:
-                            shot = np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
-                    except OSError as error:
-                        raise TraceFormatError(f"reference screen {str(png)!r} is missing or "
-                                               f"unreadable: {error}") from error
-                    frames.append(Frame(shot, ex.get("a11y"), ex.get("title")))
-                    owners.append(int(ex["trace"]))
-                states[s["id"]] = State(s["id"], frames, owners, set(s["traces"]),
-                                        int(s["visits"]), int(s["repeats"]), s.get("label", ""))
-            graph = nx.DiGraph()
-            graph.add_nodes_from(states)
-            for e in doc["edges"]:
-                graph.add_edge(e["u"], e["v"], actions=Counter(e["actions"]),
-                               traces=set(e["traces"]))
-            paths = [TracePath(i, tuple(p)) for i, p in enumerate(doc["paths"])]
-            sg = StateGraph(states, graph, paths, list(doc["trace_names"]))
-            detected = tuple(tuple(m) for m in doc.get("detected_masks", []))
-        except (TraceFormatError, ConfigError):
-            raise
-        except (KeyError, TypeError, ValueError) as error:
-            raise TraceFormatError(f"{str(path)!r} is malformed: {error!r}") from error
+            analysis = analyse(sg, doc["start"])
+        except ValueError as error:
+            raise TraceFormatError(f"{where}: the states, paths and start do not make a "
+                                   f"reference: {error}") from None
         comparer = StateComparer(config.equivalence, semantic)
-        return cls(sg, analyse(sg, doc.get("start")), config, comparer, detected)  # type: ignore[arg-type]
+        return cls(sg, analysis, config, comparer, detected)  # type: ignore[arg-type]

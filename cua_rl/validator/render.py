@@ -2,11 +2,14 @@
 
 * :func:`render_dominator_tree`: the dominator tree as one PNG, a thumbnail per state, depth
   from left to right; essential states (the chain to the end) framed green, mandatory states in
-  varying order orange, optional ones grey, each captioned with its id, title and evidence.
+  varying order orange, optional ones grey, each captioned with its id, evidence and what tells
+  it from its dominator (:func:`state_caption`: accessibility hint, a changed title, or the box
+  of changed pixels; a title every state shares says nothing).
 * :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, the
   test trace as a strip of thumbnails with the matched essential states marked, the essential
-  chain with where each state was found, and the missing states shown from the reference. Images
-  are inlined as base64 (one self-contained file) or written in a ``<name>_files/`` folder.
+  chain with where each state was found, and the missing states shown from the reference. Every
+  thumbnail links to the full-size screen. Images are inlined as base64 (one self-contained
+  file) or written in a ``<name>_files/`` folder.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace
 from cua_rl.viz import save_png
 
-__all__ = ["render_dominator_tree", "render_report_html"]
+__all__ = ["render_dominator_tree", "render_report_html", "state_caption"]
 
 _GREEN, _ORANGE, _GREY, _RED = (30, 150, 60), (230, 140, 20), (150, 150, 150), (200, 40, 40)
 
@@ -35,6 +38,37 @@ def _thumb(shot: np.ndarray, width: int) -> Image.Image:
     image = Image.fromarray(shot)
     return image.resize((width, max(1, round(image.height * width / image.width))),
                         Image.Resampling.BILINEAR)
+
+
+def _changed_box(shot: np.ndarray, parent: np.ndarray, delta: int = 10) -> str:
+    if shot.shape != parent.shape:
+        return f"screen {shot.shape[1]}x{shot.shape[0]} (was {parent.shape[1]}x{parent.shape[0]})"
+    changed = np.abs(shot.astype(np.int16) - parent.astype(np.int16)).max(axis=2) > delta
+    if not changed.any():
+        return "same pixels as its dominator"
+    ys, xs = np.nonzero(changed)
+    x, y = int(xs.min()), int(ys.min())
+    return f"changed {int(xs.max()) - x + 1}x{int(ys.max()) - y + 1} at ({x},{y})"
+
+
+def state_caption(model: ReferenceModel, state: str) -> str:
+    """What tells ``state`` apart from its immediate dominator, in a few words.
+
+    The accessibility hint (the first node its parent lacks) when there is one; else the window
+    title when it differs from the parent's; else the box of changed pixels
+    (``changed 27x20 at (0,0)``). The start state is captioned by its title. A title shared by
+    every state says nothing, so it is never the caption of a state whose parent has it too.
+    """
+    st = model.states[state]
+    parent = model.analysis.idom.get(state)
+    if parent is None or parent not in model.states:
+        return st.label or st.hint or "start"
+    if st.hint:
+        return st.hint
+    up = model.states[parent]
+    if st.label and st.label != up.label:
+        return f'"{st.label}"'
+    return _changed_box(st.representative.screenshot, up.representative.screenshot)
 
 
 def render_dominator_tree(
@@ -105,7 +139,8 @@ def render_dominator_tree(
         draw.rectangle([x - 2, y - 2, x + thumb_width + 1, y + thumb_h + 1], outline=color,
                        width=3 if kind == "essential" else 1)
         k, n = model.evidence(node)
-        lines = [f"{node} {kind} {k}/{n}", (state.label or state.hint)[: thumb_width // 6]]
+        caption, w = state_caption(model, node), thumb_width // 6
+        lines = [f"{node} {kind} {k}/{n}", caption[:w], caption[w: 2 * w]]
         for i, line in enumerate(lines):
             draw.text((x, y + thumb_h + 3 + 13 * i), line, fill=(30, 30, 30), font=font)
     if path is not None:
@@ -145,14 +180,21 @@ def render_report_html(
     target.parent.mkdir(parents=True, exist_ok=True)
     files = target.with_name(f"{target.stem}_files")
 
+    esc = html.escape  # every text from a trace, a model or a path (quotes too: attributes)
+
     def src(image: Image.Image, name: str) -> str:
         if inline:
             return _data_uri(image)
         files.mkdir(exist_ok=True)
         image.save(files / name)
-        return f"{files.name}/{name}"
+        return esc(f"{files.name}/{name}")
 
-    esc = html.escape
+    def picture(shot: np.ndarray, width: int, name: str) -> str:
+        """A thumbnail linking to the full-size screen (opened in a new tab)."""
+        full = src(Image.fromarray(shot), f"full_{name}")
+        thumb = src(_thumb(shot, width), name)
+        return f"<a href='{full}' target='_blank'><img width='{width}' src='{thumb}'></a>"
+
     at_frame = dict(zip(report.positions, report.matched, strict=True))
     verdict = "PASS" if report.passed else "FAIL"
     color = "#1e963c" if report.passed else "#c82828"
@@ -166,6 +208,9 @@ def render_report_html(
         " table{border-collapse:collapse} td,th{border:1px solid #ccc;padding:4px;"
         "font-size:13px;text-align:left}</style></head><body>",
         f"<h1 style='color:{color}'>{verdict}: {esc(report.trace_name or 'trace')}</h1>",
+        *(f"<p><b>{label}</b> {esc(str(trace.meta[key]))}</p>"
+          for key, label in (("task_id", "Task"), ("instruction", "Instruction"))
+          if trace.meta.get(key) is not None),
         f"<p>{esc(report.explanation)}</p>",
         f"<p>Coverage {report.coverage:.0%} ({len(report.matched)} of "
         f"{len(report.matched) + len(report.missing)} essential states); terminal state "
@@ -179,8 +224,8 @@ def render_report_html(
             cls += " t"
         action = trace.actions[i - 1] if i > 0 else "(start)"
         note = f"<b>{esc(at_frame[i])}</b> " if i in at_frame else ""
-        out.append(f"<figure class='{cls.strip()}'><img width='{thumb_width}' "
-                   f"src='{src(_thumb(frame.screenshot, thumb_width), f'frame_{i:03d}.png')}'>"
+        out.append(f"<figure class='{cls.strip()}'>"
+                   f"{picture(frame.screenshot, thumb_width, f'frame_{i:03d}.png')}"
                    f"<figcaption>#{i} {note}{esc(action[:80])}</figcaption></figure>")
     out.append("</div><h2>Essential states</h2><table><tr><th>state</th><th>reference</th>"
                "<th>evidence</th><th>found at frame</th></tr>")
@@ -189,17 +234,18 @@ def render_report_html(
         st = model.states[sid]
         k, n = model.evidence(sid)
         where = str(found[sid]) if sid in found else "<b style='color:#c82828'>missing</b>"
-        img = src(_thumb(st.representative.screenshot, thumb_width // 2), f"ref_{sid}.png")
-        out.append(f"<tr><td>{esc(st.describe())}</td><td><img src='{img}'></td>"
+        img = picture(st.representative.screenshot, thumb_width // 2, f"ref_{sid}.png")
+        out.append(f"<tr><td>{esc(sid)}: {esc(state_caption(model, sid))}</td><td>{img}</td>"
                    f"<td>{k} of {n} traces</td><td>{where}</td></tr>")
     out.append("</table>")
     if report.missing:
         out.append("<h2>Missing states (from the reference)</h2><div class='strip'>")
         for sid in report.missing:
             st = model.states[sid]
-            img = src(_thumb(st.representative.screenshot, thumb_width), f"missing_{sid}.png")
-            out.append(f"<figure class='x'><img width='{thumb_width}' src='{img}'>"
-                       f"<figcaption>{esc(st.describe(model.n_traces))}</figcaption></figure>")
+            img = picture(st.representative.screenshot, thumb_width, f"missing_{sid}.png")
+            out.append(f"<figure class='x'>{img}<figcaption>{esc(sid)}: "
+                       f"{esc(state_caption(model, sid))} ({esc(st.describe(model.n_traces))})"
+                       f"</figcaption></figure>")
         out.append("</div>")
     out.append("</body></html>")
     return atomic_write_text(target, "\n".join(out))

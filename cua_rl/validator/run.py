@@ -9,6 +9,7 @@ tier-2 comparer, which the caller builds and closes.
 
 from __future__ import annotations
 
+import html
 import warnings
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -73,8 +74,10 @@ def load_validator_config(path: str | Path | None) -> ValidatorConfig:
         data = yaml.safe_load(file.read_text(encoding="utf-8"))
     except OSError as exc:
         raise ConfigError(f"cannot read validator config {str(file)!r}: {exc}") from exc
-    except yaml.YAMLError as exc:
+    except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of > 4300 digits
         raise ConfigError(f"validator config {str(file)!r} is not YAML: {exc}") from exc
+    except RecursionError:
+        raise ConfigError(f"validator config {str(file)!r} is nested too deeply") from None
     if data is None:
         return ValidatorConfig()
     if not isinstance(data, dict):
@@ -99,7 +102,7 @@ def _write_html(
         render_report_html(model, trace, report, out / f"{name}.html")
         verdict = "PASS" if report.passed else "FAIL"
         rows.append(
-            f"<li><a href='{name}.html'>{verdict} {trace.name}</a> "
+            f"<li><a href='{html.escape(name)}.html'>{verdict} {html.escape(trace.name)}</a> "
             f"(coverage {report.coverage:.0%})</li>"
         )
     index = (

@@ -19,7 +19,12 @@ Folder formats read by :func:`read_trace`:
   ``meta["ground_truth"]``.
 
 Anything malformed (no frames, a missing or unreadable PNG, a gap in the step numbers, a bad JSON
-line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. :func:`write_trace` writes
+line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. Folders may be hostile:
+every key read is type-checked (``a11y`` / ``title`` a string or null, ``index`` an int, ...;
+the message names file, line and key), JSON nesting deeper than 64 levels, NaN and huge
+integers are refused (:mod:`cua_rl._json`), a PNG named must lie inside the folder, and images
+go through :func:`cua_rl.images.load_rgb` (pixel budget against decompression bombs, full
+decode). :func:`write_trace` writes
 under a temporary name and renames into place, so a reader never sees half a trace.
 """
 
@@ -37,11 +42,12 @@ from types import MappingProxyType
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from PIL import Image, UnidentifiedImageError
 
+from cua_rl._json import check_bool, check_int, check_number, check_str, loads
 from cua_rl.core import Observation, Trajectory, check_screenshot
 from cua_rl.episode_folder import STEPS_FILE, write_episode_folder
 from cua_rl.errors import TraceFormatError
+from cua_rl.images import load_rgb
 
 if TYPE_CHECKING:
     from cua_rl.actions import Action
@@ -238,19 +244,24 @@ class Trace:
 
 # -- reading -----------------------------------------------------------------------------------
 def _load_png(path: Path) -> np.ndarray:
-    if not path.is_file():
-        raise TraceFormatError(f"trace file {str(path)!r} is missing")
-    try:
-        with Image.open(path) as image:
-            image.load()
-            return np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
-    except (OSError, UnidentifiedImageError, ValueError) as error:
+    return load_rgb(path, error=TraceFormatError, what="trace file")
+
+
+def inside(folder: Path, name: str, where: str, key: str) -> Path:
+    """``folder / name`` when ``name`` is a relative path that stays inside ``folder``.
+
+    Raises:
+        TraceFormatError: ``name`` is absolute, climbs out with ``..``, or is empty.
+    """
+    parts = Path(name).parts
+    if not name or Path(name).is_absolute() or ".." in parts or "\\" in name:
         raise TraceFormatError(
-            f"trace file {str(path)!r} is not a readable image: {error}"
-        ) from error
+            f"{where}: key {key!r} must name a file inside {str(folder)!r}, got {name!r:.200}"
+        )
+    return folder / name
 
 
-def _json_lines(path: Path) -> list[dict[str, Any]]:
+def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     try:
         text = path.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as error:
@@ -259,55 +270,64 @@ def _json_lines(path: Path) -> list[dict[str, Any]]:
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip():
             continue
-        try:
-            row = json.loads(line)
-        except json.JSONDecodeError as error:
-            raise TraceFormatError(f"{str(path)!r} line {number} is not JSON: {error}") from error
+        row = loads(line, f"{str(path)!r} line {number}")
         if not isinstance(row, dict):
             raise TraceFormatError(
                 f"{str(path)!r} line {number} must be a JSON object, got {type(row).__name__}"
             )
-        rows.append(row)
+        rows.append((number, row))
     return rows
+
+
+def _screen_text(row: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:
+    return check_str(row.get("a11y"), where, "a11y"), check_str(row.get("title"), where, "title")
 
 
 def _read_episode(folder: Path) -> Trace:
     path = folder / _STEPS
     rows = _json_lines(path)
-    if not rows or rows[0].get("kind") != "episode":
+    if not rows or rows[0][1].get("kind") != "episode":
+        first = rows[0][1] if rows else None
         raise TraceFormatError(f"{str(path)!r} must start with an episode header line "
-                               f"(\"kind\": \"episode\"), got {rows[:1]!r:.200}")
-    header, steps = rows[0], rows[1:]
-    if not isinstance(header.get("initial"), str):
-        raise TraceFormatError(f"{str(path)!r}: the episode header has no 'initial' screenshot")
-    frames = [Frame(_load_png(folder / header["initial"]), header.get("a11y"),
-                    header.get("title"))]
+                               f"(\"kind\": \"episode\"), got {first!r:.200}")
+    (hline, header), steps = rows[0], rows[1:]
+    where = f"{str(path)!r} line {hline}"
+    initial = check_str(header.get("initial"), where, "initial", optional=False)
+    assert initial is not None  # checked above
+    frames = [Frame(_load_png(inside(folder, initial, where, "initial")),
+                    *_screen_text(header, where))]
+    meta: dict[str, Any] = {}
+    for key in ("task_id", "end_reason", "env_error", "final_action", "instruction"):
+        meta[key] = check_str(header.get(key), where, key)
+    meta["ground_truth"] = check_number(header.get("ground_truth"), where, "ground_truth")
+    claimed = check_bool(header.get("claimed_success"), where, "claimed_success")
+    length = check_int(header.get("length"), where, "length", optional=True, low=0)
     actions: list[str] = []
-    for expected, row in enumerate(steps):
+    for expected, (number, row) in enumerate(steps):
+        at = f"{str(path)!r} line {number}"
         if row.get("kind") != "step":
-            raise TraceFormatError(f"{str(path)!r}: line {expected + 2} is not a step line")
-        if row.get("index") != expected:
+            raise TraceFormatError(f"{at} is not a step line (\"kind\": \"step\"), got kind "
+                                   f"{row.get('kind')!r:.100}")
+        index = check_int(row.get("index"), at, "index", low=0)
+        if index != expected:
             raise TraceFormatError(
-                f"{str(path)!r}: step {expected} is missing (line {expected + 2} has index "
-                f"{row.get('index')!r})"
+                f"{str(path)!r}: step {expected} is missing (line {number} has index {index})"
             )
-        shot = row.get("screenshot")
-        if not isinstance(shot, str):
-            raise TraceFormatError(f"{str(path)!r}: step {expected} names no screenshot file")
-        frames.append(Frame(_load_png(folder / shot), row.get("a11y"), row.get("title")))
-        actions.append(str(row.get("action_text", "")))
-    length = header.get("length")
-    if isinstance(length, int) and length != len(steps):
+        shot = check_str(row.get("screenshot"), at, "screenshot", optional=False)
+        assert shot is not None  # checked above
+        frames.append(Frame(_load_png(inside(folder, shot, at, "screenshot")),
+                            *_screen_text(row, at)))
+        actions.append(check_str(row.get("action_text", ""), at, "action_text") or "")
+    if length is not None and length != len(steps):
         raise TraceFormatError(
             f"{str(path)!r}: the header says {length} steps but {len(steps)} step lines follow"
         )
-    end_reason = header.get("end_reason")
-    meta = {k: header.get(k) for k in ("task_id", "end_reason", "ground_truth", "env_error")}
-    meta["claimed_success"] = header.get("claimed_success", end_reason == "done"
-                                         if end_reason is not None else None)
+    end_reason = meta["end_reason"]
+    meta["claimed_success"] = (claimed if "claimed_success" in header else
+                               end_reason == "done" if end_reason is not None else None)
     for key in ("final_action", "instruction"):
-        if header.get(key) is not None:
-            meta[key] = header[key]
+        if meta[key] is None:
+            del meta[key]
     meta["source"] = str(folder)
     return Trace(tuple(frames), tuple(actions), folder.name, meta)
 
@@ -324,20 +344,20 @@ def _read_osworld(folder: Path) -> Trace:
         frames.append(Frame(_load_png(initial[0])))
     previous = 0
     final_action = None
-    for number, row in enumerate(rows, 1):
-        step = row.get("step_num")
-        if not isinstance(step, int) or step < previous or step > previous + 1:
+    for number, row in rows:
+        at = f"{str(path)!r} line {number}"
+        step = check_int(row.get("step_num"), at, "step_num")
+        if step is None or step < previous or step > previous + 1:
             raise TraceFormatError(
                 f"{str(path)!r} line {number}: step_num {step!r} after {previous}; a step is "
                 f"missing or out of order"
             )
         previous = step
-        shot = row.get("screenshot_file")
-        if not isinstance(shot, str):
-            raise TraceFormatError(f"{str(path)!r} line {number} names no screenshot_file")
+        shot = check_str(row.get("screenshot_file"), at, "screenshot_file", optional=False)
+        assert shot is not None  # checked above
         action = row.get("action")
         action_text = action if isinstance(action, str) else json.dumps(action, default=str)
-        frames.append(Frame(_load_png(folder / shot)))
+        frames.append(Frame(_load_png(inside(folder, shot, at, "screenshot_file"))))
         actions.append(action_text)
         final_action = action_text
     if not initial:
@@ -352,8 +372,11 @@ def _read_osworld(folder: Path) -> Trace:
     if result.is_file():
         try:
             meta["ground_truth"] = float(result.read_text(encoding="utf-8").strip())
-        except ValueError as error:
+        except (OSError, ValueError) as error:
             raise TraceFormatError(f"{str(result)!r} does not hold a number: {error}") from error
+        if not np.isfinite(meta["ground_truth"]):
+            raise TraceFormatError(f"{str(result)!r} must hold a finite number, "
+                                   f"got {meta['ground_truth']}")
     return Trace(tuple(frames), tuple(actions), folder.name, meta)
 
 

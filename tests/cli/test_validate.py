@@ -234,3 +234,185 @@ def test_script_wrapper(folders: dict[str, Path], tmp_path: Path) -> None:
         capture_output=True, text=True, cwd=REPO, timeout=120, check=False)
     assert proc.returncode == 0, proc.stderr
     assert "1 kept, 1 rejected, 0 unreadable" in proc.stdout
+
+
+# -- hostile input: exit 2, one line naming the file, never a traceback ------------------------
+def _one_error_line(err: str, prog: str) -> str:
+    lines = err.splitlines()
+    assert len(lines) == 1, err
+    assert lines[0].startswith(f"cua-rl {prog}: error: ") and "Traceback" not in err
+    return lines[0]
+
+
+def _edit_step(trace: Path, line: int, text: str) -> None:
+    steps = trace / "steps.jsonl"
+    lines = steps.read_text().splitlines()
+    lines[line - 1] = text
+    steps.write_text("\n".join(lines) + "\n")
+
+
+def _edit_json_line(trace: Path, line: int, **changes: object) -> None:
+    steps = trace / "steps.jsonl"
+    row = json.loads(steps.read_text().splitlines()[line - 1])
+    row.update(changes)
+    _edit_step(trace, line, json.dumps(row))
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("a11y_list", r"steps\.jsonl' line 2: key 'a11y' must be a string or null, got list"),
+    ("title_int", r"steps\.jsonl' line 1: key 'title' must be a string or null, got int"),
+    ("huge_int", r"steps\.jsonl' line 2 is not JSON: Exceeds the limit"),
+    ("nested", r"steps\.jsonl' line 2 is nested deeper than 64 levels"),
+    ("very_nested", r"steps\.jsonl' line 2 is nested deeper than 64 levels"),
+    ("nan", r"steps\.jsonl' line 1 is not JSON: NaN is not allowed"),
+    ("outside", r"steps\.jsonl' line 2: key 'screenshot' must name a file inside"),
+    ("bomb", r"obs_001\.png' is 9000 x 9000 pixels"),
+    ("huge_bomb", r"obs_001\.png' is not a readable image: DecompressionBombError"),
+    ("corrupt_idat", r"obs_001\.png' is not a readable image"),
+])
+def test_hostile_trace_folders_exit_2_with_one_line(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, message: str
+) -> None:
+    from tests.validator.test_traces import bomb_png, corrupt_idat_png
+
+    test = tmp_path / "test"
+    trace = copy_trace(folders["test"] / "good", test / "broken")
+    if damage == "a11y_list":
+        _edit_json_line(trace, 2, a11y=["x"])
+    elif damage == "title_int":
+        _edit_json_line(trace, 1, title=3)
+    elif damage == "huge_int":
+        _edit_step(trace, 2, '{"kind": "step", "index": 1' + "0" * 5000 + "}")
+    elif damage == "nested":
+        _edit_step(trace, 2, '{"kind": "step", "x": ' + "[" * 80 + "]" * 80 + "}")
+    elif damage == "very_nested":
+        _edit_step(trace, 2, "[" * 500_000 + "]" * 500_000)
+    elif damage == "nan":
+        _edit_json_line(trace, 1, ground_truth=float("nan"))
+    elif damage == "outside":
+        _edit_json_line(trace, 2, screenshot="../../../etc/passwd")
+    else:
+        payload = {"bomb": bomb_png(9_000, 9_000), "huge_bomb": bomb_png(),
+                   "corrupt_idat": corrupt_idat_png()}[damage]
+        (trace / "obs_001.png").write_bytes(payload)
+    code = main_validate(["--train", str(folders["train"]), "--test", str(test)])
+    line = _one_error_line(capsys.readouterr().err, "validate")
+    assert code == 2
+    assert str(trace) in line
+    import re
+
+    assert re.search(message, line), line
+
+
+@pytest.mark.parametrize("text, message", [
+    ("equivalence:\n  a11y_ignore: ['(a+)+$']\n", r"a11y_ignore entry '\(a\+\)\+\$' has a repeat"),
+    ("equivalence:\n  a11y_ignore: ['([']\n", r"'\(\[' is not a regular expression"),
+    ("equivalence:\n  a11y_ignore: '^clock'\n", r"a11y_ignore must be a list"),
+    ("exemplars: 1" + "0" * 5000 + "\n", r"exemplars|not YAML|too large"),
+    ("equivalence: " + "[" * 5000 + "]" * 5000 + "\n", r"nested|not YAML|mapping"),
+    ("equivalence:\n  tier1:\n    work_width: 1000000000\n", r"work_width must be in"),
+    ("equivalence:\n  use_a11y: 'no'\n", r"use_a11y must be true or false"),
+])
+def test_hostile_validator_config_exits_2_with_one_line(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    text: str, message: str
+) -> None:
+    import re
+
+    cfg = tmp_path / "v.yaml"
+    cfg.write_text(text)
+    code = main_validate(["--train", str(folders["train"]), "--test", str(folders["test"]),
+                          "--config", str(cfg)])
+    line = _one_error_line(capsys.readouterr().err, "validate")
+    assert code == 2 and "v.yaml" in line
+    assert re.search(message, line), line
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("unknown_start", r"key 'start' is 's999', not a state"),
+    ("no_states", r"key 'states' must not be empty"),
+    ("no_exemplars", r"key 'states\[0\]\.exemplars' must not be empty"),
+    ("edge", r"key 'edges\[0\]\.v' is 'nowhere', not a state"),
+    ("duplicate", r"key 'states\[\d+\]\.id' is 's0', a duplicate"),
+    ("bad_regex", r"key 'config'.*'\(\[' is not a regular expression"),
+    ("catastrophic", r"key 'config'.*'\(a\|a\)\*\$' has an alternation inside a repeat"),
+    ("title", r"key 'states\[0\]\.exemplars\[0\]\.title' must be a string or null"),
+    ("nested", r"model\.json' is nested deeper than 64 levels"),
+    ("huge_int", r"model\.json' is not JSON"),
+    ("bomb", r"s0_0\.png' is 9000 x 9000 pixels"),
+])
+def test_tampered_reference_exits_2_with_one_line(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, message: str
+) -> None:
+    import re
+
+    from tests.validator.test_traces import bomb_png
+
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--reference-out", str(model)]) == 0
+    path = model / "model.json"
+    doc = json.loads(path.read_text())
+    if damage == "unknown_start":
+        doc["start"] = "s999"
+    elif damage == "no_states":
+        doc["states"] = []
+    elif damage == "no_exemplars":
+        doc["states"][0]["exemplars"] = []
+    elif damage == "edge":
+        doc["edges"][0]["v"] = "nowhere"
+    elif damage == "duplicate":
+        doc["states"].append(doc["states"][0])
+    elif damage == "bad_regex":
+        doc["config"]["equivalence"]["a11y_ignore"] = ["(["]
+    elif damage == "catastrophic":
+        doc["config"]["equivalence"]["a11y_ignore"] = ["(a|a)*$"]
+    elif damage == "title":
+        doc["states"][0]["exemplars"][0]["title"] = {"x": 1}
+    elif damage == "bomb":
+        (model / "states" / "s0_0.png").write_bytes(bomb_png(9_000, 9_000))
+    text = json.dumps(doc)
+    if damage == "nested":
+        text = text[:-1] + ', "x": ' + "[" * 300_000 + "]" * 300_000 + "}"
+    elif damage == "huge_int":
+        text = text[:-1] + ', "x": 1' + "0" * 5000 + "}"
+    path.write_text(text)
+    capsys.readouterr()
+    code = main_filter(["--reference", str(model), "--rollouts", str(folders["test"]),
+                        "--manifest", str(tmp_path / "m.json")])
+    line = _one_error_line(capsys.readouterr().err, "filter")
+    assert code == 2 and str(model) in line
+    assert re.search(message, line), line
+
+
+@pytest.mark.parametrize("damage, message", [
+    ("a11y", r"steps\.jsonl' line 2: key 'a11y' must be a string or null, got dict"),
+    ("bomb", r"obs_001\.png' is not a readable image: DecompressionBombError"),
+])
+def test_filter_strict_hostile_rollout_exits_2_and_lenient_lists_it(
+    folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str],
+    damage: str, message: str
+) -> None:
+    import re
+
+    from tests.validator.test_traces import bomb_png
+
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--reference-out", str(model)]) == 0
+    rollouts = tmp_path / "rollouts"
+    bad = copy_trace(folders["test"] / "good", rollouts / "bad")
+    if damage == "a11y":
+        _edit_json_line(bad, 2, a11y={"nested": [1]})
+    else:
+        (bad / "obs_001.png").write_bytes(bomb_png())
+    capsys.readouterr()
+    args = ["--reference", str(model), "--rollouts", str(rollouts),
+            "--manifest", str(tmp_path / "m.json")]
+    assert main_filter([*args, "--strict"]) == 2
+    line = _one_error_line(capsys.readouterr().err, "filter")
+    assert str(bad) in line and re.search(message, line), line
+    assert main_filter(args) == 0
+    assert re.search(message, json.loads((tmp_path / "m.json").read_text())["unreadable"]["bad"])

@@ -302,3 +302,107 @@ def test_summary_stats_and_report_dict(model_sim: ReferenceModel,
     assert d["passed"] is True and len(d["positions"]) == 7
     assert json.loads(json.dumps(d)) == d
     assert model_sim.states[model_sim.essential[-1]].hint.startswith(("status", "textarea"))
+
+
+# -- a tampered model.json is refused on load, naming the key ---------------------------------
+def _tamper(doc: dict, how: str) -> None:
+    first = doc["states"][0]
+    if how == "unknown_start":
+        doc["start"] = "s999"
+    elif how == "empty_states":
+        doc["states"] = []
+    elif how == "empty_exemplars":
+        first["exemplars"] = []
+    elif how == "edge_to_unknown":
+        doc["edges"][0]["v"] = "nowhere"
+    elif how == "duplicate_ids":
+        doc["states"].append(dict(first))
+    elif how == "bad_regex":
+        doc["config"]["equivalence"]["a11y_ignore"] = ["([unclosed"]
+    elif how == "catastrophic_regex":
+        doc["config"]["equivalence"]["a11y_ignore"] = ["^(a+)+$"]
+    elif how == "regex_not_list":
+        doc["config"]["equivalence"]["a11y_ignore"] = "^clock"
+    elif how == "title_type":
+        first["exemplars"][0]["title"] = ["x"]
+    elif how == "a11y_type":
+        first["exemplars"][0]["a11y"] = 3
+    elif how == "png_outside":
+        first["exemplars"][0]["png"] = "../../etc/passwd"
+    elif how == "path_unknown_state":
+        doc["paths"][0][0] = "s999"
+    elif how == "trace_index":
+        first["traces"] = [10**40]
+    elif how == "visits_type":
+        first["visits"] = "many"
+    elif how == "state_id":
+        first["id"] = "<script>"
+    elif how == "paths_count":
+        doc["paths"] = doc["paths"][:-1]
+    elif how == "huge_mask":
+        doc["config"]["equivalence"]["tier1"]["masks"] = [[0, 0, "w", 1]]
+
+
+@pytest.mark.parametrize("how, error, message", [
+    ("unknown_start", TraceFormatError, r"key 'start'.*'s999'.*not a state"),
+    ("empty_states", TraceFormatError, r"key 'states' must not be empty"),
+    ("empty_exemplars", TraceFormatError, r"states\[0\]\.exemplars' must not be empty"),
+    ("edge_to_unknown", TraceFormatError, r"edges\[0\]\.v'.*'nowhere'.*not a state"),
+    ("duplicate_ids", TraceFormatError, r"states\[\d+\]\.id'.*duplicate"),
+    ("bad_regex", ConfigError, r"a11y_ignore.*'\(\[unclosed'.*not a regular expression"),
+    ("catastrophic_regex", ConfigError, r"a11y_ignore.*'\^\(a\+\)\+\$'.*nested"),
+    ("regex_not_list", ConfigError, r"a11y_ignore must be a list of regular expressions"),
+    ("title_type", TraceFormatError, r"exemplars\[0\]\.title' must be a string or null"),
+    ("a11y_type", TraceFormatError, r"exemplars\[0\]\.a11y' must be a string or null"),
+    ("png_outside", TraceFormatError, r"exemplars\[0\]\.png' must name a file inside"),
+    ("path_unknown_state", TraceFormatError, r"paths\[0\]\[0\]'.*'s999'.*not a state"),
+    ("trace_index", TraceFormatError, r"states\[0\]\.traces\[0\]'.*out of range"),
+    ("visits_type", TraceFormatError, r"states\[0\]\.visits' must be an integer"),
+    ("state_id", TraceFormatError, r"states\[0\]\.id'.*'<script>'"),
+    ("paths_count", TraceFormatError, r"'paths' has \d+ paths but 'trace_names' has \d+"),
+    ("huge_mask", ConfigError, r"masks must be a list of \(x, y, w, h\) integer"),
+])
+def test_tampered_model_json_is_refused_on_load(
+    model_pixels: ReferenceModel, tmp_path: Path, how: str, error: type, message: str
+) -> None:
+    folder = model_pixels.save(tmp_path / "ref")
+    doc = json.loads((folder / "model.json").read_text())
+    _tamper(doc, how)
+    (folder / "model.json").write_text(json.dumps(doc))
+    with pytest.raises(error, match=r"model\.json.*" + message):
+        ReferenceModel.load(folder)
+
+
+def test_model_json_deep_nesting_huge_ints_and_bombs(
+    model_pixels: ReferenceModel, tmp_path: Path
+) -> None:
+    from tests.validator.test_traces import bomb_png
+
+    folder = model_pixels.save(tmp_path / "ref")
+    text = (folder / "model.json").read_text()
+    (folder / "model.json").write_text('{"x": ' + "[" * 100_000 + "]" * 100_000 + "}")
+    with pytest.raises(TraceFormatError, match=r"model\.json.*nested deeper than 64"):
+        ReferenceModel.load(folder)
+    (folder / "model.json").write_text('{"x": 1' + "0" * 5000 + "}")
+    with pytest.raises(TraceFormatError, match=r"model\.json.*not JSON"):
+        ReferenceModel.load(folder)
+    (folder / "model.json").write_text(text)
+    (folder / "states" / "s0_0.png").write_bytes(bomb_png(9_000, 9_000))
+    with pytest.raises(TraceFormatError, match=r"s0_0\.png.*9000 x 9000 pixels"):
+        ReferenceModel.load(folder)
+
+
+def test_catastrophic_a11y_regexes_are_refused_and_validation_stays_fast() -> None:
+    for pattern in ("(a+)+$", "(a*)*b", "(a|a)*$", "(?:x+y?)+z", "(\\w+\\s?)*$"):
+        with pytest.raises(ConfigError, match="nested"):
+            EquivalenceConfig(a11y_ignore=(pattern,))
+    with pytest.raises(ConfigError, match="not a regular expression"):
+        EquivalenceConfig(a11y_ignore=("(",))
+    EquivalenceConfig(a11y_ignore=(r"^(?:dialog|window) \"?x+", r"^a{2,3}b*"))  # fine ones
+    # a long hostile line against the allowed patterns stays fast
+    import time
+
+    line = "a" * 100_000 + "!"
+    start = time.perf_counter()
+    a11y_key(f"desktop\n  {line}\n  {line}", ignore=(r"^a*a*b", r".*x.*y"))
+    assert time.perf_counter() - start < 1.0

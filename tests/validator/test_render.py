@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 from PIL import Image
 
-from cua_rl.validator import ReferenceModel, render_dominator_tree, render_report_html
+from cua_rl.validator import ReferenceModel, Trace, render_dominator_tree, render_report_html
 from tests.validator.simdesk_traces import CLEAN, simdesk_trace
 
 
@@ -39,3 +39,38 @@ def test_html_report_inline_and_beside(model_pixels: ReferenceModel, tmp_path: P
     files = sorted((tmp_path / "r2_files").iterdir())
     assert "data:image" not in page2.read_text() and len(files) >= len(bug)
     assert f"r2_files/{files[0].name}" in page2.read_text()
+
+
+def _block_trace(blocks: list[int], name: str) -> Trace:
+    from cua_rl.validator import Frame, Trace
+
+    frames = []
+    for b in blocks:
+        shot = np.full((60, 80, 3), 240, np.uint8)
+        shot[10 * (b % 5):10 * (b % 5) + 10, 15 * b:15 * b + 12] = (20, 20, 200)
+        frames.append(Frame(shot, title="Same App"))
+    return Trace(tuple(frames), tuple(f"step {i}" for i in range(len(frames) - 1)), name)
+
+
+def test_states_are_captioned_by_what_differs_not_the_shared_title(tmp_path: Path) -> None:
+    from cua_rl.validator import ValidatorConfig
+    from cua_rl.validator.render import state_caption
+
+    model = ReferenceModel.learn([_block_trace([0, 1, 2, 3], "a"), _block_trace([0, 1, 2, 3], "b")],
+                                 ValidatorConfig(auto_volatile=False))
+    assert len(model.states) == 4
+    captions = {sid: state_caption(model, sid) for sid in model.states}
+    assert len(set(captions.values())) == 4, captions
+    assert all("Same App" not in c for sid, c in captions.items() if sid != model.analysis.start)
+    # the changed region of block 1 against block 0: x 0..27, y 0..19 -> 27 x 20 at (0, 0)
+    second = model.essential[1]
+    assert captions[second] == "changed 27x20 at (0,0)", captions
+    # the HTML shows each picture as a link to the full-size screen
+    report = model.validate(_block_trace([0, 1, 2, 3], "t"))
+    page = render_report_html(model, _block_trace([0, 1, 2, 3], "t"), report,
+                              tmp_path / "r.html", inline=False).read_text()
+    links = re.findall(r"<a href='([^']+)' target='_blank'><img", page)
+    assert len(links) == 4 + len(model.essential)
+    with Image.open(tmp_path / links[0]) as full:
+        assert full.size == (80, 60)
+    assert captions[second] in page

@@ -64,3 +64,32 @@ def test_validate_then_filter_return_results_and_print_nothing(
     with pytest.raises(ConfigError, match=r"min_coverage must be in \[0, 1\], got 1.5"):
         filter_with_reference(model, tmp_path / "rollouts", tmp_path / "m.json", min_coverage=1.5)
     assert capsys.readouterr() == ("", "")
+
+
+def test_html_escapes_folder_names_instructions_actions_and_titles(tmp_path: Path) -> None:
+    import dataclasses
+
+    from cua_rl.validator import Trace
+
+    evil = "<img src=x onerror=alert(1)>"
+    for s in range(2):
+        write_trace(simdesk_trace(CLEAN, name=f"p{s}", seed=s), tmp_path / "train" / f"p{s}")
+    t = simdesk_trace(CLEAN, name="t", seed=5)
+    frames = tuple(dataclasses.replace(f, title="<b onmouseover=x>") for f in t.frames)
+    t = Trace(frames, tuple(f"{a} <script>alert(2)</script>" for a in t.actions), evil,
+              {"task_id": "task'\"<x>", "instruction": "do <script>alert(3)</script> now"})
+    write_trace(t, tmp_path / "test" / evil)
+    train, test = read_traces(tmp_path / "train"), read_traces(tmp_path / "test")
+    assert test[0].name == evil and "<script>" in test[0].meta["instruction"]
+    run = validate_traces(train, test, html_out=tmp_path / "html")
+    pages = {p.name: p.read_text() for p in (tmp_path / "html").glob("*.html")}
+    assert len(pages) == 2
+    for name, page in pages.items():
+        assert "<script" not in page and "<img src=x" not in page, name
+        assert "<b onmouseover" not in page, name
+        assert "&lt;img src=x onerror=alert(1)&gt;" in page, name
+    report = next(p for n, p in pages.items() if n != "index.html")
+    assert "do &lt;script&gt;alert(3)&lt;/script&gt; now" in report
+    assert "task&#x27;&quot;&lt;x&gt;" in report
+    assert "&lt;script&gt;alert(2)&lt;/script&gt;" in report
+    assert run.reports[0].trace_name == evil

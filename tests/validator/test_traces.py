@@ -160,3 +160,104 @@ def test_simdesk_trace_round_trip(tmp_path: Path) -> None:
     back = read_trace(write_trace(t, tmp_path / "rt"))
     assert back.digest == t.digest and back.frames[-1].a11y == t.frames[-1].a11y
     assert back.meta["final_action"] == "DONE"
+
+
+# -- hostile input: every malformed value is a TraceFormatError naming file, line and key -----
+def _png_chunk(kind: bytes, data: bytes) -> bytes:
+    import struct
+    import zlib
+
+    return (struct.pack(">I", len(data)) + kind + data
+            + struct.pack(">I", zlib.crc32(kind + data) & 0xFFFFFFFF))
+
+
+def bomb_png(width: int = 100_000, height: int = 100_000) -> bytes:
+    """A few hundred bytes claiming ``width`` x ``height`` grey pixels."""
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", width, height, 8, 0, 0, 0, 0)
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr)
+            + _png_chunk(b"IDAT", zlib.compress(b"\x00" * 1024)) + _png_chunk(b"IEND", b""))
+
+
+def corrupt_idat_png() -> bytes:
+    """A PNG whose chunks and CRCs are valid (verify() passes) but whose pixels do not inflate."""
+    import struct
+    import zlib
+
+    ihdr = struct.pack(">IIBBBBB", 64, 64, 8, 2, 0, 0, 0)
+    data = bytearray(zlib.compress(b"\x00" * (64 * (64 * 3 + 1))))
+    data[4:] = b"\xff" * (len(data) - 4)  # a valid zlib header, then garbage
+    return (b"\x89PNG\r\n\x1a\n" + _png_chunk(b"IHDR", ihdr)
+            + _png_chunk(b"IDAT", bytes(data)) + _png_chunk(b"IEND", b""))
+
+
+def _edit_line(folder: Path, line: int, edit: object) -> None:
+    path = folder / "steps.jsonl"
+    lines = path.read_text().splitlines()
+    if callable(edit):
+        row = json.loads(lines[line - 1])
+        edit(row)
+        lines[line - 1] = json.dumps(row)
+    else:
+        lines[line - 1] = str(edit)
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.mark.parametrize("line, edit, message", [
+    (1, lambda r: r.update(a11y=["not", "text"]), r"line 1: key 'a11y' must be a string or null, "
+                                                   r"got list"),
+    (2, lambda r: r.update(title=5), r"line 2: key 'title' must be a string or null, got int"),
+    (3, lambda r: r.update(a11y={"x": 1}), r"line 3: key 'a11y' must be a string or null"),
+    (2, lambda r: r.update(index="0"), r"line 2: key 'index' must be an integer, got str"),
+    (2, lambda r: r.update(index=True), r"line 2: key 'index' must be an integer, got bool"),
+    (2, lambda r: r.update(action_text=["x"]), r"line 2: key 'action_text' must be a string"),
+    (1, lambda r: r.update(task_id=7), r"line 1: key 'task_id' must be a string or null"),
+    (1, lambda r: r.update(claimed_success="yes"), r"line 1: key 'claimed_success' must be"),
+    (1, lambda r: r.update(length=10**30), r"line 1: key 'length' .* out of range"),
+    (2, lambda r: r.update(screenshot="../../outside.png"),
+     r"line 2: key 'screenshot' must name a file inside"),
+    (2, lambda r: r.update(screenshot="/etc/passwd"),
+     r"line 2: key 'screenshot' must name a file inside"),
+    (2, '{"kind": "step", "index": 1' + "0" * 5000 + "}", r"line 2 is not JSON"),
+    (2, '{"kind": "step", "deep": ' + "[" * 100 + "]" * 100 + "}",
+     r"line 2 is nested deeper than 64 levels"),
+    (2, "[" * 200_000 + "]" * 200_000, r"line 2 is (nested deeper|not JSON)"),
+    (1, lambda r: r.update(ground_truth=float("nan")), r"line 1 is not JSON.*NaN"),
+])
+def test_wrong_types_deep_nesting_and_huge_ints_name_file_line_and_key(
+    tmp_path: Path, line: int, edit: object, message: str
+) -> None:
+    folder = write_trace(_trace(), tmp_path / "ep")
+    _edit_line(folder, line, edit)
+    with pytest.raises(TraceFormatError, match=r"steps\.jsonl.*" + message):
+        read_trace(folder)
+
+
+def test_osworld_rows_are_type_checked(tmp_path: Path) -> None:
+    ow = _osworld(tmp_path / "ow", n=3)
+    rows = [json.loads(r) for r in (ow / "traj.jsonl").read_text().splitlines()]
+    rows[1]["screenshot_file"] = "../x.png"
+    (ow / "traj.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TraceFormatError, match=r"traj\.jsonl.*line 2: key 'screenshot_file'"):
+        read_trace(ow)
+    rows[1]["screenshot_file"] = rows[0]["screenshot_file"]
+    rows[1]["step_num"] = True
+    (ow / "traj.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TraceFormatError, match=r"traj\.jsonl.*line 2: key 'step_num'"):
+        read_trace(ow)
+
+
+@pytest.mark.parametrize("payload, message", [
+    (bomb_png(), r"DecompressionBombError"),
+    (bomb_png(9_000, 9_000), r"9000 x 9000 pixels.*at most"),
+    (corrupt_idat_png(), r"not a readable image"),
+])
+def test_decompression_bombs_and_corrupt_pixels_are_format_errors(
+    tmp_path: Path, payload: bytes, message: str
+) -> None:
+    folder = write_trace(_trace(), tmp_path / "ep")
+    (folder / "obs_001.png").write_bytes(payload)
+    with pytest.raises(TraceFormatError, match=r"obs_001\.png.*" + message):
+        read_trace(folder)

@@ -1,0 +1,69 @@
+"""Reading image files that may be hostile: one helper for every loader of the library.
+
+:func:`load_rgb` opens a file, checks its header, refuses images larger than a pixel budget
+before any pixel is decoded (a few hundred bytes of PNG can claim 10^10 pixels: a
+decompression bomb), verifies the chunks, decodes every pixel (a file can pass ``verify()`` and
+still fail to inflate) and returns an H x W x 3 uint8 array. Every failure, whatever PIL raised
+(``OSError``, ``SyntaxError``, ``DecompressionBombError``, which is not an ``OSError``, ...),
+becomes one :class:`~cua_rl.errors.CuaRLError` of the caller's choosing that names the file.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from cua_rl.errors import CuaRLError, TraceFormatError
+
+__all__ = ["MAX_IMAGE_PIXELS", "load_rgb"]
+
+MAX_IMAGE_PIXELS = 40_000_000
+"""The default pixel budget of :func:`load_rgb`: 40 megapixels (an 8K screen is 33)."""
+
+
+def load_rgb(
+    path: str | os.PathLike[str],
+    *,
+    error: type[CuaRLError] = TraceFormatError,
+    what: str = "image",
+    max_pixels: int = MAX_IMAGE_PIXELS,
+) -> np.ndarray:
+    """The pixels of an image file as an H x W x 3 uint8 RGB array, or ``error`` naming it.
+
+    Args:
+        path: The image file.
+        error: The CuaRLError subclass to raise (``TraceFormatError``, ``CalibrationError``...).
+        what: What the file is, for the message (``"trace file"``, ``"reference screen"``).
+        max_pixels: Refuse images of more pixels than this (width x height), before decoding.
+
+    Raises:
+        CuaRLError: (of type ``error``) the file is missing, is not an image, claims more than
+            ``max_pixels`` pixels, or its pixels do not decode.
+    """
+    file = Path(path)
+    if not file.is_file():
+        raise error(f"{what} {str(file)!r} is missing")
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("error", Image.DecompressionBombWarning)
+            with Image.open(file) as image:
+                width, height = image.size
+                if width * height > max_pixels:
+                    raise error(
+                        f"{what} {str(file)!r} is {width} x {height} pixels; at most "
+                        f"{max_pixels} pixels are allowed (a decompression bomb?)"
+                    )
+                image.verify()
+            with Image.open(file) as image:
+                image.load()
+                return np.asarray(image.convert("RGB"), dtype=np.uint8).copy()
+    except CuaRLError:
+        raise
+    except (Exception, Image.DecompressionBombWarning) as exc:  # PIL raises many types
+        raise error(
+            f"{what} {str(file)!r} is not a readable image: {type(exc).__name__}: {exc}"
+        ) from exc
