@@ -26,10 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import numpy as np
-from PIL import Image
 
 from cua_rl._io import atomic_write_bytes
+from cua_rl._json import loads
 from cua_rl.errors import CalibrationError
+from cua_rl.images import load_rgb
 from cua_rl.judges.base import JudgeRequest
 
 __all__ = [
@@ -88,11 +89,7 @@ class LabelledExample:
 
     def screenshots(self) -> tuple[np.ndarray, ...]:
         """The images as H x W x 3 uint8 RGB arrays."""
-        shots = []
-        for path in self.images:
-            with Image.open(path) as img:
-                shots.append(np.asarray(img.convert("RGB"), dtype=np.uint8))
-        return tuple(shots)
+        return tuple(load_rgb(path, error=CalibrationError, what="image") for path in self.images)
 
     def to_request(self) -> JudgeRequest:
         """The judge request for this example (the label rides along as ``ground_truth``)."""
@@ -113,18 +110,6 @@ def _short(value: Any, limit: int = 60) -> str:
         return text
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"... ({len(text)} characters)"
-
-
-def check_image_decodes(path: Path) -> None:
-    """Decode ``path`` fully (not only PIL's ``verify``, which does not inflate the pixel data).
-
-    Raises:
-        OSError, ValueError, ...: Whatever PIL raises for a bad file (the caller wraps it).
-    """
-    with Image.open(path) as img:
-        img.verify()
-    with Image.open(path) as img:  # verify() leaves the image unusable: open it again
-        img.load()
 
 
 def _check_row(row: Any, base: Path, where: str, check_images: bool) -> LabelledExample:
@@ -172,12 +157,11 @@ def _check_row(row: Any, base: Path, where: str, check_images: bool) -> Labelled
             if not path.is_file():
                 raise CalibrationError(f"{where}: image {_short(rel)} not found (looked at {path})")
             try:
-                check_image_decodes(path)
-            except Exception as exc:  # PIL raises many types for a bad file
+                load_rgb(path, error=CalibrationError, what="image")
+            except CalibrationError as exc:  # a bomb, not an image, pixels that do not decode
                 raise CalibrationError(
-                    f"{where}: image {_short(rel)} does not decode: {type(exc).__name__}: "
-                    f"{_short(str(exc), 200)}"
-                ) from exc
+                    f"{where}: image {_short(rel)} does not decode: {_short(str(exc), 200)}"
+                ) from None
         paths.append(path)
     return LabelledExample(
         id=row["id"],
@@ -192,14 +176,13 @@ def _check_row(row: Any, base: Path, where: str, check_images: bool) -> Labelled
 
 
 def _parse_json(line: str, where: str) -> Any:
+    """One JSON line with the library's bounds (:func:`cua_rl._json.loads`: no NaN, no huge
+    integers, no deep nesting), as a CalibrationError naming the line."""
     try:
-        return json.loads(line)
-    except json.JSONDecodeError as exc:
-        raise CalibrationError(f"{where}: invalid JSON: {exc.msg} (column {exc.colno})") from None
-    except RecursionError:
-        raise CalibrationError(f"{where}: invalid JSON: nested too deeply") from None
-    except ValueError as exc:  # e.g. an integer of more than 4300 digits
-        raise CalibrationError(f"{where}: invalid JSON: {_short(str(exc), 120)}") from None
+        return loads(line, where, error=CalibrationError)
+    except CalibrationError as exc:
+        detail = str(exc).removeprefix(where).strip()
+        raise CalibrationError(f"{where}: invalid JSON: {detail}"[:300]) from None
 
 
 def check_both_classes(labels: Iterable[int], where: str = "the labelled set") -> None:
@@ -230,7 +213,8 @@ def load_labelled(
 
     Args:
         path: The JSONL file; image paths are relative to its folder.
-        check_images: Check that every image exists and decodes fully (:func:`check_image_decodes`).
+        check_images: Check that every image exists and decodes fully
+            (:func:`cua_rl.images.load_rgb`).
         require_both_classes: Refuse a set without positives or without negatives.
 
     Returns:
