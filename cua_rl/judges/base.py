@@ -13,7 +13,7 @@ from cua_rl.core import check_screenshot
 if TYPE_CHECKING:
     from cua_rl.core import Trajectory
 
-__all__ = ["Judge", "JudgeRequest", "Verdict"]
+__all__ = ["Judge", "JudgeRequest", "Verdict", "check_judge"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -108,3 +108,22 @@ class Judge(Protocol):
     def close(self) -> None:
         """Release models, connections and caches."""
         ...
+
+
+def check_judge(judge: Judge) -> None:
+    """Check once, before any work, that ``judge`` can answer at all.
+
+    A judge that talks to something that can be gone (a served model) has a ``check()``
+    method making one cheap request; a wrapper (:class:`~cua_rl.judges.cache.CachedJudge`)
+    forwards to the judge it wraps. Judges without ``check`` (the simulated judge, the local
+    Qwen judge, which fails when it loads) pass.
+
+    Args:
+        judge: Any judge.
+
+    Raises:
+        JudgeError: The judge cannot answer (one line naming the server's URL and why).
+    """
+    check = getattr(judge, "check", None)
+    if callable(check):
+        check()
