@@ -94,6 +94,10 @@ class Verdict:
 class Judge(Protocol):
     """Decides success from the final screen(s) of episodes, in batches.
 
+    A judge that depends on something that can be gone (a server) may also have a
+    ``check() -> None`` method that raises :class:`~cua_rl.errors.JudgeError` when it cannot
+    answer; callers use :func:`check_judge`, which skips judges without one.
+
     Attributes:
         judge_id: Identifies the configuration (model, prompt version, decision rule); recorded
             in every calibration, and a corrected reward refuses a calibration made for another id.

@@ -47,7 +47,7 @@ import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -352,13 +352,18 @@ class OpenAIJudge:
             self._pool.submit(lambda item=item: self._send(make_body(item), abort))
             for item in items
         ]
-        try:
-            return [f.result() for f in futures]
-        except _Fatal as exc:
+        # Stop at the first fatal answer, not after the requests before it in the batch.
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
             abort.set()  # wakes the workers waiting to retry
             for f in futures:
                 f.cancel()
-            raise JudgeError(str(exc)) from None
+            exc = failed[0].exception()
+            if isinstance(exc, _Fatal):
+                raise JudgeError(str(exc)) from None
+            raise exc  # type: ignore[misc]  # a bug, not an answer: keep its traceback
+        return [f.result() for f in futures]
 
     def check(self) -> None:
         """Ask ``GET /v1/models`` once: raise if the server cannot judge anything.
