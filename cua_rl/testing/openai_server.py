@@ -161,6 +161,7 @@ class FakeOpenAIServer:
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._dead = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -226,7 +227,10 @@ class FakeOpenAIServer:
             self.in_flight -= 1
             self._answered += 1
             die = self.die_after is not None and self._answered == self.die_after
-        if die:  # stop listening from another thread (shutdown waits for serve_forever)
+        if die:
+            # From now on requests are dropped unanswered, and the listener closes (in another
+            # thread: shutdown waits for serve_forever).
+            self._dead.set()
             threading.Thread(target=self.stop, daemon=True).start()
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -331,6 +335,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             self.close_connection = True
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            if server._dead.is_set():
+                self.close_connection = True
+                return
             if server.mode == "not_found" or self.path.rstrip("/") != "/v1/models":
                 self._error(404, f"no route {self.path}")
                 return
@@ -346,6 +353,9 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             length = int(self.headers.get("Content-Length", 0))
             raw = self.rfile.read(length)
+            if server._dead.is_set():  # ``die_after`` reached; the listener is closing
+                self.close_connection = True
+                return
             if server.mode == "not_found" or self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(404, f"no route {self.path}")
                 return
