@@ -1,7 +1,9 @@
 """Calibrate a judge on a labelled set end to end (what ``cua-rl calibrate`` runs).
 
 :func:`run_calibration` loads and checks the labelled set (every image must exist and decode),
-refuses task ids that are also training tasks, runs the judge in batches through a sqlite
+refuses task ids that are also training tasks, checks that the judge can answer at all
+(:func:`~cua_rl.judges.base.check_judge`: a served judge that is down is one error naming its URL,
+before any item is judged), runs the judge in batches through a sqlite
 verdict cache (so an interrupted or repeated run only pays for verdicts it has not got yet),
 estimates the error rates per stratum and writes ``calibration.json``, ``calibration.md``,
 ``calibration.png`` and ``verdicts.jsonl`` (one verdict per labelled item) into ``out``.
@@ -28,8 +30,8 @@ from cua_rl.calibration.labelled import (
     load_labelled,
 )
 from cua_rl.calibration.report import plot_calibration, render_markdown
-from cua_rl.errors import CalibrationError, ConfigError
-from cua_rl.judges.base import Judge, Verdict
+from cua_rl.errors import CalibrationError, ConfigError, JudgeError
+from cua_rl.judges.base import Judge, Verdict, check_judge
 from cua_rl.judges.cache import CachedJudge, VerdictCache
 from cua_rl.judges.simulated import SimulatedJudge
 
@@ -168,7 +170,10 @@ def run_calibration(
         ConfigError: A bad setting or training-task file.
         CalibrationError: A bad labelled set, an overlap with the training tasks, or
             D <= 0 (the verdicts are still written to ``verdicts.jsonl``).
-        JudgeError: The judge failed.
+        JudgeError: The judge failed its check (a served judge that is unreachable, answers
+            garbage or does not serve the model) before anything was judged, stopped (e.g. too
+            many connection failures in a row), or every verdict is a judge error (the verdicts
+            are still written to ``verdicts.jsonl``).
     """
     min_per_class = estimation.get("min_per_class", 1)
     for name, value in (("batch_size", batch_size), ("min_per_class", min_per_class)):
@@ -188,6 +193,11 @@ def run_calibration(
             f"e_neg={judge.e_neg:g}, seed={judge.seed}): this run checks the pipeline and the "
             f"estimators, not a real judge."
         )
+    try:
+        check_judge(judge)
+    except BaseException:
+        judge.close()
+        raise
     cache_path = Path(cache or out / "verdicts.sqlite") if use_cache else None
     runner: Judge = judge if cache_path is None else CachedJudge(judge, VerdictCache(cache_path))
     try:
@@ -200,6 +210,10 @@ def run_calibration(
     verdicts_jsonl = atomic_write_bytes(out / "verdicts.jsonl", _verdict_rows(examples, verdicts))
     n_cached = sum(v.cached for v in verdicts)
     n_errors = sum(not v.ok for v in verdicts)
+    if verdicts and n_errors == len(verdicts):
+        first = next(v.error for v in verdicts if v.error)
+        raise JudgeError(f"all {n_errors} verdicts are judge errors (first: {first}); nothing to "
+                         f"calibrate (verdicts in {verdicts_jsonl})")  # fmt: skip
     strata: list[str | tuple[str, str]] = [(e.os, e.app) if per_app else e.os for e in examples]
     try:
         cal = estimate_calibration(

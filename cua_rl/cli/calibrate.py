@@ -32,6 +32,11 @@ also training tasks (--training-tasks), runs the judge in batches through a sqli
 (an interrupted or repeated run only pays for verdicts it has not got yet), and writes
 calibration.json, calibration.md, calibration.png and verdicts.jsonl into --out.
 
+A served judge (--judge openai) is checked first with one GET <base-url>/models: a server that
+is down, answers garbage or does not serve --judge-model is one error naming the URL (exit 2)
+before anything is judged; a server that goes down during the run stops it after 5 connection
+failures in a row (exit 2).
+
 The simulated judge flips the labels with known rates (--e-pos, --e-neg): it tests the pipeline
 and the estimators, never a real judge, and says SIMULATED in its output and report.
 

@@ -13,7 +13,7 @@ from cua_rl.core import check_screenshot
 if TYPE_CHECKING:
     from cua_rl.core import Trajectory
 
-__all__ = ["Judge", "JudgeRequest", "Verdict"]
+__all__ = ["Judge", "JudgeRequest", "Verdict", "check_judge"]
 
 
 @dataclass(frozen=True, eq=False)
@@ -94,6 +94,10 @@ class Verdict:
 class Judge(Protocol):
     """Decides success from the final screen(s) of episodes, in batches.
 
+    A judge that depends on something that can be gone (a server) may also have a
+    ``check() -> None`` method that raises :class:`~cua_rl.errors.JudgeError` when it cannot
+    answer; callers use :func:`check_judge`, which skips judges without one.
+
     Attributes:
         judge_id: Identifies the configuration (model, prompt version, decision rule); recorded
             in every calibration, and a corrected reward refuses a calibration made for another id.
@@ -108,3 +112,22 @@ class Judge(Protocol):
     def close(self) -> None:
         """Release models, connections and caches."""
         ...
+
+
+def check_judge(judge: Judge) -> None:
+    """Check once, before any work, that ``judge`` can answer at all.
+
+    A judge that talks to something that can be gone (a served model) has a ``check()``
+    method making one cheap request; a wrapper (:class:`~cua_rl.judges.cache.CachedJudge`)
+    forwards to the judge it wraps. Judges without ``check`` (the simulated judge, the local
+    Qwen judge, which fails when it loads) pass.
+
+    Args:
+        judge: Any judge.
+
+    Raises:
+        JudgeError: The judge cannot answer (one line naming the server's URL and why).
+    """
+    check = getattr(judge, "check", None)
+    if callable(check):
+        check()

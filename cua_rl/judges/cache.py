@@ -23,7 +23,7 @@ from typing import Protocol, runtime_checkable
 import numpy as np
 
 from cua_rl.errors import JudgeError
-from cua_rl.judges.base import Judge, JudgeRequest, Verdict
+from cua_rl.judges.base import Judge, JudgeRequest, Verdict, check_judge
 
 __all__ = ["CachedJudge", "PromptedJudge", "VerdictCache", "verdict_key"]
 
@@ -289,6 +289,14 @@ class CachedJudge:
             fresh = dict(zip(todo, verdicts, strict=True))
             self.cache.put_many(fresh)
         return [cached[key] if key in cached else fresh[key] for key in keys]
+
+    def check(self) -> None:
+        """Check the inner judge (:func:`~cua_rl.judges.base.check_judge`).
+
+        Raises:
+            JudgeError: The inner judge cannot answer.
+        """
+        check_judge(self.inner)
 
     def close(self) -> None:
         """Close the inner judge, and the cache unless ``close_cache=False``."""

@@ -9,13 +9,17 @@ Calibration, training, the validator's tier-2 comparer and the demo all call
 * :class:`~cua_rl.judges.config.JudgeConfig` with ``kind="openai"``: a served model
   (:class:`~cua_rl.judges.openai_compat.OpenAIJudge`; run-time: ``base_url`` (required),
   ``api_key_env``, ``timeout_s``, ``max_retries``, ``backoff_s``, ``max_backoff_s``,
-  ``max_concurrency``, ``max_tokens``, ``top_logprobs``, ``seed``);
+  ``max_concurrency``, ``max_tokens``, ``top_logprobs``, ``seed``, ``max_response_bytes``,
+  ``max_connection_failures``);
 * :class:`SimulatedJudgeConfig`: a SIMULATED judge with known error rates
   (:class:`~cua_rl.judges.simulated.SimulatedJudge`; run-time: ``near_success``,
   ``near_success_e_neg``, ``threshold``).
 
 With ``cache`` (a sqlite file), verdicts are cached by content hash
 (:class:`~cua_rl.judges.cache.CachedJudge`).
+
+``make_judge`` sends nothing: call :func:`~cua_rl.judges.base.check_judge` on the result before a
+run to fail at once, with the URL, when a served judge is unreachable.
 """
 
 from __future__ import annotations
@@ -36,7 +40,8 @@ RUNTIME_OPTIONS: Mapping[str, frozenset[str]] = {
     "qwen_vl": frozenset({"device", "dtype", "batch_size", "generate_raw", "max_new_tokens"}),
     "openai": frozenset({
         "base_url", "api_key_env", "timeout_s", "max_retries", "backoff_s", "max_backoff_s",
-        "max_concurrency", "max_tokens", "top_logprobs", "seed",
+        "max_concurrency", "max_tokens", "top_logprobs", "seed", "max_response_bytes",
+        "max_connection_failures",
     }),
     "simulated": frozenset({"near_success", "near_success_e_neg", "threshold"}),
 }  # fmt: skip

@@ -8,11 +8,29 @@ NO-like tokens among the top log-probabilities of the first generated token, and
 rule decides; otherwise the answer text is parsed and ``p_success`` is None. The vote rule asks
 for ``n = k`` samples at the rule's temperature and seed.
 
-Transport is the stdlib (``http.client``, no proxy support), with a timeout per request, retries
-with exponential backoff and jitter on connection errors, timeouts, 429 and 5xx (honouring
-``Retry-After``), and a thread pool bounding the requests in flight. A request that still fails
-is a verdict with ``error``; a server that answers 404 (wrong ``base_url`` or model name), 401 or
-403 raises :class:`~cua_rl.errors.JudgeError` for the whole batch, since every request would fail.
+Transport is the stdlib (``http.client``, no proxy support), with retries with exponential backoff
+and jitter on connection errors, timeouts, 429 and 5xx (honouring ``Retry-After``), and a thread
+pool bounding the requests in flight. Each attempt has a total deadline of ``timeout_s`` of wall
+time (connect, send, headers and body together: a server that drips one byte at a time cannot
+hold it longer), so one request takes at most ``(max_retries + 1) * timeout_s`` plus the
+backoff waits (each at most ``max_backoff_s``). A body larger than ``max_response_bytes`` is
+refused after reading at most that much (in chunks).
+
+A request that still fails is a verdict with ``error``, and so is any answer that is not the
+expected shape (not JSON, invalid UTF-8, nested too deeply, ``message.content`` neither a
+string nor a list of text parts, which are joined): :meth:`OpenAIJudge.judge` raises only
+:class:`~cua_rl.errors.JudgeError`, for the whole batch, when every request would fail:
+
+* the server answers 404 (wrong ``base_url`` or model name), 401 or 403;
+* ``max_connection_failures`` attempts in a row (over all requests) could not connect
+  (refused, unknown host, connect timeout) or lost the connection before an answer (the server
+  is down): ``judge at URL unreachable: N
+  consecutive connection failures``. Any HTTP answer resets the count; timeouts do not count
+  (a slow server is not a dead one; they end as error verdicts).
+
+:meth:`OpenAIJudge.check` (called through :func:`~cua_rl.judges.base.check_judge` before a run)
+asks ``GET /v1/models`` once and raises ``JudgeError`` naming the URL when the server is
+unreachable, answers garbage, or does not serve the configured model.
 """
 
 from __future__ import annotations
@@ -24,11 +42,12 @@ import logging
 import math
 import os
 import random
+import socket
 import threading
 import time
 import urllib.parse
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
@@ -84,7 +103,8 @@ def p_success_from_logprobs(logprobs: Any) -> float | None:
                 yes += mass
             elif answer is False:
                 no += mass
-    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError):
+    except (KeyError, IndexError, TypeError, ValueError, AttributeError, OverflowError,
+            RecursionError):  # fmt: skip
         return None
     if yes + no <= 0.0 or not math.isfinite(yes + no):
         return None
@@ -93,6 +113,101 @@ def p_success_from_logprobs(logprobs: Any) -> float | None:
 
 class _Fatal(Exception):
     """A response that means every request will fail (carried out of the worker threads)."""
+
+
+class _Expired(Exception):
+    """An attempt ran past its total deadline."""
+
+
+class _TooLarge(Exception):
+    """A response body over ``max_response_bytes``."""
+
+
+class _Malformed(Exception):
+    """A response that is not the expected shape (the message says what was received)."""
+
+
+_CHUNK = 65536
+
+
+def _json_type(value: Any) -> str:
+    """How a parsed JSON value's type reads in a message (``a number``, ``null``...)."""
+    if value is None:
+        return "null"
+    if isinstance(value, bool):
+        return "a boolean"
+    if isinstance(value, int | float):
+        return "a number"
+    if isinstance(value, str):
+        return "a string"
+    if isinstance(value, list):
+        return "an array"
+    return "an object"
+
+
+def _content_text(content: Any, where: str) -> str:
+    """``message.content`` as text: a string, or a list of parts whose text parts are joined."""
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        texts = []
+        for i, part in enumerate(content):
+            if not isinstance(part, dict):
+                raise _Malformed(f"{where} content part {i} is not a text part: {_json_type(part)}")
+            if part.get("type") == "text":
+                if not isinstance(part.get("text"), str):
+                    raise _Malformed(f"{where} content part {i} is not a text part: its text is "
+                                     f"{_json_type(part.get('text'))}")  # fmt: skip
+                texts.append(part["text"])
+        return "".join(texts)
+    raise _Malformed(
+        f"{where}.content is {_json_type(content)} (expected a string or a list of text parts)"
+    )
+
+
+def _answer_texts(data: bytes) -> tuple[list[str], list[dict[str, Any]]]:
+    """The answer text of each choice, and the choices, of a chat-completions body.
+
+    Raises:
+        _Malformed: For anything but ``{"choices": [{"message": {"content": ...}}, ...]}``.
+    """
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        reason = f"{exc.reason} at byte {exc.start}"
+        raise _Malformed(f"the body is not valid UTF-8 ({reason})") from None
+    try:
+        payload = json.loads(text)
+    except RecursionError:
+        raise _Malformed("the body is nested too deeply") from None
+    except ValueError as exc:
+        raise _Malformed(f"the body is not JSON ({exc})") from None
+    if not isinstance(payload, dict):
+        raise _Malformed(f"the response is {_json_type(payload)}, expected an object")
+    choices = payload.get("choices")
+    if not isinstance(choices, list):
+        raise _Malformed(f"choices is {_json_type(choices)}, expected an array")
+    texts = []
+    for i, choice in enumerate(choices):
+        if not isinstance(choice, dict):
+            raise _Malformed(f"choices[{i}] is {_json_type(choice)}, expected an object")
+        message = choice.get("message")
+        if not isinstance(message, dict):
+            raise _Malformed(f"choices[{i}].message is {_json_type(message)}, expected an object")
+        texts.append(_content_text(message.get("content"), f"choices[{i}].message"))
+    return texts, choices
+
+
+class _ConnectFailed(Exception):
+    """The connection could not be made (carries the OSError)."""
+
+    def __init__(self, error: OSError) -> None:
+        super().__init__(str(error))
+        self.error = error
+
+
+def _describe(exc: BaseException) -> str:
+    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class OpenAIJudge:
@@ -105,7 +220,8 @@ class OpenAIJudge:
             when the path does not end with it).
         api_key_env: Name of the environment variable holding the API key (sent as a Bearer
             token, never logged); None for servers without keys.
-        timeout_s: Socket timeout of each attempt, in seconds.
+        timeout_s: Total deadline of each attempt (connect, send, read the whole answer), in
+            seconds of wall time; also the deadline of :meth:`check`.
         max_retries: Retries after the first attempt, on connection errors, timeouts, 429, 5xx.
         backoff_s: Base of the exponential backoff: attempt i waits about
             ``backoff_s * 2**i``, times a random factor in [0.5, 1) (jitter).
@@ -114,6 +230,9 @@ class OpenAIJudge:
         max_tokens: Tokens generated per answer (threshold rule).
         top_logprobs: How many top log-probabilities to ask for (0 disables ``logprobs``).
         seed: Seed of the backoff jitter.
+        max_response_bytes: Largest response body read; a larger one is an error verdict.
+        max_connection_failures: Connection failures in a row (over all requests) after which
+            the batch stops with :class:`~cua_rl.errors.JudgeError` instead of retrying.
 
     Attributes:
         judge_id: ``config.judge_id``.
@@ -139,6 +258,8 @@ class OpenAIJudge:
         max_tokens: int = 4,
         top_logprobs: int = 20,
         seed: int = 0,
+        max_response_bytes: int = 4 * 1024 * 1024,
+        max_connection_failures: int = 5,
     ) -> None:
         if config.kind != "openai":
             raise ConfigError(f"OpenAIJudge needs a config with kind='openai', got {config.kind!r}")
@@ -155,6 +276,8 @@ class OpenAIJudge:
             ("max_concurrency", max_concurrency, 1),
             ("max_tokens", max_tokens, 1),
             ("top_logprobs", top_logprobs, 0),
+            ("max_response_bytes", max_response_bytes, 1024),
+            ("max_connection_failures", max_connection_failures, 1),
         ):
             if not (isinstance(value, int) and value >= low):
                 raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -173,12 +296,15 @@ class OpenAIJudge:
         self.max_concurrency = max_concurrency
         self.max_tokens = max_tokens
         self.top_logprobs = min(top_logprobs, 20)
+        self.max_response_bytes = max_response_bytes
+        self.max_connection_failures = max_connection_failures
         self._https = parts.scheme == "https"
         self._host = parts.hostname
         self._port = parts.port
         prefix = parts.path.rstrip("/")
         if not prefix.endswith("/v1"):
             prefix += "/v1"
+        self._path_prefix = prefix
         self._path = prefix + "/chat/completions"
         self.base_url = f"{parts.scheme}://{parts.netloc}{prefix}"
         self._rng = random.Random(seed)
@@ -187,6 +313,7 @@ class OpenAIJudge:
         self.n_attempts = 0
         self.n_retries = 0
         self.n_failed = 0
+        self._connection_failures = 0
 
     # -- the Judge protocol ------------------------------------------------------------------
 
@@ -194,7 +321,8 @@ class OpenAIJudge:
         """One verdict per request, in order; at most ``max_concurrency`` requests in flight.
 
         Raises:
-            JudgeError: If the server answers 404, 401 or 403 (mis-configured server or key).
+            JudgeError: If the server answers 404, 401 or 403 (mis-configured server or key),
+                or ``max_connection_failures`` attempts in a row could not reach it.
         """
         return self._submit(requests, self.body)
 
@@ -207,7 +335,7 @@ class OpenAIJudge:
         :meth:`judge`.
 
         Raises:
-            JudgeError: If the server answers 404, 401 or 403.
+            JudgeError: If the server answers 404, 401 or 403, or cannot be reached.
         """
         return self._submit(conversations, self.messages_body)
 
@@ -219,15 +347,68 @@ class OpenAIJudge:
             return []
         if self._pool is None:
             self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="judge-http")
+        abort = threading.Event()
         futures: list[Future[Verdict]] = [
-            self._pool.submit(lambda item=item: self._send(make_body(item))) for item in items
+            self._pool.submit(lambda item=item: self._send(make_body(item), abort))
+            for item in items
         ]
-        try:
-            return [f.result() for f in futures]
-        except _Fatal as exc:
+        # Stop at the first fatal answer, not after the requests before it in the batch.
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
+            abort.set()  # wakes the workers waiting to retry
             for f in futures:
                 f.cancel()
-            raise JudgeError(str(exc)) from None
+            exc = failed[0].exception()
+            if isinstance(exc, _Fatal):
+                raise JudgeError(str(exc)) from None
+            raise exc  # type: ignore[misc]  # a bug, not an answer: keep its traceback
+        return [f.result() for f in futures]
+
+    def check(self) -> None:
+        """Ask ``GET /v1/models`` once: raise if the server cannot judge anything.
+
+        Bounded by ``timeout_s``; no retries. Call it (through
+        :func:`~cua_rl.judges.base.check_judge`) before a run, so a dead judge is one clear
+        error instead of a run of unscorable episodes.
+
+        Raises:
+            JudgeError: The server is unreachable, answers an error status or a body that is
+                not a model list, or does not list ``config.model``; the message starts with
+                ``judge at <base_url>``.
+        """
+        where = f"judge at {self.base_url}"
+        url = f"{self.base_url}/models"
+        try:
+            status, data, _ = self._exchange("GET", self._path_prefix + "/models", None)
+        except _Expired:
+            raise JudgeError(f"{where} is unreachable: timed out after {self.timeout_s:g} s "
+                             f"(GET {url})") from None  # fmt: skip
+        except _TooLarge:
+            raise JudgeError(f"{where}: GET {url} answered more than max_response_bytes="
+                             f"{self.max_response_bytes} bytes") from None  # fmt: skip
+        except _ConnectFailed as exc:
+            raise JudgeError(
+                f"{where} is unreachable: {_describe(exc.error)} (GET {url})"
+            ) from None
+        except (OSError, http.client.HTTPException) as exc:
+            raise JudgeError(f"{where} is unreachable: {_describe(exc)} (GET {url})") from None
+        if status != 200:
+            snippet = data[:200].decode("utf-8", "replace")
+            hint = f"; {_FATAL[status]}" if status in _FATAL else ""
+            raise JudgeError(f"{where}: GET {url} answered HTTP {status}{hint}: {snippet!r}. "
+                             "Check base_url (the API base, ending in /v1)")  # fmt: skip
+        try:
+            listed = json.loads(data.decode("utf-8"))["data"]
+            served = [str(m["id"]) for m in listed]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            snippet = data[:100].decode("utf-8", "replace")
+            raise JudgeError(f"{where}: GET {url} answered a body that is not an OpenAI model "
+                             f"list: {snippet!r}") from None  # fmt: skip
+        if self.config.model not in served:
+            shown = served[:10] + (["..."] if len(served) > 10 else [])
+            raise JudgeError(f"{where} does not serve model {self.config.model!r}; it serves "
+                             f"{shown}")  # fmt: skip
 
     def close(self) -> None:
         """Stop the worker threads (idempotent)."""
@@ -286,44 +467,136 @@ class OpenAIJudge:
             headers["Authorization"] = f"Bearer {self._api_key}"
         return headers
 
-    def _post(self, payload: bytes) -> tuple[int, bytes, str | None]:
+    def _exchange(
+        self, method: str, path: str, payload: bytes | None
+    ) -> tuple[int, bytes, str | None]:
+        """One HTTP exchange within a total deadline of ``timeout_s``: (status, body, Retry-After).
+
+        A watchdog shuts the socket down at the deadline, which ends any blocked read; the
+        socket timeout is the time left. The body is read in chunks up to the size cap.
+
+        Raises:
+            _Expired: The deadline passed.
+            _TooLarge: The body is over ``max_response_bytes``.
+            _ConnectFailed: The connection could not be made (wraps the OSError).
+            OSError, http.client.HTTPException: The connection broke.
+        """
+        deadline = time.monotonic() + self.timeout_s
         conn_cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
         conn = conn_cls(self._host, self._port, timeout=self.timeout_s)
+        expired = threading.Event()
+
+        def expire() -> None:
+            expired.set()
+            sock = conn.sock
+            if sock is not None:
+                with contextlib.suppress(OSError):
+                    sock.shutdown(socket.SHUT_RDWR)
+
+        timer = threading.Timer(self.timeout_s, expire)
+        timer.daemon = True
+        timer.start()
         try:
-            conn.request("POST", self._path, body=payload, headers=self._headers())
+            try:
+                conn.connect()
+            except OSError as exc:  # refused, unknown host, connect timeout
+                late = TimeoutError(f"connect timed out after {self.timeout_s:g} s")
+                raise _ConnectFailed(late if expired.is_set() else exc) from None
+            if expired.is_set():  # connected just after the watchdog looked
+                raise _Expired
+            conn.request(method, path, body=payload, headers=self._headers())
             response = conn.getresponse()
-            return response.status, response.read(), response.getheader("Retry-After")
+            length = response.getheader("Content-Length")
+            if length and length.strip().isdigit() and int(length) > self.max_response_bytes:
+                raise _TooLarge
+            chunks: list[bytes] = []
+            size = 0
+            while True:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    raise _Expired
+                if conn.sock is not None:
+                    conn.sock.settimeout(left)
+                chunk = response.read1(_CHUNK)
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > self.max_response_bytes:
+                    raise _TooLarge
+                chunks.append(chunk)
+            if expired.is_set():  # the watchdog cut the body short
+                raise _Expired
+            return response.status, b"".join(chunks), response.getheader("Retry-After")
+        except (OSError, http.client.HTTPException):
+            if expired.is_set() or time.monotonic() >= deadline:
+                raise _Expired from None
+            raise
         finally:
+            timer.cancel()
             conn.close()
 
-    def _wait(self, attempt: int, retry_after: str | None) -> None:
+    def _wait(self, attempt: int, retry_after: str | None, abort: threading.Event) -> None:
         with self._lock:
             jitter = self._rng.uniform(0.5, 1.0)
         delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * jitter
         if retry_after is not None:
             with contextlib.suppress(ValueError):
                 delay = max(delay, min(float(retry_after), self.max_backoff_s))
-        time.sleep(delay)
+        abort.wait(delay)
 
     def _count(self, retry: bool) -> None:
         with self._lock:
             self.n_attempts += 1
             self.n_retries += int(retry)
 
-    def _send(self, body: dict[str, Any]) -> Verdict:
+    def _unreachable(self) -> _Fatal:
+        return _Fatal(
+            f"judge at {self.base_url} unreachable: {self._connection_failures} consecutive "
+            f"connection failures (max_connection_failures={self.max_connection_failures}); is "
+            "the server running?"
+        )
+
+    def _connection_failed(self, abort: threading.Event) -> None:
+        """Count a connection failure; stop the batch at ``max_connection_failures`` in a row."""
+        with self._lock:
+            self._connection_failures += 1
+            dead = self._connection_failures >= self.max_connection_failures
+        if dead:
+            abort.set()
+            raise self._unreachable()
+
+    def _send(self, body: dict[str, Any], abort: threading.Event) -> Verdict:
         payload = json.dumps(body).encode("utf-8")
         last = "no attempt made"
         retry_after: str | None = None
         for attempt in range(self.max_retries + 1):
             if attempt > 0:
-                self._wait(attempt - 1, retry_after)
+                self._wait(attempt - 1, retry_after, abort)
+            if abort.is_set():
+                raise self._unreachable()
             retry_after = None
             self._count(retry=attempt > 0)
             try:
-                status, data, retry_after = self._post(payload)
-            except (OSError, http.client.HTTPException) as exc:  # refused, reset, timeout
-                last = f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
+                status, data, retry_after = self._exchange("POST", self._path, payload)
+            except _Expired:
+                last = f"timed out after {self.timeout_s:g} s"
                 continue
+            except _TooLarge:
+                return self._failed(
+                    f"the response is larger than max_response_bytes={self.max_response_bytes} "
+                    "bytes"
+                )
+            except _ConnectFailed as exc:
+                last = _describe(exc.error)
+                self._connection_failed(abort)
+                continue
+            except (OSError, http.client.HTTPException) as exc:  # reset, closed before answering
+                last = _describe(exc)
+                if isinstance(exc, ConnectionError | http.client.RemoteDisconnected):
+                    self._connection_failed(abort)
+                continue
+            with self._lock:
+                self._connection_failures = 0
             if status == 200:
                 return self._verdict(data)
             snippet = data[:300].decode("utf-8", "replace")
@@ -349,12 +622,10 @@ class OpenAIJudge:
 
     def _verdict(self, data: bytes) -> Verdict:
         try:
-            payload = json.loads(data)
-            choices = payload["choices"]
-            texts = [c["message"]["content"] or "" for c in choices]
-        except (ValueError, KeyError, TypeError) as exc:
+            texts, choices = _answer_texts(data)
+        except _Malformed as exc:
             snippet = data[:200].decode("utf-8", "replace")
-            return self._failed(f"malformed response ({type(exc).__name__}: {exc}): {snippet!r}")
+            return self._failed(f"malformed response: {exc}: {snippet!r}")
         rule = self.config.decision
         if isinstance(rule, VoteRule):
             verdict = vote_verdict(texts, rule, self.judge_id)

@@ -6,8 +6,10 @@ port, run in a background thread. It implements ``POST /v1/chat/completions`` (w
 policy that maps the request's images and text to P(YES) (by default :func:`green_policy`: YES
 when the final screenshot is mostly green). Failures can be injected: the first N requests
 answered with an error status, a delay (longer than a client's timeout), malformed JSON, a fixed
-answer text, no logprobs, or 404 everywhere. The server counts requests, records their headers
-and bodies, and tracks the maximum number of requests in flight at once.
+answer text or raw response body, no logprobs, 404 everywhere, a body that drips one byte at a time
+(``drip``), a body far larger than any answer (``huge``), or a server that stops listening after N
+chat requests (``die_after``). The server counts requests, records their headers and bodies, and
+tracks the maximum number of requests in flight at once.
 
 Example:
     >>> with FakeOpenAIServer() as server:
@@ -38,7 +40,8 @@ logger = logging.getLogger(__name__)
 #: Maps (images of the request in order, its text) to P(YES).
 Policy = Callable[[Sequence[np.ndarray], str], float]
 
-ServerMode = Literal["ok", "malformed", "not_found"]
+ServerMode = Literal["ok", "malformed", "not_found", "drip", "huge"]
+_MODES = ("ok", "malformed", "not_found", "drip", "huge")
 
 # How the server spreads probability mass over answer tokens (sums to 1 with "other").
 _YES_SPLIT = (("YES", 0.6), ("Yes", 0.25), ("yes", 0.05))
@@ -92,18 +95,27 @@ class FakeOpenAIServer:
     Args:
         policy: Maps a request's images and text to P(YES).
         model: The model name listed by ``/v1/models`` (requests for other names still work).
-        mode: ``ok``; ``malformed`` (200 with a body that is not JSON); ``not_found`` (404 on
-            every path).
+        mode: ``ok``; ``malformed`` (200 with a body that is not JSON, on ``/v1/models`` too);
+            ``not_found`` (404 on every path); ``drip`` (200 headers announcing a 1 MB body, then
+            one byte every ``drip_interval_s``, on ``/v1/models`` too); ``huge`` (200 with a body
+            of ``huge_bytes`` bytes streamed without a Content-Length, the connection closed at
+            the end).
         fail_first: Answer the first N chat requests with ``fail_status``.
         fail_status: Status of those failures (503 by default; 429 and 400 are useful too).
         retry_after: If set, a ``Retry-After`` header (seconds) on those failures.
         delay_s: Sleep this long before answering each chat request.
         logprobs: Whether answers carry logprobs when the request asks for them.
         answer_text: If set, the answer's text regardless of the policy (e.g. ``"Maybe"``).
+        raw_body: If set, every chat request is answered 200 with exactly these bytes.
+        drip_interval_s: Seconds between two bytes in ``drip`` mode.
+        huge_bytes: Size of the body in ``huge`` mode.
+        die_after: If set, the server stops listening once it has answered this many chat
+            requests (later connections are refused).
 
     Attributes:
         requests: Chat-completion requests received (failed ones included).
         max_in_flight: Most chat requests handled at the same time.
+        model_requests: ``GET /v1/models`` requests received.
         headers: Headers of each chat request, in arrival order.
         bodies: JSON bodies of each chat request, in arrival order.
     """
@@ -120,9 +132,13 @@ class FakeOpenAIServer:
         delay_s: float = 0.0,
         logprobs: bool = True,
         answer_text: str | None = None,
+        raw_body: bytes | None = None,
+        drip_interval_s: float = 0.5,
+        huge_bytes: int = 50_000_000,
+        die_after: int | None = None,
     ) -> None:
-        if mode not in ("ok", "malformed", "not_found"):
-            raise ValueError(f"mode must be 'ok', 'malformed' or 'not_found', got {mode!r}")
+        if mode not in _MODES:
+            raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
         self.policy = policy
         self.model = model
         self.mode = mode
@@ -132,13 +148,20 @@ class FakeOpenAIServer:
         self.delay_s = delay_s
         self.logprobs = logprobs
         self.answer_text = answer_text
+        self.raw_body = raw_body
+        self.drip_interval_s = drip_interval_s
+        self.huge_bytes = huge_bytes
+        self.die_after = die_after
         self.requests = 0
+        self.model_requests = 0
+        self._answered = 0
         self.in_flight = 0
         self.max_in_flight = 0
         self.headers: list[dict[str, str]] = []
         self.bodies: list[dict[str, Any]] = []
         self._lock = threading.Lock()
         self._stopping = threading.Event()
+        self._dead = threading.Event()
         self._httpd: ThreadingHTTPServer | None = None
         self._thread: threading.Thread | None = None
 
@@ -173,13 +196,14 @@ class FakeOpenAIServer:
     def stop(self) -> None:
         """Stop serving and close the socket (idempotent); delayed handlers wake up."""
         self._stopping.set()
-        if self._httpd is not None:
-            self._httpd.shutdown()
-            self._httpd.server_close()
-            self._httpd = None
-        if self._thread is not None:
-            self._thread.join(timeout=5.0)
-            self._thread = None
+        with self._lock:  # ``die_after`` stops from a handler's helper thread
+            httpd, self._httpd = self._httpd, None
+            thread, self._thread = self._thread, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=5.0)
 
     def __enter__(self) -> FakeOpenAIServer:
         return self.start()
@@ -201,6 +225,13 @@ class FakeOpenAIServer:
     def _leave(self) -> None:
         with self._lock:
             self.in_flight -= 1
+            self._answered += 1
+            die = self.die_after is not None and self._answered == self.die_after
+        if die:
+            # From now on requests are dropped unanswered, and the listener closes (in another
+            # thread: shutdown waits for serve_forever).
+            self._dead.set()
+            threading.Thread(target=self.stop, daemon=True).start()
 
     def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
         images, text = _parse_messages(body["messages"])
@@ -271,15 +302,60 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
         def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
             self._json(status, {"error": {"message": message, "code": status}}, extra)
 
+        def _drip(self) -> None:
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Content-Length", str(1_000_000))
+                self.end_headers()
+                self.wfile.flush()
+                for _ in range(1_000_000):
+                    if server._stopping.wait(server.drip_interval_s):
+                        break
+                    self.wfile.write(b" ")
+                    self.wfile.flush()
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+
+        def _huge(self) -> None:
+            chunk = b" " * 65536
+            try:
+                self.send_response(200)
+                self.send_header("Content-Type", "application/json")
+                self.send_header("Connection", "close")
+                self.end_headers()
+                sent = 0
+                while sent < server.huge_bytes and not server._stopping.is_set():
+                    piece = chunk[: server.huge_bytes - sent]
+                    self.wfile.write(piece)
+                    sent += len(piece)
+            except (BrokenPipeError, ConnectionResetError):
+                pass
+            self.close_connection = True
+
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
-            if server.mode != "not_found" and self.path.rstrip("/") == "/v1/models":
-                self._json(200, {"object": "list", "data": [{"id": server.model}]})
-            else:
+            if server._dead.is_set():
+                self.close_connection = True
+                return
+            if server.mode == "not_found" or self.path.rstrip("/") != "/v1/models":
                 self._error(404, f"no route {self.path}")
+                return
+            with server._lock:
+                server.model_requests += 1
+            if server.mode == "drip":
+                self._drip()
+            elif server.mode == "malformed":
+                self._send(200, b"<html>this is not a model list")
+            else:
+                self._json(200, {"object": "list", "data": [{"id": server.model}]})
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
             length = int(self.headers.get("Content-Length", 0))
             raw = self.rfile.read(length)
+            if server._dead.is_set():  # ``die_after`` reached; the listener is closing
+                self.close_connection = True
+                return
             if server.mode == "not_found" or self.path.rstrip("/") != "/v1/chat/completions":
                 self._error(404, f"no route {self.path}")
                 return
@@ -302,6 +378,15 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
                     return
                 if server.mode == "malformed":
                     self._send(200, b'{"choices": [ this is not json')
+                    return
+                if server.mode == "drip":
+                    self._drip()
+                    return
+                if server.mode == "huge":
+                    self._huge()
+                    return
+                if server.raw_body is not None:
+                    self._send(200, server.raw_body)
                     return
                 try:
                     completion = server._completion(body)

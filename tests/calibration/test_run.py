@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
 from pathlib import Path
 
 import pytest
@@ -11,7 +12,8 @@ from cua_rl.calibration import Calibration, confusion_counts, load_labelled
 from cua_rl.calibration.run import read_task_ids, run_calibration
 from cua_rl.datasets import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk import SimDeskConfig
-from cua_rl.errors import CalibrationError, ConfigError
+from cua_rl.errors import CalibrationError, ConfigError, JudgeError
+from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.simulated import SimulatedJudge
 
 
@@ -87,4 +89,44 @@ def test_refusals(labelled: Path, tmp_path: Path) -> None:
         read_task_ids(tmp_path / "missing.txt")
     with pytest.raises(CalibrationError, match="<= 0"):
         run_calibration(labelled, SimulatedJudge(0.9, 0.9), tmp_path, min_per_class=1)
+    assert (tmp_path / "verdicts.jsonl").is_file() and not (tmp_path / "calibration.json").exists()
+
+
+class _DeadJudge:
+    """A judge whose server is gone: check() raises, judge() records the call."""
+
+    judge_id = "dead"
+
+    def __init__(self) -> None:
+        self.judged = 0
+        self.closed = False
+
+    def check(self) -> None:
+        raise JudgeError("judge at http://127.0.0.1:9/v1 is unreachable: ConnectionRefusedError")
+
+    def judge(self, requests: Sequence[JudgeRequest]) -> list[Verdict]:
+        self.judged += len(requests)
+        return [Verdict(False, None, "", self.judge_id, error="boom") for _ in requests]
+
+    def close(self) -> None:
+        self.closed = True
+
+
+def test_a_dead_judge_is_refused_before_judging(labelled: Path, tmp_path: Path) -> None:
+    judge = _DeadJudge()
+    with pytest.raises(JudgeError, match=r"^judge at http://127\.0\.0\.1:9/v1 is unreachable"):
+        run_calibration(labelled, judge, tmp_path / "out", min_per_class=1)
+    assert judge.judged == 0 and judge.closed
+    assert not (tmp_path / "out").exists()
+
+
+def test_only_error_verdicts_is_a_judge_error_not_an_empty_calibration(
+    labelled: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    judge = _DeadJudge()
+    monkeypatch.setattr(judge, "check", lambda: None)
+    n = len(load_labelled(labelled))
+    with pytest.raises(JudgeError, match=f"all {n} verdicts are judge errors \\(first: boom\\)"):
+        run_calibration(labelled, judge, tmp_path, min_per_class=1)
+    assert judge.judged == n
     assert (tmp_path / "verdicts.jsonl").is_file() and not (tmp_path / "calibration.json").exists()

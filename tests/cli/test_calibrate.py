@@ -4,8 +4,10 @@ from __future__ import annotations
 
 import json
 import os
+import socket
 import subprocess
 import sys
+import time
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
@@ -21,6 +23,7 @@ from cua_rl.datasets import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk import SimDeskConfig
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.simulated import SimulatedJudge
+from cua_rl.testing.openai_server import FakeOpenAIServer
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
@@ -311,3 +314,50 @@ def test_tiny_qwen_judge_end_to_end(
     ]
     assert all(v["cached"] for v in again)
     assert [v["p_success"] for v in again] == pytest.approx([v["p_success"] for v in verdicts])
+
+
+def _openai(labelled: Path, out: Path, url: str, *extra: str) -> list[str]:
+    return [
+        "--labelled", str(labelled), "--judge", "openai", "--judge-model", "fake-judge",
+        "--base-url", url, "--max-pixels", str(28 * 28 * 4), "--min-per-class", "5",
+        "--out", str(out), "--no-progress", *extra,
+    ]  # fmt: skip
+
+
+def test_openai_judge_without_a_server_is_one_error_before_judging(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with socket.socket() as sock:  # a port where nothing listens
+        sock.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{sock.getsockname()[1]}/v1"
+    start = time.perf_counter()
+    assert main(_openai(labelled, tmp_path / "out", url)) == 2
+    assert time.perf_counter() - start < 5.0
+    line = _error(capsys)
+    assert f"judge at {url} is unreachable: ConnectionRefusedError" in line
+    assert not (tmp_path / "out" / "verdicts.jsonl").exists()
+
+
+def test_openai_judge_that_serves_another_model_is_refused(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeOpenAIServer(model="other") as server:
+        assert main(_openai(labelled, tmp_path, server.url)) == 2
+    assert server.requests == 0
+    assert "does not serve model 'fake-judge'; it serves ['other']" in _error(capsys)
+
+
+def test_openai_judge_that_dies_mid_run_stops_with_one_error(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    with FakeOpenAIServer(die_after=20) as server:
+        url = server.url
+        start = time.perf_counter()
+        assert main(_openai(labelled, tmp_path, url)) == 2
+        elapsed = time.perf_counter() - start
+    line = _error(capsys)
+    assert f"judge at {url} unreachable: 5 consecutive connection failures" in line
+    assert "positives" not in line
+    assert 20 <= server.requests < len(load_labelled(labelled))
+    assert elapsed < 30.0
+    assert not (tmp_path / "calibration.json").exists()

@@ -55,6 +55,15 @@ def test_openai_needs_base_url_and_passes_the_client_settings() -> None:
     judge.close()
 
 
+def test_openai_passes_the_hardening_settings() -> None:
+    cfg = JudgeConfig("served", kind="openai")
+    judge = make_judge(cfg, base_url="http://127.0.0.1:9/v1", max_response_bytes=65536,
+                       max_connection_failures=2)  # fmt: skip
+    assert isinstance(judge, OpenAIJudge)
+    assert (judge.max_response_bytes, judge.max_connection_failures) == (65536, 2)
+    judge.close()
+
+
 def test_cache_wraps_the_judge_and_keeps_its_id(tmp_path: Path) -> None:
     cfg = SimulatedJudgeConfig(0.2, 0.1, seed=1)
     judge = make_judge(cfg, cache=tmp_path / "v.sqlite")

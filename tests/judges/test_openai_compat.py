@@ -6,7 +6,9 @@ import http.client
 import json
 import logging
 import math
+import socket
 import time
+import tracemalloc
 from collections.abc import Callable
 from typing import Any
 
@@ -14,10 +16,12 @@ import numpy as np
 import pytest
 
 from cua_rl.errors import ConfigError, JudgeError
-from cua_rl.judges.base import Judge, JudgeRequest
+from cua_rl.judges.base import Judge, JudgeRequest, check_judge
+from cua_rl.judges.cache import CachedJudge, VerdictCache
 from cua_rl.judges.config import JudgeConfig, ThresholdRule, VoteRule
 from cua_rl.judges.openai_compat import OpenAIJudge, p_success_from_logprobs
 from cua_rl.judges.prompts import prompt_text
+from cua_rl.judges.simulated import SimulatedJudge
 from cua_rl.testing.openai_server import FakeOpenAIServer, green_policy
 
 Image3 = Callable[..., np.ndarray]
@@ -170,7 +174,7 @@ def test_timeout_gives_an_error_verdict(solid: Image3) -> None:
         verdict = judge.judge([JudgeRequest("x", (solid(GREEN),))])[0]
         elapsed = time.perf_counter() - start
     assert verdict.error is not None
-    assert verdict.error.startswith("failed after 2 attempts: TimeoutError")
+    assert verdict.error == "failed after 2 attempts: timed out after 0.2 s"
     assert server.requests == 2
     assert elapsed < 1.5
 
@@ -209,7 +213,8 @@ def test_401_raises_and_names_the_key_variable_not_the_key(
 def test_malformed_json_gives_an_error_verdict(solid: Image3) -> None:
     with FakeOpenAIServer(mode="malformed") as server:
         verdict = make_judge(server).judge([JudgeRequest("x", (solid(GREEN),))])[0]
-    assert verdict.error is not None and verdict.error.startswith("malformed response (")
+    assert verdict.error is not None
+    assert verdict.error.startswith("malformed response: the body is not JSON (")
     assert server.requests == 1
 
 
@@ -332,3 +337,250 @@ def test_server_lists_models_and_binds_loopback() -> None:
         conn.close()
     with pytest.raises(RuntimeError, match="not running"):
         _ = server.port
+
+
+# -- hardening: deadlines, size caps, response shapes, check(), dead servers -------------------
+
+
+def _unused_url() -> str:
+    """A 127.0.0.1 URL where nothing listens (the port was bound and released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    return f"http://127.0.0.1:{port}/v1"
+
+
+def test_a_slow_drip_is_bounded_by_the_total_deadline(solid: Image3) -> None:
+    # The server sends one byte every 0.25 s: a socket-read timeout of 1 s never fires.
+    with FakeOpenAIServer(mode="drip", drip_interval_s=0.25) as server:
+        judge = make_judge(server, timeout_s=1.0, max_retries=0)
+        start = time.perf_counter()
+        verdict = judge.judge([JudgeRequest("x", (solid(GREEN),))])[0]
+        elapsed = time.perf_counter() - start
+        judge.close()
+    assert verdict.error is not None and not verdict.ok
+    assert "timed out after 1 s" in verdict.error
+    assert 0.9 <= elapsed < 2.0
+
+
+def test_the_deadline_holds_for_every_attempt(solid: Image3) -> None:
+    with FakeOpenAIServer(mode="drip", drip_interval_s=0.2) as server:
+        judge = make_judge(server, timeout_s=0.5, max_retries=2, backoff_s=0.0)
+        start = time.perf_counter()
+        verdict = judge.judge([JudgeRequest("x", (solid(GREEN),))])[0]
+        elapsed = time.perf_counter() - start
+        judge.close()
+    assert verdict.error is not None
+    assert verdict.error.startswith("failed after 3 attempts: timed out after 0.5 s")
+    assert server.requests == 3
+    assert 1.4 <= elapsed < 2.5  # 3 attempts of 0.5 s, no backoff
+
+
+def test_a_huge_streamed_body_is_cut_at_the_cap(solid: Image3) -> None:
+    # 50 MB without a Content-Length: read in chunks, stop past the cap, keep memory small.
+    with FakeOpenAIServer(mode="huge", huge_bytes=50_000_000) as server:
+        judge = make_judge(server, max_response_bytes=1_000_000, max_retries=2)
+        tracemalloc.start()
+        start = time.perf_counter()
+        verdict = judge.judge([JudgeRequest("x", (solid(GREEN),))])[0]
+        elapsed = time.perf_counter() - start
+        _, peak = tracemalloc.get_traced_memory()
+        tracemalloc.stop()
+        judge.close()
+    assert verdict.error == "the response is larger than max_response_bytes=1000000 bytes"
+    assert server.requests == 1  # not retried: the same request gets the same answer
+    assert elapsed < 2.0
+    assert peak < 8_000_000
+
+
+def test_a_content_length_over_the_cap_is_refused_before_reading(solid: Image3) -> None:
+    body = json.dumps({"choices": [{"message": {"content": "YES" + " " * 5000}}]}).encode()
+    with FakeOpenAIServer(raw_body=body) as server:
+        verdict = make_judge(server, max_response_bytes=1024).judge(
+            [JudgeRequest("x", (solid(GREEN),))]
+        )[0]
+    assert verdict.error == "the response is larger than max_response_bytes=1024 bytes"
+
+
+def _choice_body(content: Any) -> bytes:
+    message = {"role": "assistant", "content": content}
+    return json.dumps({"choices": [{"message": message}]}).encode()
+
+
+@pytest.mark.parametrize(
+    ("content", "success"),
+    [
+        ([{"type": "text", "text": "YES"}], True),
+        ([{"type": "text", "text": "N"}, {"type": "text", "text": "O"}], False),
+        ([{"type": "refusal", "refusal": "hm"}, {"type": "text", "text": "Yes."}], True),
+    ],
+)
+def test_content_as_a_list_of_parts_is_joined(solid: Image3, content: Any, success: bool) -> None:
+    with FakeOpenAIServer(raw_body=_choice_body(content)) as server:
+        verdict = make_judge(server).judge([JudgeRequest("x", (solid(GREEN),))])[0]
+    assert verdict.ok, verdict.error
+    assert verdict.success is success and verdict.p_success is None
+
+
+def test_vote_accepts_content_parts(solid: Image3) -> None:
+    body = json.dumps(
+        {"choices": [{"message": {"content": [{"type": "text", "text": "YES"}]}}] * 3}
+    ).encode()
+    config = JudgeConfig("fake-judge", kind="openai", decision=VoteRule(k=3))
+    with FakeOpenAIServer(raw_body=body) as server:
+        verdict = make_judge(server, config=config).judge([JudgeRequest("x", (solid(GREEN),))])[0]
+    assert verdict.ok and verdict.success is True and verdict.p_success == 1.0
+
+
+_DEEP = b'{"choices": ' + b"[" * 100_000 + b"]" * 100_000 + b"}"
+_DEEP_TOKEN = (
+    b'{"choices": [{"message": {"content": "YES"}, "logprobs": {"content": [{"top_logprobs": '
+    b'[{"token": ' + b"[" * 900 + b"]" * 900 + b', "logprob": 0.0}]}]}}]}'
+)
+
+
+@pytest.mark.parametrize(
+    ("raw", "message"),
+    [
+        (_choice_body(1), "choices[0].message.content is a number"),
+        (_choice_body(None), "choices[0].message.content is null"),
+        (_choice_body({"text": "YES"}), "choices[0].message.content is an object"),
+        (_choice_body(True), "choices[0].message.content is a boolean"),
+        (_choice_body([{"type": "text", "text": 3}]), "content part 0 is not a text part"),
+        (_choice_body(["YES"]), "content part 0 is not a text part"),
+        (json.dumps({"choices": {"message": "YES"}}).encode(), "choices is an object"),
+        (json.dumps({"choices": ["YES"]}).encode(), "choices[0] is a string"),
+        (json.dumps({"choices": [{"message": 2}]}).encode(), "choices[0].message is a number"),
+        (json.dumps([1, 2]).encode(), "the response is an array"),
+        (b'{"choices": [{"message": {"content": "\xff\xfeYES"}}]}', "not valid UTF-8"),
+        (b"<html>502 Bad Gateway</html>", "not JSON"),
+        (_DEEP, "nested too deeply"),
+    ],
+)
+def test_odd_responses_are_error_verdicts(solid: Image3, raw: bytes, message: str) -> None:
+    with FakeOpenAIServer(raw_body=raw) as server:
+        verdict = make_judge(server).judge([JudgeRequest("x", (solid(GREEN),))])[0]
+    assert not verdict.ok and verdict.error is not None
+    assert verdict.error.startswith("malformed response: ")
+    assert message in verdict.error
+    assert verdict.success is False and verdict.p_success is None
+
+
+def test_deeply_nested_logprob_tokens_fall_back_to_the_text(solid: Image3) -> None:
+    with FakeOpenAIServer(raw_body=_DEEP_TOKEN) as server:
+        verdict = make_judge(server).judge([JudgeRequest("x", (solid(GREEN),))])[0]
+    assert verdict.ok and verdict.success is True and verdict.p_success is None
+
+
+def test_check_asks_the_model_list_once() -> None:
+    with FakeOpenAIServer() as server:
+        judge = make_judge(server)
+        assert judge.check() is None
+        check_judge(judge)
+    assert (server.model_requests, server.requests) == (2, 0)
+
+
+def test_check_names_the_url_of_an_unreachable_server() -> None:
+    url = _unused_url()
+    judge = OpenAIJudge(CONFIG, url, timeout_s=5.0)
+    start = time.perf_counter()
+    with pytest.raises(JudgeError, match=f"^judge at {url} is unreachable: ConnectionRefused"):
+        judge.check()
+    assert time.perf_counter() - start < 1.0
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "message"),
+    [
+        ({"mode": "not_found"}, r"GET http://127\.0\.0\.1:\d+/v1/models answered HTTP 404"),
+        ({"mode": "malformed"}, r"answered a body that is not an OpenAI model list"),
+        ({"model": "other"}, r"does not serve model 'fake-judge'; it serves \['other'\]"),
+        ({"mode": "drip", "drip_interval_s": 0.2}, r"is unreachable: timed out after 1 s"),
+    ],
+)
+def test_check_refuses_servers_that_answer_garbage(kwargs: dict[str, Any], message: str) -> None:
+    with FakeOpenAIServer(**kwargs) as server:
+        judge = make_judge(server, timeout_s=1.0)
+        start = time.perf_counter()
+        with pytest.raises(JudgeError, match=f"^judge at {server.url}.*{message}"):
+            judge.check()
+        assert time.perf_counter() - start < 2.0
+
+
+def test_check_judge_forwards_through_the_cache_and_skips_judges_without_check(
+    tmp_path: Any,
+) -> None:
+    check_judge(SimulatedJudge(0.1, 0.1))  # nothing to check
+    cached = CachedJudge(OpenAIJudge(CONFIG, _unused_url()), VerdictCache(tmp_path / "v.sqlite"))
+    with pytest.raises(JudgeError, match="is unreachable"):
+        check_judge(cached)
+    cached.close()
+
+
+def test_consecutive_connection_failures_stop_the_batch(solid: Image3) -> None:
+    url = _unused_url()
+    judge = OpenAIJudge(
+        CONFIG, url, max_retries=10, backoff_s=0.01, max_concurrency=1, max_connection_failures=3
+    )
+    requests = [JudgeRequest(f"t{i}", (solid(GREEN),)) for i in range(4)]
+    start = time.perf_counter()
+    with pytest.raises(
+        JudgeError, match=f"^judge at {url} unreachable: 3 consecutive connection failures"
+    ):
+        judge.judge(requests)
+    assert time.perf_counter() - start < 1.0
+    assert judge.n_attempts == 3
+    judge.close()
+
+
+def test_a_server_that_dies_mid_batch_stops_the_batch(solid: Image3) -> None:
+    with FakeOpenAIServer(die_after=3) as server:
+        url = server.url
+        judge = make_judge(server, max_concurrency=1, max_retries=3)
+        requests = [JudgeRequest(f"t{i}", (solid(GREEN),)) for i in range(8)]
+        with pytest.raises(JudgeError, match="unreachable: 5 consecutive connection failures"):
+            judge.judge(requests)
+        judge.close()
+    assert server.requests == 3 and url.startswith("http://127.0.0.1:")
+
+
+def test_a_success_resets_the_consecutive_failure_count(
+    solid: Image3, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    ok = json.dumps({"choices": [{"message": {"content": "YES"}}]}).encode()
+    script = iter([ConnectionRefusedError(111, "refused")] * 2 + [ok] + [ConnectionResetError()] * 2
+                  + [ok])  # fmt: skip
+
+    def fake_exchange(*args: Any, **kwargs: Any) -> tuple[int, bytes, str | None]:
+        step = next(script)
+        if isinstance(step, Exception):
+            raise step
+        return 200, step, None
+
+    judge = OpenAIJudge(CONFIG, _unused_url(), max_retries=5, backoff_s=0.0, max_concurrency=1,
+                        max_connection_failures=3)  # fmt: skip
+    monkeypatch.setattr(judge, "_exchange", fake_exchange)
+    verdicts = judge.judge([JudgeRequest(f"t{i}", (solid(GREEN),)) for i in range(2)])
+    assert [v.success for v in verdicts] == [True, True]
+    assert judge.n_attempts == 6
+
+
+def test_timeouts_are_not_connection_failures(solid: Image3) -> None:
+    with FakeOpenAIServer(delay_s=2.0) as server:
+        judge = make_judge(server, timeout_s=0.2, max_retries=3, max_connection_failures=2)
+        verdict = judge.judge([JudgeRequest("x", (solid(GREEN),))])[0]
+        judge.close()
+    assert verdict.error is not None and "timed out after 0.2 s" in verdict.error
+    assert server.requests == 4
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "match"),
+    [
+        ({"max_response_bytes": 0}, "max_response_bytes must be an integer >= 1024, got 0"),
+        ({"max_connection_failures": 0}, "max_connection_failures must be an integer >= 1, got 0"),
+    ],
+)
+def test_bad_hardening_settings_are_refused(kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        OpenAIJudge(CONFIG, "http://127.0.0.1:1/v1", **kwargs)
