@@ -202,6 +202,10 @@ def prepare_run(config: TrainConfig) -> RunParts:
     _check_overlap(config, calibrations)
     judge = build_judge(r.judge, config) if r.judge is not None else None
     try:
+        if judge is not None:
+            from cua_rl.judges.base import check_judge
+
+            check_judge(judge)  # a served judge that is down: one error now, not N unscored
         primary = _primary(config, judge, calibrations)
         models = _load_models(config) if r.reference_models else {}
         if r.structural_weight != 0.0:

@@ -13,7 +13,7 @@ import pytest
 from cua_rl.calibration import Calibration, estimate_calibration
 from cua_rl.core import Observation, Trajectory
 from cua_rl.envs.backends.simdesk.tasks import make_task
-from cua_rl.errors import CalibrationError, ConfigError
+from cua_rl.errors import CalibrationError, ConfigError, JudgeError
 from cua_rl.rewards.base import GroundTruthReward, WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
 from cua_rl.rewards.judge import JudgeReward
@@ -369,3 +369,35 @@ def test_an_old_calibration_without_task_ids_needs_its_labelled_set(
         prepare_run(tiny_config(reward=reward))
     named = labelled(tmp_path, ["simdesk/click_ok/2147483650"])
     prepare_run(tiny_config(reward={**reward, "calibration_labelled": {"all": named}}))
+
+
+def test_a_served_judge_that_is_down_is_refused_before_training(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    import socket
+
+    with socket.socket() as sock:  # a port nothing listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    url = f"http://127.0.0.1:{port}/v1"
+    judge = {"kind": "openai", "config": {"model": "served"},
+             "options": {"base_url": url, "timeout_s": 2.0}}  # fmt: skip
+    config = tiny_config(reward={"primary": "judge", "judge": judge})
+    with pytest.raises(JudgeError, match=rf"127\.0\.0\.1:{port}"):
+        prepare_run(config)
+
+
+def test_a_served_judge_that_answers_passes_the_check(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    from cua_rl.testing.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer() as server:
+        judge = {"kind": "openai", "config": {"model": "fake-judge"},
+                 "options": {"base_url": server.url}}  # fmt: skip
+        parts = prepare_run(tiny_config(reward={"primary": "judge", "judge": judge}))
+        parts.close()
+        assert parts.judge is not None
+        wrong = {**judge, "config": {"model": "served"}}
+        with pytest.raises(JudgeError, match=r"does not serve model 'served'"):
+            prepare_run(tiny_config(reward={"primary": "judge", "judge": wrong}))
