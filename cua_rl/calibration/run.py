@@ -22,7 +22,11 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.calibration.calibration import Calibration
-from cua_rl.calibration.fitting import estimate_calibration, judge_labelled
+from cua_rl.calibration.fitting import (
+    check_estimation_options,
+    estimate_calibration,
+    judge_labelled,
+)
 from cua_rl.calibration.labelled import (
     LabelledExample,
     atomic_write_bytes,
@@ -83,13 +87,22 @@ def read_task_ids(path: str | Path) -> set[str]:
     """Task ids from a file, one a line; blank lines and ``#`` comments are skipped.
 
     Raises:
-        ConfigError: If the file does not exist.
+        ConfigError: The file does not exist, is a folder, or is not UTF-8 text.
     """
     file = Path(path)
+    if file.is_dir():
+        raise ConfigError(f"training task file {str(file)!r} is a folder; expected a file of "
+                          f"task ids, one a line")  # fmt: skip
     try:
         lines = file.read_text(encoding="utf-8").splitlines()
     except FileNotFoundError:
         raise ConfigError(f"training task file {str(file)!r} not found") from None
+    except UnicodeDecodeError as error:
+        raise ConfigError(f"training task file {str(file)!r} is not UTF-8 text (byte "
+                          f"{error.start})") from None  # fmt: skip
+    except OSError as error:
+        raise ConfigError(f"cannot read training task file {str(file)!r}: "
+                          f"{error.strerror or error}") from None  # fmt: skip
     return {s for s in (line.split("#", 1)[0].strip() for line in lines) if s}
 
 
@@ -175,10 +188,9 @@ def run_calibration(
             many connection failures in a row), or every verdict is a judge error (the verdicts
             are still written to ``verdicts.jsonl``).
     """
-    min_per_class = estimation.get("min_per_class", 1)
-    for name, value in (("batch_size", batch_size), ("min_per_class", min_per_class)):
-        if value < 1:
-            raise ConfigError(f"{name} must be >= 1, got {value}")
+    if isinstance(batch_size, bool) or not isinstance(batch_size, int) or batch_size < 1:
+        raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
+    check_estimation_options(**estimation)  # every estimation setting, before any judging
     started = time.perf_counter()
     examples = load_labelled(labelled)
     if training_tasks is not None:
@@ -199,7 +211,13 @@ def run_calibration(
         judge.close()
         raise
     cache_path = Path(cache or out / "verdicts.sqlite") if use_cache else None
-    runner: Judge = judge if cache_path is None else CachedJudge(judge, VerdictCache(cache_path))
+    try:
+        runner: Judge = (
+            judge if cache_path is None else CachedJudge(judge, VerdictCache(cache_path))
+        )
+    except BaseException:  # a cache that cannot be opened: release the judge (a loaded model)
+        judge.close()
+        raise
     try:
         t0 = time.perf_counter()
         verdicts = judge_labelled(runner, examples, batch_size=batch_size, progress=progress)

@@ -76,7 +76,7 @@ def test_refusals(labelled: Path, tmp_path: Path) -> None:
         built.append(1)
         return SimulatedJudge(0.1, 0.1)
 
-    with pytest.raises(ConfigError, match="batch_size must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match="batch_size must be an integer >= 1, got 0"):
         run_calibration(labelled, factory, tmp_path, batch_size=0)
     with pytest.raises(CalibrationError, match="not found"):
         run_calibration(tmp_path / "nope.jsonl", factory, tmp_path)
@@ -130,3 +130,35 @@ def test_only_error_verdicts_is_a_judge_error_not_an_empty_calibration(
         run_calibration(labelled, judge, tmp_path, min_per_class=1)
     assert judge.judged == n
     assert (tmp_path / "verdicts.jsonl").is_file() and not (tmp_path / "calibration.json").exists()
+
+
+def test_estimation_settings_and_task_files_are_checked_before_judging(
+    labelled: Path, tmp_path: Path
+) -> None:
+    built: list[int] = []
+
+    def factory() -> SimulatedJudge:
+        built.append(1)
+        return SimulatedJudge(0.1, 0.1)
+
+    for bad, message in (({"confidence": 2.0}, "confidence"), ({"seed": -1}, "seed"),
+                         ({"d_method": "magic"}, "d_method"), ({"min_per_class": 0},
+                                                               "min_per_class")):  # fmt: skip
+        with pytest.raises(CalibrationError, match=message):
+            run_calibration(labelled, factory, tmp_path, **bad)
+    assert built == []
+    (tmp_path / "tasks_dir").mkdir()
+    with pytest.raises(ConfigError, match=r"training task file .*tasks_dir' is a folder"):
+        read_task_ids(tmp_path / "tasks_dir")
+    (tmp_path / "latin.txt").write_bytes(b"simdesk/caf\xe9/1\n")
+    with pytest.raises(ConfigError, match=r"latin\.txt' is not UTF-8 text"):
+        read_task_ids(tmp_path / "latin.txt")
+
+
+def test_a_cache_that_cannot_open_closes_the_judge(labelled: Path, tmp_path: Path) -> None:
+    judge = _DeadJudge()
+    judge.check = lambda: None  # type: ignore[method-assign]  # reachable, for this test
+    (tmp_path / "bad.sqlite").write_bytes(b"this is not a database" * 100)
+    with pytest.raises(JudgeError, match=r"bad\.sqlite"):
+        run_calibration(labelled, judge, tmp_path, cache=tmp_path / "bad.sqlite")
+    assert judge.closed and judge.judged == 0
