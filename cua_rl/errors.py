@@ -15,6 +15,7 @@ __all__ = [
     "CuaRLError",
     "DependencyNotInstalled",
     "JudgeError",
+    "JudgeUnavailable",
     "TaskSpecError",
     "TraceFormatError",
 ]
@@ -49,6 +50,14 @@ class TaskSpecError(CuaRLError, ValueError):
 
 class JudgeError(CuaRLError):
     """A judge could not produce a verdict (timeout, malformed answer, server error)."""
+
+
+class JudgeUnavailable(JudgeError):
+    """The judge cannot answer at all (a served model that is gone or refuses every request).
+
+    Unlike a failed verdict (one episode unscorable), this stops the work that needs the judge:
+    reward sources let it through, so training and calibration end with one clear error.
+    """
 
 
 class CalibrationError(CuaRLError, ValueError):

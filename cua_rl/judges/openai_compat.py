@@ -52,7 +52,7 @@ from typing import Any
 
 import numpy as np
 
-from cua_rl.errors import ConfigError, JudgeError
+from cua_rl.errors import ConfigError, JudgeError, JudgeUnavailable
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
@@ -361,7 +361,7 @@ class OpenAIJudge:
                 f.cancel()
             exc = failed[0].exception()
             if isinstance(exc, _Fatal):
-                raise JudgeError(str(exc)) from None
+                raise JudgeUnavailable(str(exc)) from None
             raise exc  # type: ignore[misc]  # a bug, not an answer: keep its traceback
         return [f.result() for f in futures]
 

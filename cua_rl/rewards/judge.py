@@ -6,7 +6,7 @@ import logging
 from collections.abc import Sequence
 
 from cua_rl.core import Trajectory
-from cua_rl.errors import JudgeError
+from cua_rl.errors import JudgeError, JudgeUnavailable
 from cua_rl.judges.base import Judge, JudgeRequest, Verdict
 
 __all__ = ["JudgeReward"]
@@ -19,7 +19,8 @@ class JudgeReward:
 
     ``None`` (unscorable, never 0) when the episode was cut by an env error (the judge is not
     called) or when the verdict has an ``error`` (timeout, unparsable answer); a ``JudgeError``
-    raised by the judge for the whole batch also gives ``None`` for each trajectory of it.
+    raised by the judge for the whole batch also gives ``None`` for each trajectory of it, except
+    :class:`~cua_rl.errors.JudgeUnavailable` (the judge is gone), which propagates.
 
     Args:
         judge: The judge.
@@ -55,6 +56,8 @@ class JudgeReward:
             requests = [JudgeRequest.from_trajectory(trajectories[i], self.last_k) for i in todo]
             try:
                 got = self.judge.judge(requests)
+            except JudgeUnavailable:
+                raise  # the judge is gone: stop, rather than score nothing episode after episode
             except JudgeError as exc:
                 logger.warning(
                     "judge %s failed on a batch of %d: %s", self.judge_id, len(todo), exc

@@ -258,3 +258,22 @@ def test_resuming_a_finished_run_adds_no_evaluation_row(
     after = read_jsonl(config.run_dir / "metrics.jsonl")
     assert [r["step"] for r in after if "eval/episodes" in r] == [0, 48]
     assert len(after) == len(rows)
+
+
+def test_a_judge_that_dies_mid_run_stops_training_at_once(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    from cua_rl.errors import JudgeUnavailable
+    from cua_rl.testing.openai_server import FakeOpenAIServer
+
+    with FakeOpenAIServer(die_after=4) as server:
+        judge = {"kind": "openai", "config": {"model": "fake-judge"},
+                 "options": {"base_url": server.url, "max_retries": 1, "backoff_s": 0.0}}
+        config = tiny_config(reward={"primary": "judge", "judge": judge},
+                             eval={"at_start": False, "at_end": False})  # fmt: skip
+        start = time.perf_counter()
+        with pytest.raises(JudgeUnavailable, match=r"judge at http://127\.0\.0\.1:\d+/v1 "
+                                                   r"unreachable: 5 consecutive connection"):
+            train(config)
+        assert time.perf_counter() - start < 60
+    assert server.requests == 4  # every later request was refused, none was judged
