@@ -428,8 +428,11 @@ def section_d(
     argv = [
         "--labelled", str(data / "labelled.jsonl"), "--judge", "simulated", "--e-pos",
         str(e_pos), "--e-neg", str(e_neg), "--out", str(out_dir / "cal"), "--per-app",
-        "--min-per-class", "15", "--no-progress",
+        "--no-progress",
     ]  # fmt: skip
+    # The default --min-per-class 30: with 15, per-app strata of 15 + 15 labels get their own
+    # estimate, and one unlucky stratum (8 false positives in 15 at e- = 0.2) had a D interval
+    # reaching the margin, so calibrate refused the whole run (2026-12-02, 640x400 desktop).
     runs = []
     for _ in range(2):
         buf = io.StringIO()
@@ -620,8 +623,11 @@ def _findings(f: dict[str, Any]) -> list[str]:
             f"{d['e_neg'][0]:.3f} [{d['e_neg'][1][0]:.3f}, {d['e_neg'][1][1]:.3f}]; cold run "
             f"{d['cold_s']:.1f} s, cached re-run {d['cached_s']:.1f} s with no judge call. The "
             "SIMULATED judge costs nothing, so both runs are dominated by decoding and hashing "
-            "the 1280x720 PNGs (checked on load, decoded for each request, hashed for the cache "
-            "key); with a model judge the cache saves the model time."
+            "the PNGs (checked on load, decoded for each request, hashed for the cache key); "
+            "with a model judge the cache saves the model time. Per-app strata have about 15 "
+            "labels per class here, under the default --min-per-class 30, so they use the OS "
+            "estimate; with --min-per-class 15 one family's stratum (8 false positives in 15) "
+            "made calibrate refuse the run, as it should."
         )
     return [*lines, ""]
 
