@@ -49,6 +49,14 @@ def copy_trace(src: Path, dst: Path) -> Path:
     return dst
 
 
+
+def _reference(folders: dict[str, Path], tmp_path: Path) -> Path:
+    """A reference model learned from the passing traces (validate exits 0 on good ones)."""
+    model = tmp_path / "model"
+    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
+                          "--reference-out", str(model)]) == 0
+    return model
+
 def test_validate_prints_the_table_and_writes_model_and_reports(
     folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -186,9 +194,7 @@ def test_semantic_needs_its_options(
 def test_filter_keeps_passing_rollouts_and_writes_the_manifest(
     folders: dict[str, Path], tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
-    model = tmp_path / "model"
-    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--reference-out", str(model)]) == 0
+    model = _reference(folders, tmp_path)
     rollouts = tmp_path / "rollouts"
     copy_trace(folders["test"] / "good", rollouts / "good")
     copy_trace(folders["test"] / "bug", rollouts / "bug")
@@ -225,9 +231,7 @@ def test_filter_bad_input_exits_2(
 
 
 def test_script_wrapper(folders: dict[str, Path], tmp_path: Path) -> None:
-    model = tmp_path / "model"
-    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--reference-out", str(model)]) == 0
+    model = _reference(folders, tmp_path)
     proc = subprocess.run(
         [sys.executable, str(REPO / "scripts" / "filter_rollouts.py"), "--reference", str(model),
          "--rollouts", str(folders["test"]), "--manifest", str(tmp_path / "m.json")],
@@ -350,9 +354,7 @@ def test_tampered_reference_exits_2_with_one_line(
 
     from tests.validator.test_traces import bomb_png
 
-    model = tmp_path / "model"
-    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--reference-out", str(model)]) == 0
+    model = _reference(folders, tmp_path)
     path = model / "model.json"
     doc = json.loads(path.read_text())
     if damage == "unknown_start":
@@ -399,9 +401,7 @@ def test_filter_strict_hostile_rollout_exits_2_and_lenient_lists_it(
 
     from tests.validator.test_traces import bomb_png
 
-    model = tmp_path / "model"
-    assert main_validate(["--train", str(folders["train"]), "--test", str(folders["good_only"]),
-                          "--reference-out", str(model)]) == 0
+    model = _reference(folders, tmp_path)
     rollouts = tmp_path / "rollouts"
     bad = copy_trace(folders["test"] / "good", rollouts / "bad")
     if damage == "a11y":
