@@ -390,6 +390,9 @@ def section_c(shots: Sequence[np.ndarray], n_requests: int, facts: dict[str, Any
                 if batch == 8 and not generate:
                     facts[f"c_pre_ms_{n_image}"] = 1000 * pre
                     facts[f"c_model_ms_{n_image}"] = 1000 * fwd
+                    if n_image >= facts.get("c_tokens_max", 0):
+                        facts["c_tokens_max"], facts["c_pre_ms_max"] = n_image, 1000 * pre
+                        facts["c_screen"] = f"{w}x{h}"
                 lines.append(
                     f"| {tokens} | {n_image} | {batch} | {generate} | {1000 * pre:.1f} | "
                     f"{1000 * fwd:.1f} | {pre / (pre + fwd):.0%} | {s.n_requests / wall:.1f} |"
@@ -609,8 +612,9 @@ def _findings(f: dict[str, Any]) -> list[str]:
         lines.append(
             "- **Judge overhead on CPU (c).** Preprocessing (template, resize, processor) costs "
             f"{_fmt(f, 'c_pre_ms_60', '.0f')} ms per request at 60 image tokens and "
-            f"{_fmt(f, 'c_pre_ms_1196', '.0f')} ms at 1,196 (a 1280x720 screen at the default "
-            "max_pixels), batch 8. Next to a real 2B model on CPU (~2-10 s per judgment, "
+            f"{_fmt(f, 'c_pre_ms_max', '.0f')} ms at {f.get('c_tokens_max', 'n/a')} (a "
+            f"{f.get('c_screen', '?')} screen at the default max_pixels), batch 8. Next to a "
+            "real 2B model on CPU (~2-10 s per judgment, "
             "shared/reference/stack.md) that is negligible; next to a GPU forward pass (tens of "
             "ms per image, an estimate: not measured) it would be comparable, so on a GPU the "
             "preprocessing may need its own worker."
