@@ -152,7 +152,8 @@ def test_deeply_nested_json_is_refused(tmp_path: Path, capsys: pytest.CaptureFix
     labelled = _write(tmp_path, _rows(tmp_path))
     with labelled.open("a") as fh:
         fh.write("[" * 100_000 + "]" * 100_000 + "\n")
-    with pytest.raises(CalibrationError, match=r"labelled.jsonl line 21: invalid JSON: is nested deeper"):
+    with pytest.raises(CalibrationError,
+                       match=r"labelled.jsonl line 21: invalid JSON: is nested deeper"):
         load_labelled(labelled)
     assert "labelled.jsonl line 21" in _one_error_line(
         capsys, _calibrate(labelled, tmp_path / "out")
