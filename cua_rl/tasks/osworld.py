@@ -69,7 +69,8 @@ def load_osworld_task(path: PathArg, *, domain: str | None = None) -> OSWorldTas
     path = Path(path)
     data = _read_json(path)
     return parse_osworld_task(data, f"{str(path)!r}", domain=path.parent.name
-                              if domain is None else domain, expected_id=path.stem)
+                              if domain is None else domain, expected_id=path.stem,
+                              path=str(path))
 
 
 def load_osworld_tasks(source: PathArg | Iterable[PathArg]) -> tuple[OSWorldTask, ...]:
@@ -163,7 +164,8 @@ def load_task_list(path: PathArg, examples_root: PathArg, *,
         domain, task_id = missing[0]
         raise TaskSpecError(f"{where}: {len(missing)} of {len(seen)} listed tasks have no file "
                             f"under {str(root)!r}, the first "
-                            f"{str(root / domain / (task_id + '.json'))!r}; pass allow_missing=True to load the rest")
+                            f"{str(root / domain / (task_id + '.json'))!r}; "
+                            f"pass allow_missing=True to load the rest")
     return TaskList(tuple(sorted(tasks, key=lambda t: (t.domain, t.id))), tuple(missing))
 
 

@@ -413,7 +413,7 @@ class OSWorldTask:
 
 
 def parse_osworld_task(data: Any, where: str, *, domain: str = "",
-                       expected_id: str | None = None) -> OSWorldTask:
+                       expected_id: str | None = None, path: str = "") -> OSWorldTask:
     """Check a task's JSON value and build the :class:`OSWorldTask`.
 
     Args:
@@ -421,6 +421,7 @@ def parse_osworld_task(data: Any, where: str, *, domain: str = "",
         where: Names the source in messages (``"'chrome/x.json'"``).
         domain: The task's domain (its folder).
         expected_id: The id the task must have (its file name), if known.
+        path: The file it came from (kept in :attr:`OSWorldTask.path`).
 
     Raises:
         TaskSpecError: naming ``where`` and the field.
@@ -468,5 +469,6 @@ def parse_osworld_task(data: Any, where: str, *, domain: str = "",
         trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
         extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},
         raw=data,
+        path=path,
         **flags,
     )
