@@ -214,7 +214,7 @@ def parse_setup_step(value: Any, where: str) -> SetupStep:
     if unknown:
         raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed ['parameters', 'type']")
     kind = value.get("type")
-    if kind not in STEP_PARAMETERS:
+    if not isinstance(kind, str) or kind not in STEP_PARAMETERS:
         raise TaskSpecError(f"{where}.type: unknown step type {kind!r}; allowed {list(STEP_TYPES)}")
     params = value.get("parameters", {})
     required, optional = STEP_PARAMETERS[kind]
