@@ -114,3 +114,21 @@ def test_account_and_browser_steps_are_refused(examples: Path) -> None:
 def test_plan_setup_takes_a_core_task(examples: Path) -> None:
     spec = load_osworld_task(examples / OS_CLICK)
     assert plan_setup(to_task(spec)) == plan_setup(spec)
+
+
+def test_upload_file_and_browser_getters(examples: Path, tmp_path: Path) -> None:
+    data = json.loads((examples / OS_CLICK).read_text())
+    local = tmp_path / "here.txt"
+    data["config"] = [{"type": "upload_file", "parameters": {
+        "files": [{"local_path": str(local), "path": "/home/user/x.txt"}]}}]
+    data["evaluator"]["result"] = {"type": "active_tab_info"}
+    folder = tmp_path / "os"
+    folder.mkdir()
+    (folder / f"{data['id']}.json").write_text(json.dumps(data))
+    task = load_osworld_task(folder / f"{data['id']}.json")
+    refused = plan_setup(task, dry_run=True).refused
+    assert [(r.where, r.type) for r in refused] == [
+        ("config[0]", "upload_file"), ("evaluator.result[0]", "active_tab_info")]
+    assert "does not exist" in refused[0].reason and "port 9222" in refused[1].reason
+    local.write_text("x")
+    assert plan_setup(task, browser=True).config[0].type == "upload_file"
