@@ -57,3 +57,12 @@ def test_lazy_names_resolve_and_unknown_names_raise() -> None:
     from cua_rl.datasets import build_simdesk_labelled
 
     assert calibration.build_simdesk_labelled is build_simdesk_labelled
+
+
+def test_the_env_does_not_load_the_osworld_task_loader() -> None:
+    import subprocess
+    import sys
+
+    code = "import sys, cua_rl.envs.cua_env; print(sorted(m for m in sys.modules if 'osworld' in m))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]"
