@@ -63,6 +63,7 @@ def test_the_env_does_not_load_the_osworld_task_loader() -> None:
     import subprocess
     import sys
 
-    code = "import sys, cua_rl.envs.cua_env; print(sorted(m for m in sys.modules if 'osworld' in m))"
+    code = ("import sys, cua_rl.envs.cua_env; "
+            "print(sorted(m for m in sys.modules if 'osworld' in m))")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.strip() == "[]"
