@@ -34,7 +34,8 @@ Faults (attributes, settable while the server runs): ``die_after`` (answer N req
 drop the connection of the next one and stop listening, like a VM that died), ``corrupt_png``
 (a screenshot whose PNG signature is right and whose chunks are garbage), ``slow_ms`` (latency
 before every answer), ``drip_s`` (write bodies in ``drip_bytes`` pieces with this pause between
-them), and :meth:`FakeOSWorldServer.kill`.
+them), ``fail_next`` (answer the next N requests 503 without acting), and
+:meth:`FakeOSWorldServer.kill`.
 """
 
 from __future__ import annotations
@@ -135,7 +136,8 @@ class FakeOSWorldServer:
         config: SimDesk's screen and knobs (default 640x400).
         task: Reset SimDesk to this task at start (default: the first of ``tasks``, if any).
         port: Port to bind on 127.0.0.1 (0: a free one; pass a dead server's port to replace it).
-        die_after, corrupt_png, slow_ms, drip_s, drip_bytes: Faults (module docstring).
+        die_after, corrupt_png, slow_ms, drip_s, drip_bytes, fail_next: Faults (module
+            docstring).
 
     Attributes:
         url: ``http://127.0.0.1:<port>``.
@@ -157,6 +159,7 @@ class FakeOSWorldServer:
         slow_ms: float = 0.0,
         drip_s: float = 0.0,
         drip_bytes: int = 256,
+        fail_next: int = 0,
     ) -> None:
         self.tasks = {t.id: t for t in tasks}
         self.backend = SimDeskBackend(config or SimDeskConfig(width=640, height=400))
@@ -165,6 +168,7 @@ class FakeOSWorldServer:
         self.slow_ms = slow_ms
         self.drip_s = drip_s
         self.drip_bytes = drip_bytes
+        self.fail_next = fail_next
         self.n_requests = 0
         self.launched: list[Any] = []
         self.opened: list[str] = []
@@ -381,7 +385,11 @@ def _handler(fake: FakeOSWorldServer) -> type[BaseHTTPRequestHandler]:
             if fake.slow_ms:
                 time.sleep(fake.slow_ms / 1000)
             with fake._lock:
-                status, body, ctype = fake.handle(method, endpoint, self.headers, raw)
+                if fake.fail_next > 0:
+                    fake.fail_next -= 1
+                    status, body, ctype = 503, {"status": "error", "message": "injected"}, ""
+                else:
+                    status, body, ctype = fake.handle(method, endpoint, self.headers, raw)
             if isinstance(body, bytes):
                 data = body
             elif isinstance(body, str):
