@@ -1,10 +1,11 @@
 """Reading image files that may be hostile: one helper for every loader of the library.
 
-:func:`load_rgb` opens a file (:func:`decode_rgb` reads bytes already in memory), checks its header, refuses images larger than a pixel budget
-before any pixel is decoded (a few hundred bytes of PNG can claim 10^10 pixels: a
-decompression bomb), verifies the chunks, decodes every pixel (a file can pass ``verify()`` and
-still fail to inflate) and returns an H x W x 3 uint8 array. Every failure, whatever PIL raised
-(``OSError``, ``SyntaxError``, ``DecompressionBombError``, which is not an ``OSError``, ...),
+:func:`load_rgb` opens a file (:func:`decode_rgb` reads bytes already in memory), checks its
+header, refuses images larger than a pixel budget before any pixel is decoded (a few hundred
+bytes of PNG can claim 10^10 pixels: a decompression bomb), verifies the chunks, decodes every
+pixel (a file can pass ``verify()`` and still fail to inflate) and returns an H x W x 3 uint8
+array. Every failure, whatever PIL raised (``OSError``, ``SyntaxError``,
+``DecompressionBombError``, which is not an ``OSError``, ...),
 becomes one :class:`~cua_rl.errors.CuaRLError` of the caller's choosing that names the file.
 """
 

@@ -1,4 +1,4 @@
-"""VMServerClient and VMServerBackend against FakeOSWorldServer (SimDesk behind OSWorld's protocol)."""
+"""VMServerClient and VMServerBackend against FakeOSWorldServer (SimDesk behind OSWorld's API)."""
 
 from __future__ import annotations
 
@@ -139,7 +139,7 @@ def test_every_action_kind_reaches_simdesk_through_act(server: FakeOSWorldServer
         assert obs.a11y == expected.a11y, action
     assert kinds == {"Click", "Type", "Hotkey", "KeyDown", "KeyUp", "Move", "MouseDown",
                      "MouseUp", "Drag", "Scroll"}  # fmt: skip
-    assert any("value=" in line for line in (obs.a11y or "").splitlines())
+    assert 'textarea "Document" value="hello < world" [focused]' in (obs.a11y or "")
 
 
 def test_wait_sleeps_locally_and_control_actions_send_nothing(server: FakeOSWorldServer) -> None:
