@@ -42,9 +42,7 @@ import logging
 import math
 import os
 import random
-import socket
 import threading
-import time
 import urllib.parse
 from collections.abc import Callable, Sequence
 from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
@@ -52,6 +50,11 @@ from typing import Any
 
 import numpy as np
 
+from cua_rl._http import ConnectFailed as _ConnectFailed
+from cua_rl._http import Expired as _Expired
+from cua_rl._http import TooLarge as _TooLarge
+from cua_rl._http import describe as _describe
+from cua_rl._http import exchange
 from cua_rl.errors import ConfigError, JudgeError, JudgeUnavailable
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
@@ -115,19 +118,8 @@ class _Fatal(Exception):
     """A response that means every request will fail (carried out of the worker threads)."""
 
 
-class _Expired(Exception):
-    """An attempt ran past its total deadline."""
-
-
-class _TooLarge(Exception):
-    """A response body over ``max_response_bytes``."""
-
-
 class _Malformed(Exception):
     """A response that is not the expected shape (the message says what was received)."""
-
-
-_CHUNK = 65536
 
 
 def _json_type(value: Any) -> str:
@@ -196,18 +188,6 @@ def _answer_texts(data: bytes) -> tuple[list[str], list[dict[str, Any]]]:
             raise _Malformed(f"choices[{i}].message is {_json_type(message)}, expected an object")
         texts.append(_content_text(message.get("content"), f"choices[{i}].message"))
     return texts, choices
-
-
-class _ConnectFailed(Exception):
-    """The connection could not be made (carries the OSError)."""
-
-    def __init__(self, error: OSError) -> None:
-        super().__init__(str(error))
-        self.error = error
-
-
-def _describe(exc: BaseException) -> str:
-    return f"{type(exc).__name__}: {exc}" if str(exc) else type(exc).__name__
 
 
 class OpenAIJudge:
@@ -470,70 +450,11 @@ class OpenAIJudge:
     def _exchange(
         self, method: str, path: str, payload: bytes | None
     ) -> tuple[int, bytes, str | None]:
-        """One HTTP exchange within a total deadline of ``timeout_s``: (status, body, Retry-After).
-
-        A watchdog shuts the socket down at the deadline, which ends any blocked read; the
-        socket timeout is the time left. The body is read in chunks up to the size cap.
-
-        Raises:
-            _Expired: The deadline passed.
-            _TooLarge: The body is over ``max_response_bytes``.
-            _ConnectFailed: The connection could not be made (wraps the OSError).
-            OSError, http.client.HTTPException: The connection broke.
-        """
-        deadline = time.monotonic() + self.timeout_s
-        conn_cls = http.client.HTTPSConnection if self._https else http.client.HTTPConnection
-        conn = conn_cls(self._host, self._port, timeout=self.timeout_s)
-        expired = threading.Event()
-
-        def expire() -> None:
-            expired.set()
-            sock = conn.sock
-            if sock is not None:
-                with contextlib.suppress(OSError):
-                    sock.shutdown(socket.SHUT_RDWR)
-
-        timer = threading.Timer(self.timeout_s, expire)
-        timer.daemon = True
-        timer.start()
-        try:
-            try:
-                conn.connect()
-            except OSError as exc:  # refused, unknown host, connect timeout
-                late = TimeoutError(f"connect timed out after {self.timeout_s:g} s")
-                raise _ConnectFailed(late if expired.is_set() else exc) from None
-            if expired.is_set():  # connected just after the watchdog looked
-                raise _Expired
-            conn.request(method, path, body=payload, headers=self._headers())
-            response = conn.getresponse()
-            length = response.getheader("Content-Length")
-            if length and length.strip().isdigit() and int(length) > self.max_response_bytes:
-                raise _TooLarge
-            chunks: list[bytes] = []
-            size = 0
-            while True:
-                left = deadline - time.monotonic()
-                if left <= 0:
-                    raise _Expired
-                if conn.sock is not None:
-                    conn.sock.settimeout(left)
-                chunk = response.read1(_CHUNK)
-                if not chunk:
-                    break
-                size += len(chunk)
-                if size > self.max_response_bytes:
-                    raise _TooLarge
-                chunks.append(chunk)
-            if expired.is_set():  # the watchdog cut the body short
-                raise _Expired
-            return response.status, b"".join(chunks), response.getheader("Retry-After")
-        except (OSError, http.client.HTTPException):
-            if expired.is_set() or time.monotonic() >= deadline:
-                raise _Expired from None
-            raise
-        finally:
-            timer.cancel()
-            conn.close()
+        """One HTTP exchange (:func:`cua_rl._http.exchange`): (status, body, Retry-After)."""
+        answer = exchange(self._host, self._port, method, path, payload, self._headers(),
+                          timeout_s=self.timeout_s, max_bytes=self.max_response_bytes,
+                          https=self._https)  # fmt: skip
+        return answer.status, answer.body, answer.headers.get("retry-after")
 
     def _wait(self, attempt: int, retry_after: str | None, abort: threading.Event) -> None:
         with self._lock:
