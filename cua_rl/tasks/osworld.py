@@ -5,9 +5,10 @@ task lists such as ``test_small.json`` map each domain to task ids. The typed mo
 checks are in :mod:`cua_rl.tasks.osworld_spec`, set-up planning in
 :mod:`cua_rl.tasks.osworld_setup`.
 
-Example:
-    >>> tasks = OSWorldTasks.from_folder("evaluation_examples/examples")  # doctest: +SKIP
-    >>> train, held_out = split(tasks, 0.2, seed=0)  # doctest: +SKIP
+Example (with OSWorld's ``evaluation_examples`` checked out)::
+
+    tasks = OSWorldTasks.from_folder("evaluation_examples/examples")
+    train, held_out = split(tasks, 0.2, seed=0)
 """
 
 from __future__ import annotations
