@@ -126,37 +126,37 @@ def build_section(kind: type, data: Any, where: str) -> Any:
     return kind(**kwargs)
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a mapping that repeats a key (PyYAML keeps the last)."""
-
-
-def _construct_mapping(loader: _UniqueKeyLoader, node: yaml.MappingNode, deep: bool = False) -> Any:
-    seen: dict[Any, int] = {}
-    for key_node, _ in node.value:
-        key = loader.construct_object(key_node, deep=deep)  # type: ignore[no-untyped-call]
-        if isinstance(key, (str, int, float, bool)) and key in seen:
-            raise ConfigError(
-                f"duplicate key {key!r} at line {key_node.start_mark.line + 1} (first at line "
-                f"{seen[key]}); each key may appear once"
-            )
-        if isinstance(key, (str, int, float, bool)):
-            seen[key] = key_node.start_mark.line + 1
-    return loader.construct_mapping(node, deep=deep)
-
-
-_UniqueKeyLoader.add_constructor(
-    yaml.resolver.BaseResolver.DEFAULT_MAPPING_TAG, _construct_mapping  # type: ignore[arg-type]
-)
+def _refuse_duplicate_keys(node: yaml.Node) -> None:
+    """Walk a composed YAML node tree; a mapping that repeats a scalar key is an error."""
+    if isinstance(node, yaml.MappingNode):
+        seen: dict[str, int] = {}
+        for key_node, value_node in node.value:
+            if isinstance(key_node, yaml.ScalarNode):
+                line = key_node.start_mark.line + 1
+                if key_node.value in seen:
+                    raise ConfigError(
+                        f"duplicate key {key_node.value!r} at line {line} (first at line "
+                        f"{seen[key_node.value]}); each key may appear once"
+                    )
+                seen[key_node.value] = line
+            _refuse_duplicate_keys(value_node)
+    elif isinstance(node, yaml.SequenceNode):
+        for item in node.value:
+            _refuse_duplicate_keys(item)
 
 
 def load_yaml(text: str, where: str) -> Any:
-    """Parse YAML safely and strictly: a repeated key in a mapping is an error.
+    """Parse YAML with ``yaml.safe_load``, strictly: a repeated key in a mapping is an error
+    (PyYAML would keep the last one). The text is composed first and its mappings checked.
 
     Raises:
         ConfigError: ``<where>: invalid YAML: ...`` or ``<where>: duplicate key ...``.
     """
     try:
-        return yaml.load(text, Loader=_UniqueKeyLoader)  # noqa: S506 (a SafeLoader subclass)
+        root = yaml.compose(text, Loader=yaml.SafeLoader)
+        if root is not None:
+            _refuse_duplicate_keys(root)
+        return yaml.safe_load(text)
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from None
     except yaml.YAMLError as error:

@@ -6,7 +6,7 @@ Public API::
 
     model = ReferenceModel.learn(read_traces("passing/"))   # 2-10 passing traces
     report = model.validate(Trace.from_trajectory(trajectory))
-    print(report.passed, report.coverage, report.explanation)
+    passed, coverage, why = report.passed, report.coverage, report.explanation
     model.save("reference/")
 
 Modules: ``traces`` (Trace, Frame, trace folders), ``a11y`` (accessibility keys),

@@ -25,7 +25,7 @@ Example (needs the ``vlm`` extra and a checkpoint)::
 
     comparer = cached(QwenVLComparer.from_pretrained("Qwen/Qwen2-VL-2B-Instruct"))
     model = ReferenceModel.learn(traces, semantic=comparer)
-    print(comparer.calls, comparer.hits)
+    model_calls, cache_hits = comparer.calls, comparer.hits
 """
 
 from __future__ import annotations
