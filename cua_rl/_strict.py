@@ -18,7 +18,8 @@ import yaml
 from cua_rl.errors import ConfigError
 
 __all__ = [
-    "build_section", "check", "check_fields", "describe", "load_yaml", "plain", "reject_unknown",
+    "build_section", "check", "check_fields", "describe", "load_yaml", "parse_yaml", "plain",
+    "reject_unknown",
 ]
 
 
@@ -145,19 +146,34 @@ def _refuse_duplicate_keys(node: yaml.Node) -> None:
             _refuse_duplicate_keys(item)
 
 
-def load_yaml(text: str, where: str) -> Any:
-    """Parse YAML with ``yaml.safe_load``, strictly: a repeated key in a mapping is an error
-    (PyYAML would keep the last one). The text is composed first and its mappings checked.
+def parse_yaml(text: str) -> Any:
+    """``yaml.safe_load(text)``, refusing a mapping that repeats a key (PyYAML would keep the
+    last one): the text is composed first and its mappings checked.
 
     Raises:
-        ConfigError: ``<where>: invalid YAML: ...`` or ``<where>: duplicate key ...``.
+        ConfigError: A duplicate key (its line and the first one's).
+        yaml.YAMLError, ValueError, RecursionError: What PyYAML raises for invalid text, an int
+            of more than 4300 digits, or nesting deeper than Python's recursion limit; callers
+            word these for their file (:func:`load_yaml` does).
+    """
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    if root is not None:
+        _refuse_duplicate_keys(root)
+    return yaml.safe_load(text)
+
+
+def load_yaml(text: str, where: str) -> Any:
+    """:func:`parse_yaml` with every failure as one ConfigError naming ``where``.
+
+    Raises:
+        ConfigError: ``<where>: invalid YAML: ...``, ``<where>: duplicate key ...`` or
+            ``<where>: nested too deeply``.
     """
     try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-        if root is not None:
-            _refuse_duplicate_keys(root)
-        return yaml.safe_load(text)
+        return parse_yaml(text)
     except ConfigError as error:
         raise ConfigError(f"{where}: {error}") from None
-    except yaml.YAMLError as error:
+    except (yaml.YAMLError, ValueError) as error:  # ValueError: an int of > 4300 digits
         raise ConfigError(f"{where}: invalid YAML: {' '.join(str(error).split())}") from None
+    except RecursionError:
+        raise ConfigError(f"{where}: invalid YAML: nested too deeply") from None

@@ -69,9 +69,13 @@ def load_validator_config(path: str | Path | None) -> ValidatorConfig:
         return ValidatorConfig()
     import yaml
 
+    from cua_rl._strict import parse_yaml
+
     file = Path(path)
     try:
-        data = yaml.safe_load(file.read_text(encoding="utf-8"))
+        data = parse_yaml(file.read_text(encoding="utf-8"))
+    except ConfigError as exc:  # a repeated key
+        raise ConfigError(f"validator config {str(file)!r}: {exc}") from None
     except OSError as exc:
         raise ConfigError(f"cannot read validator config {str(file)!r}: {exc}") from exc
     except (yaml.YAMLError, ValueError) as exc:  # ValueError: an int of > 4300 digits

@@ -93,3 +93,9 @@ def test_html_escapes_folder_names_instructions_actions_and_titles(tmp_path: Pat
     assert "task&#x27;&quot;&lt;x&gt;" in report
     assert "&lt;script&gt;alert(2)&lt;/script&gt;" in report
     assert run.reports[0].trace_name == evil
+
+
+def test_validator_config_refuses_a_repeated_key(tmp_path: Path) -> None:
+    (tmp_path / "dup.yaml").write_text("auto_volatile: true\nauto_volatile: false\n")
+    with pytest.raises(ConfigError, match=r"dup\.yaml': duplicate key 'auto_volatile' at line 2"):
+        load_validator_config(tmp_path / "dup.yaml")
