@@ -26,6 +26,7 @@ __all__ = [
     "Task",
     "Trajectory",
     "check_screenshot",
+    "check_step_budget",
     "is_success",
 ]
 
@@ -110,12 +111,13 @@ class Task:
     def __post_init__(self) -> None:
         object.__setattr__(self, "config", _frozen_mapping(self.config))
         object.__setattr__(self, "vocabulary", tuple(self.vocabulary))
-        steps = self.max_steps
-        if isinstance(steps, bool) or not isinstance(steps, (int, np.integer)) or steps < 1:
-            from cua_rl.errors import TaskSpecError
+        from cua_rl.errors import ConfigError, TaskSpecError
 
-            raise TaskSpecError(f"Task.max_steps must be an integer >= 1, got {steps!r}")
-        object.__setattr__(self, "max_steps", int(steps))
+        try:
+            check_step_budget(self.max_steps, "Task.max_steps")
+        except ConfigError as error:
+            raise TaskSpecError(str(error)) from None
+        object.__setattr__(self, "max_steps", int(self.max_steps))
 
     def __hash__(self) -> int:
         return hash(self.id)
@@ -183,6 +185,21 @@ class Trajectory:
 
 #: Checker scores at or above this count as success (:func:`is_success`).
 SUCCESS_THRESHOLD: float = 0.5
+
+
+def check_step_budget(value: object, where: str, *, optional: bool = False) -> None:
+    """Raise ConfigError unless ``value`` is an integer >= 1 (or None when ``optional``).
+
+    The one check of a step budget (``Task.max_steps``, ``CUAEnv(max_steps=...)``, the env
+    ids' ``max_steps``), so a string, a float or a bool is refused where it is given.
+    """
+    from cua_rl.errors import ConfigError
+
+    if optional and value is None:
+        return
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        extra = " or None" if optional else ""
+        raise ConfigError(f"{where} must be an integer >= 1{extra}, got {value!r}")
 
 
 def is_success(ground_truth: float | None) -> bool | None:

@@ -19,6 +19,7 @@ import numpy as np
 
 from cua_rl._io import atomic_write_text
 from cua_rl.actions import Click, Drag, to_pyautogui
+from cua_rl.core import is_success
 from cua_rl.envs.backends.simdesk.expert import SimDeskExpert
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
 from cua_rl.envs.cua_env import CUAEnv
@@ -71,7 +72,7 @@ def click_points(trajectory: Any) -> list[tuple[int, int] | None]:
 def outcome_line(trajectory: Any) -> str:
     """The episode's end and the checker's verdict, for the strip's footer."""
     verdict = {True: "success", False: "failure", None: "no checker score"}[
-        None if trajectory.ground_truth is None else trajectory.ground_truth >= 0.5
+        is_success(trajectory.ground_truth)
     ]
     return (f"outcome: {verdict} (checker score {trajectory.ground_truth}); ended by "
             f"{trajectory.end_reason} after {len(trajectory)} steps; a red ring marks where "

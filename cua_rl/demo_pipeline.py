@@ -44,7 +44,6 @@ from cua_rl.pipeline import (
     save_task_models,
     task_model_dir,
 )
-from cua_rl.pipeline import success_interval as wilson
 
 __all__ = ["DEMO_FAMILIES", "DEMO_RATES", "PipelineSettings", "run_pipeline"]
 
@@ -162,12 +161,13 @@ def _train(out: Path, settings: PipelineSettings, model_ids: list[str]) -> dict[
             "filter": dict(flt.counts) if flt is not None else {}}
 
 
-def _fmt_rate(metrics: dict[str, float], domain: str | None, n: int) -> str:
-    key = "eval/success_rate" + ("" if domain is None else f"/{domain}")
-    if key not in metrics:
+def _fmt_rate(metrics: dict[str, float], domain: str | None) -> str:
+    tail = "" if domain is None else f"/{domain}"
+    if f"eval/success_ci_low{tail}" not in metrics:
         return "–"
-    rate, lo, hi = wilson(round(metrics[key] * n), n)
-    return f"{rate:.2f} [{lo:.2f}, {hi:.2f}]"
+    rate, low, high = (metrics[f"eval/{k}{tail}"]
+                       for k in ("success_rate", "success_ci_low", "success_ci_high"))  # fmt: skip
+    return f"{rate:.2f} [{low:.2f}, {high:.2f}]"
 
 
 def _fmt_est(metrics: dict[str, float], domain: str | None) -> str:
@@ -208,10 +208,10 @@ def _summary(out: Path, settings: PipelineSettings, cal: Calibration, n_models: 
               "| policy | stratum | true success | judge raw rate | judge estimate [95% CI] |",
               "|---|---|---|---|---|"]
     for name, m in trained["evals"].items():
-        lines.append(f"| {name} | all | {_fmt_rate(m, None, n_fam * len(DEMO_FAMILIES))} | "
+        lines.append(f"| {name} | all | {_fmt_rate(m, None)} | "
                      f"{m.get('eval/judge_raw_rate', float('nan')):.2f} | {_fmt_est(m, None)} |")
         for family in DEMO_FAMILIES:
-            lines.append(f"| | {family} | {_fmt_rate(m, family, n_fam)} | | "
+            lines.append(f"| | {family} | {_fmt_rate(m, family)} | | "
                          f"{_fmt_est(m, family)} |")
     result = trained["result"]
     f = trained["filter"]

@@ -22,7 +22,6 @@ import numpy as np
 
 from cua_rl._io import atomic_folder, atomic_write
 from cua_rl.calibration.calibration import Calibration
-from cua_rl.calibration.estimators import wilson_interval
 from cua_rl.calibration.fitting import calibrate_judge
 from cua_rl.calibration.labelled import LabelledExample
 from cua_rl.datasets.simdesk import build_simdesk_labelled
@@ -173,10 +172,11 @@ def success_interval(
     successes: int, n: int, confidence: float = 0.95
 ) -> tuple[float, float, float]:
     """(rate, low, high): the success rate with its Wilson interval; NaNs when ``n`` is 0."""
-    if n == 0:
-        return float("nan"), float("nan"), float("nan")
-    low, high = wilson_interval(successes, n, confidence)
-    return successes / n, float(low), float(high)
+    from cua_rl.evaluation.report import wilson_rate
+
+    rate = wilson_rate(successes, n, confidence)
+    nan = float("nan")
+    return (nan, nan, nan) if rate is None else (rate.value, rate.low, rate.high)
 
 
 def plot_curves(

@@ -25,7 +25,15 @@ import numpy as np
 from gymnasium import spaces
 
 from cua_rl.actions import Action, Done, Fail, parse_action, to_pyautogui
-from cua_rl.core import EndReason, EpisodeEnd, Observation, Step, Task, Trajectory
+from cua_rl.core import (
+    EndReason,
+    EpisodeEnd,
+    Observation,
+    Step,
+    Task,
+    Trajectory,
+    check_step_budget,
+)
 from cua_rl.envs.backends.base import DesktopBackend
 from cua_rl.errors import ActionError, BackendError, ConfigError
 from cua_rl.tasks.base import TaskSource
@@ -148,12 +156,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         max_steps: int | None = None,
         render_mode: str | None = None,
     ) -> None:
-        if max_steps is not None and (
-            isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-        ):
-            raise ConfigError(
-                f"CUAEnv max_steps must be an integer >= 1 or None, got {max_steps!r}"
-            )
+        check_step_budget(max_steps, "CUAEnv max_steps", optional=True)
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"CUAEnv render_mode must be None or one of {self.metadata['render_modes']}, "

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
+from cua_rl.core import check_step_budget
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 from cua_rl.envs.backends.simdesk.config import SIMDESK_KNOBS, SimDeskConfig
 from cua_rl.envs.backends.simdesk.tasks import SimDeskTasks
@@ -63,12 +64,7 @@ def make_simdesk_env(
         )
     if config is not None and knobs:
         raise ConfigError(f"give either config or knob keywords, not both (got {sorted(knobs)})")
-    if max_steps is not None and (
-        isinstance(max_steps, bool) or not isinstance(max_steps, int) or max_steps < 1
-    ):
-        raise ConfigError(
-            f"cua_rl/SimDesk-v0 max_steps must be an integer >= 1 or None, got {max_steps!r}"
-        )
+    check_step_budget(max_steps, "cua_rl/SimDesk-v0 max_steps", optional=True)
     if config is None:
         config = SimDeskConfig.from_knobs(knobs, "cua_rl/SimDesk-v0")
     tasks = SimDeskTasks([family] if family is not None else families, max_steps=max_steps)

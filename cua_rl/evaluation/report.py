@@ -22,7 +22,7 @@ if TYPE_CHECKING:
     from cua_rl.calibration.calibration import Calibration
     from cua_rl.judges.base import Judge, Verdict
 
-__all__ = ["EvalReport", "Rate", "eval_report"]
+__all__ = ["EvalReport", "Rate", "eval_report", "wilson_rate"]
 
 #: Bootstrap replicates of the judge-based estimate's interval.
 N_BOOT = 1000
@@ -98,7 +98,7 @@ class EvalReport:
 
     def metrics(self, prefix: str = "eval/") -> dict[str, float]:
         """Flat metrics for the logging seam: ``eval/success_rate``, ``eval/episodes``,
-        ``eval/unscorable``, ``eval/ep_len_mean``, ``eval/success_ci_low|high``,
+        ``eval/unscorable``, ``eval/ep_len_mean``, ``eval/success_ci_low|high`` (Wilson),
         ``eval/judge_raw_rate``, ``eval/judge_estimate``, ``eval/judge_ci_low|high``, and the
         same per domain (``eval/success_rate/<domain>``, ``eval/judge_estimate/<domain>``...)."""
         out: dict[str, float] = {
@@ -113,6 +113,8 @@ class EvalReport:
         for domain, d in sorted(self.by_domain.items()):
             if d.success is not None:
                 out[f"{prefix}success_rate/{domain}"] = d.success.value
+                out[f"{prefix}success_ci_low/{domain}"] = d.success.low
+                out[f"{prefix}success_ci_high/{domain}"] = d.success.high
         if self.judge_raw_rate is not None:
             out[f"{prefix}judge_raw_rate"] = self.judge_raw_rate
         if self.judge_estimate is not None:
@@ -164,13 +166,23 @@ def _fmt(rate: Rate | None) -> str:
     return "–" if rate is None else f"{rate.value:.2f} [{rate.low:.2f}, {rate.high:.2f}]"
 
 
-def _wilson(wins: Sequence[bool], confidence: float) -> Rate | None:
-    if not wins:
+def wilson_rate(successes: int, n: int, confidence: float = 0.95) -> Rate | None:
+    """A success rate with its Wilson interval (None when ``n`` is 0).
+
+    Example:
+        >>> str(wilson_rate(3, 4))
+        '0.75 [0.30, 0.95] (n=4)'
+    """
+    if n == 0:
         return None
     from cua_rl.calibration.estimators import wilson_interval
 
-    low, high = wilson_interval(sum(wins), len(wins), confidence)
-    return Rate(sum(wins) / len(wins), float(low), float(high), len(wins))
+    low, high = wilson_interval(successes, n, confidence)
+    return Rate(successes / n, float(low), float(high), n)
+
+
+def _wilson(wins: Sequence[bool], confidence: float) -> Rate | None:
+    return wilson_rate(sum(wins), len(wins), confidence)
 
 
 def _estimate(verdicts: Sequence[Verdict], cal: Calibration, confidence: float) -> Rate:
@@ -184,8 +196,10 @@ def _os_calibration(
     calibrations: Mapping[str, Calibration], os_names: Sequence[str]
 ) -> Calibration | None:
     """The calibration of the evaluated OS (its own, else ``all``); ``all`` for a mix of OSes."""
+    from cua_rl.rewards.corrected import calibration_of_os
+
     if len(os_names) == 1:
-        cal = calibrations.get(os_names[0], calibrations.get("all"))
+        cal = calibration_of_os(calibrations, os_names[0])
         return None if cal is None else cal.for_stratum(os_names[0])
     return calibrations.get("all")
 
@@ -261,7 +275,9 @@ def _judge_part(
     out["judge_estimate"] = _estimate([v for _, v in ok], cal, confidence)
     if len(os_names) != 1:
         return out
-    root = cals.get(os_names[0], cals.get("all"))
+    from cua_rl.rewards.corrected import calibration_of_os
+
+    root = calibration_of_os(cals, os_names[0])
     assert root is not None
     live_domains = {t.task.domain for t in live}
     if len(live_domains) < 2 or not any((os_names[0], d) in root.children for d in live_domains):

@@ -19,7 +19,12 @@ from cua_rl.rewards.judge import JudgeReward
 if TYPE_CHECKING:
     from cua_rl.calibration.calibration import Calibration
 
-__all__ = ["CorrectedReward"]
+__all__ = ["CorrectedReward", "calibration_of_os"]
+
+
+def calibration_of_os(calibrations: Mapping[str, Calibration], os: str) -> Calibration | None:
+    """The calibration that covers an OS: its own (``calibrations[os]``), else ``"all"``."""
+    return calibrations.get(os, calibrations.get("all"))
 
 logger = logging.getLogger(__name__)
 
@@ -100,7 +105,7 @@ class CorrectedReward:
         """The stratum calibration of a trajectory (by its task's os and domain), or None when
         no calibration covers its OS."""
         task = trajectory.task
-        cal = self.calibrations.get(task.os, self.calibrations.get("all"))
+        cal = calibration_of_os(self.calibrations, task.os)
         return None if cal is None else cal.for_stratum(task.os, task.domain)
 
     def score_batch(self, trajectories: Sequence[Trajectory]) -> list[float | None]:

@@ -8,8 +8,8 @@ OSWorld's ``SetupController`` does (osworld.md 3.2):
 * ``upload_file``: each local file to its VM path (``/setup/upload``);
 * ``open``: ``/setup/open_file`` (the server waits for the window);
 * ``launch``: ``/setup/launch`` (no wait);
-* ``execute`` / ``command``: ``/setup/execute``; with ``until`` (``returncode`` / ``stdout`` /
-  ``stderr``) repeated every 0.3 s until the answer matches, within ``until_timeout_s``;
+* ``execute`` / ``command``: ``/execute`` (the server's twin of ``/setup/execute``); with
+  ``until`` (``returncode`` / ``stdout`` / ``stderr``) repeated every 0.3 s until the answer matches, within ``until_timeout_s``;
   ``stdout`` / ``stderr`` name files of ``cache_dir`` that receive the output (for the
   ``cache_file`` getter);
 * ``execute_with_verification``: ``/setup/execute_with_verification``;
@@ -61,14 +61,13 @@ def _matches(until: dict[str, Any], result: dict[str, Any]) -> bool:
 
 def _execute(client: VMServerClient, p: dict[str, Any], cache_dir: Path | None,
              until_timeout_s: float, sleep: Callable[[float], None]) -> None:  # fmt: skip
-    body = {"command": p["command"], "shell": bool(p.get("shell", False))}
     until = p.get("until") or {}
+    command = p["command"] if isinstance(p["command"], str) else list(p["command"])
     deadline = time.monotonic() + until_timeout_s
     failures = 0
     while True:
         try:
-            answer = client.request("POST", "/setup/execute", json_body=body, idempotent=False)
-            result = _json_of(answer.body)
+            result = client.execute(command, bool(p.get("shell", False)))
             failures = 0
         except BackendError:
             if not until:
@@ -89,18 +88,6 @@ def _execute(client: VMServerClient, p: dict[str, Any], cache_dir: Path | None,
                 f"last answer {str(result)[:200]}"
             )
         sleep(UNTIL_INTERVAL_S)
-
-
-def _json_of(body: bytes) -> dict[str, Any]:
-    import json
-
-    try:
-        data = json.loads(body.decode("utf-8"))
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise BackendError(f"the VM server answered a body that is not JSON: {exc}") from None
-    if not isinstance(data, dict):
-        raise BackendError(f"the VM server answered {type(data).__name__}, not a JSON object")
-    return data
 
 
 def _run_step(client: VMServerClient, step: PlannedStep, cache_dir: Path | None,
