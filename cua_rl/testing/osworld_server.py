@@ -58,7 +58,7 @@ from typing import Any
 
 from PIL import Image
 
-from cua_rl.actions import Done, Fail, parse_actions
+from cua_rl.actions import Action, Done, Fail, parse_actions
 from cua_rl.core import Task
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX, VMServerClient
@@ -121,8 +121,10 @@ def simdesk_setup(client: VMServerClient, task: Task) -> None:
     client.request("POST", "/_fake/reset", json_body={"task_id": task.id})
 
 
-def simdesk_checker(client: VMServerClient, task: Task) -> float | None:
-    """A ``VMServerBackend`` checker hook for a :class:`FakeOSWorldServer`: SimDesk's score."""
+def simdesk_checker(client: VMServerClient, task: Task,
+                    last_action: Action | None = None) -> float | None:
+    """A ``VMServerBackend`` checker hook for a :class:`FakeOSWorldServer`: SimDesk's score
+    (``last_action`` is not used: SimDesk scores the state)."""
     data = json.loads(client.request("POST", "/_fake/ground_truth",
                                      json_body={"task_id": task.id}).body)  # fmt: skip
     return None if data.get("score") is None else float(data["score"])

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import http.server
+import threading
 import time
 from collections.abc import Iterator
 
@@ -12,6 +14,7 @@ from cua_rl.actions import (
     Click,
     Done,
     Drag,
+    Fail,
     Hotkey,
     KeyDown,
     KeyUp,
@@ -330,3 +333,50 @@ def test_check_cua_env_passes_over_the_protocol() -> None:
                                   checker=simdesk_checker, pause_s=0.0)  # fmt: skip
         report = check_cua_env(CUAEnv(backend, FixedTasks(tasks), max_steps=3))
     assert report.passed == CONTRACTS
+
+
+def test_token_is_sent_as_bearer_header_and_hidden_from_repr() -> None:
+    seen = {}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_GET(self):  # noqa: N802
+            seen["auth"] = self.headers.get("Authorization")
+            body = b"Linux"
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    try:
+        client = VMServerClient(f"http://127.0.0.1:{server.server_address[1]}", token="s3cret")
+        assert client.platform() == "Linux"
+        assert seen["auth"] == "Bearer s3cret"
+        assert "s3cret" not in repr(client)
+        with pytest.raises(ConfigError, match="token"):
+            VMServerClient("http://127.0.0.1:1", token="two words")
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+def test_revert_runs_before_every_reset_but_the_first_and_checker_gets_last_action() -> None:
+    tasks = [make_task("editor_find", seed=s) for s in range(2)]
+    calls = []
+    with FakeOSWorldServer(tasks, config=CONFIG) as fake:
+        backend = VMServerBackend(
+            VMServerClient(fake.url), setup=simdesk_setup,
+            revert=lambda client: calls.append("revert"),
+            checker=lambda client, task, last: calls.append(("check", last)) or 0.0)
+        backend.reset(tasks[0])
+        assert calls == []
+        backend.step(Fail())
+        assert backend.ground_truth(tasks[0]) == 0.0
+        assert calls == [("check", Fail())]
+        backend.reset(tasks[1])
+        assert calls[-1] == "revert" and backend.last_action is None

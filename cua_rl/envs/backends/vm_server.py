@@ -95,6 +95,9 @@ class VMServerClient:
         action_timeout_s: Deadline of ``/execute`` attempts (the server itself allows its
             process 120 s); default ``timeout_s``.
         python: The interpreter the pyautogui wrapper runs (OSWorld: ``python``).
+        token: Sent as ``Authorization: Bearer <token>`` with every request (``cua-rl
+            desktop-server`` requires it unless started with ``--no-token``; OSWorld's own
+            server ignores it). Never logged or shown in ``repr``.
         seed: Seed of the backoff jitter.
 
     Attributes:
@@ -116,6 +119,7 @@ class VMServerClient:
         max_pixels: int = MAX_IMAGE_PIXELS,
         action_timeout_s: float | None = None,
         python: str = "python",
+        token: str | None = None,
         seed: int = 0,
     ) -> None:
         parts = urllib.parse.urlsplit(str(base_url))
@@ -150,6 +154,10 @@ class VMServerClient:
         self.max_response_bytes = max_response_bytes
         self.max_pixels = max_pixels
         self.python = python
+        if token is not None and (not isinstance(token, str) or not token
+                                  or any(c.isspace() for c in token)):
+            raise ConfigError("VMServerClient token must be a non-empty string without spaces")
+        self._token = token
         self._rng = random.Random(seed)
         self.n_requests = 0
         self.n_attempts = 0
@@ -186,6 +194,8 @@ class VMServerClient:
             BackendError: The server is unreachable or the answer too large.
         """
         body, headers = _encode(json_body, form, files)
+        if self._token is not None:
+            headers["Authorization"] = f"Bearer {self._token}"
         deadline = self.timeout_s if timeout_s is None else timeout_s
         where = f"{method} {self.base_url}{endpoint}"
         self.n_requests += 1
@@ -448,7 +458,11 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
 # -- the backend ---------------------------------------------------------------------------------
 
 Setup = Callable[[VMServerClient, Task], None]
-Checker = Callable[[VMServerClient, Task], "float | None"]
+Revert = Callable[[VMServerClient], None]
+#: ``checker(client, task, last_action)``: the last action matters to OSWorld's scoring (an
+#: infeasible task scores 1 iff the episode ended with ``Fail``; a feasible one ending with
+#: ``Fail`` scores 0).
+Checker = Callable[[VMServerClient, Task, "Action | None"], "float | None"]
 
 
 class VMServerBackend:
@@ -462,8 +476,11 @@ class VMServerBackend:
         screen_size: (width, height); default: asked from the server (``/screen_size``).
         setup: ``setup(client, task)`` brings the VM to the task's initial state in
             :meth:`reset` (the OSWorld task loader provides it); None: nothing is set up.
-        checker: ``checker(client, task)`` scores the current state for :meth:`ground_truth`;
-            None: no ground truth.
+        revert: ``revert(client)`` runs first in every :meth:`reset` but the first (a
+            snapshot revert where the provider has one; a fresh session on a local desktop).
+        checker: ``checker(client, task, last_action)`` scores the current state for
+            :meth:`ground_truth` (``last_action``: the last action of the episode, None
+            before any); None: no ground truth.
         pause_s: Longest local sleep of a ``Wait`` (a longer wait sleeps this long).
         a11y: Read the accessibility tree with every observation.
 
@@ -478,6 +495,7 @@ class VMServerBackend:
         screen_size: tuple[int, int] | None = None,
         *,
         setup: Setup | None = None,
+        revert: Revert | None = None,
         checker: Checker | None = None,
         pause_s: float = 5.0,
         a11y: bool = True,
@@ -494,7 +512,10 @@ class VMServerBackend:
                               f"{screen_size!r}")  # fmt: skip
         self._size = (int(screen_size[0]), int(screen_size[1]))
         self.setup = setup
+        self.revert = revert
         self.checker = checker
+        self.last_action: Action | None = None
+        self._used = False
         self.pause_s = float(pause_s)
         self.a11y = a11y
         self._time0 = time.monotonic()
@@ -505,7 +526,12 @@ class VMServerBackend:
         return self._size
 
     def reset(self, task: Task) -> Observation:
-        """Run the ``setup`` hook (if any) and observe; ``BackendError`` if the server is gone."""
+        """Run the ``revert`` hook (not before the first task), the ``setup`` hook, and observe;
+        ``BackendError`` if the server is gone."""
+        if self._used and self.revert is not None:
+            self.revert(self.client)
+        self._used = True
+        self.last_action = None
         if self.setup is not None:
             self.setup(self.client, task)
         return self.observe()
@@ -513,6 +539,7 @@ class VMServerBackend:
     def step(self, action: Action) -> Observation:
         """``Wait`` sleeps here (at most ``pause_s``); Done/Fail send nothing; everything else
         goes through :meth:`VMServerClient.act`. Then observe."""
+        self.last_action = action
         if isinstance(action, Wait):
             time.sleep(min(action.seconds, self.pause_s))
         elif not isinstance(action, (Done, Fail)):
@@ -535,7 +562,9 @@ class VMServerBackend:
 
     def ground_truth(self, task: Task) -> float | None:
         """The ``checker`` hook's score, or None without one."""
-        return None if self.checker is None else self.checker(self.client, task)
+        if self.checker is None:
+            return None
+        return self.checker(self.client, task, self.last_action)
 
     def close(self) -> None:
         """Nothing is held between requests (one connection per request)."""

@@ -9,7 +9,8 @@ OSWorld's ``SetupController`` does (osworld.md 3.2):
 * ``open``: ``/setup/open_file`` (the server waits for the window);
 * ``launch``: ``/setup/launch`` (no wait);
 * ``execute`` / ``command``: ``/execute`` (the server's twin of ``/setup/execute``); with
-  ``until`` (``returncode`` / ``stdout`` / ``stderr``) repeated every 0.3 s until the answer matches, within ``until_timeout_s``;
+  ``until`` (``returncode`` / ``stdout`` / ``stderr``) repeated every 0.3 s until the answer
+  matches, within ``until_timeout_s``;
   ``stdout`` / ``stderr`` name files of ``cache_dir`` that receive the output (for the
   ``cache_file`` getter);
 * ``execute_with_verification``: ``/setup/execute_with_verification``;
