@@ -17,6 +17,7 @@ is marked unscorable by ``CUAEnv`` instead of being scored 0.
 from __future__ import annotations
 
 import collections
+import contextlib
 import json
 import logging
 import os
@@ -152,10 +153,8 @@ class MetricRunner:
         if proc is None:
             return
         if proc.poll() is None:
-            try:
+            with contextlib.suppress(ProcessLookupError):
                 os.killpg(proc.pid, 9)
-            except ProcessLookupError:
-                pass
         proc.wait()
         for pipe in (proc.stdin, proc.stdout, proc.stderr):
             if pipe is not None:

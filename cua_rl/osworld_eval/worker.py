@@ -127,7 +127,7 @@ class Metrics:
 
 
 def _score(value: Any) -> float:
-    if isinstance(value, bool) or isinstance(value, (int, float)):
+    if isinstance(value, (bool, int, float)):
         score = float(value)
     elif type(value).__module__ == "numpy" and hasattr(value, "item"):
         score = float(value.item())
