@@ -15,6 +15,7 @@ from typing import Any
 
 import pytest
 
+from cua_rl.envs.backends.simdesk import make_task as simdesk_task
 from cua_rl.envs.backends.vm_server import VMServerClient
 from cua_rl.osworld_eval import MetricRunner
 from cua_rl.osworld_eval.runner import default_python
@@ -71,7 +72,7 @@ class ShellFakeServer(FakeOSWorldServer):
 
 @pytest.fixture
 def server() -> Iterator[ShellFakeServer]:
-    with ShellFakeServer() as s:
+    with ShellFakeServer([simdesk_task("editor_find", seed=3)]) as s:
         yield s
 
 
