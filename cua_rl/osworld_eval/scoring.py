@@ -7,10 +7,12 @@
 2. ``infeasible``: 1 iff the last action was ``Fail``, else 0; any other task whose last action
    was ``Fail`` scores 0;
 3. one metric: ``metric(result, expected, **options)`` or, without ``expected``,
-   ``metric(result, **options)``; a result file that is not there scores 0;
+   ``metric(result, **options)``; a file a getter needs that is not there (``vm_file``,
+   ``cache_file``) scores 0 (upstream's getter hands None to the metric; the mirror's missing
+   gold files are refused by ``plan_setup`` before the episode instead);
 4. a list of metrics: with ``conj="and"`` 0 at the first metric giving 0, else the mean; with
-   ``"or"`` 1 at the first metric giving 1, else the max. A missing result file is a 0 for its
-   metric (upstream leaves its variable unset under ``or``; we score that metric 0).
+   ``"or"`` 1 at the first metric giving 1, else the max. A missing file is a 0 for its metric
+   (upstream leaves its variable unset under ``or``; we score that metric 0).
 
 Getters run here (:mod:`cua_rl.osworld_eval.getters`); metrics are desktop-env's own functions,
 run by :class:`~cua_rl.osworld_eval.runner.MetricRunner` in the isolated venv. A failed metric or
@@ -109,17 +111,16 @@ def score_osworld(
         assert result_cfg is not None  # parse_evaluator: only infeasible lacks it
         ctx = GetterContext(client, spec.id, cache, plan.files, f"{where}.result ({func})")
         try:
-            result = get_value(ctx, result_cfg)
+            args = [get_value(ctx, result_cfg)]
+            if ev.expected[i] is not None:
+                ctx.where = f"{where}.expected ({func})"
+                args.append(get_value(ctx, ev.expected[i]))
         except FileNotFoundError as exc:
             logger.info("task %s: %s scores 0: %s", spec.id, func, exc)
             if ev.conj == "and":
                 return 0.0
             scores.append(0.0)
             continue
-        args = [result]
-        if ev.expected[i] is not None:
-            ctx.where = f"{where}.expected ({func})"
-            args.append(get_value(ctx, ev.expected[i]))
         score = runner.call(func, _plain(args), _plain(ev.options[i]))
         if ev.conj == "and" and score == 0.0:
             return 0.0

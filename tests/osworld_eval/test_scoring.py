@@ -241,3 +241,17 @@ def test_setup_refuses_a_download_without_a_local_copy(client: VMServerClient,
     task = to_task(parse_osworld_task(raw, "test"))
     with pytest.raises(TaskSpecError, match=r"no local copy of 'https://example.invalid/x.xlsx'"):
         OSWorldSetup(mirror={}, cache_root=tmp_path)(client, task)
+
+
+def test_missing_expected_vm_file_or_cache_file_scores_zero(
+        server: ShellFakeServer, client: VMServerClient, checker: OSWorldChecker,
+        files: Path) -> None:
+    a = put(server, files, "a.txt")
+    ev = {"func": "compare_text_file", "result": vm_file(a),
+          "expected": vm_file(str(server.sandbox / "gone.txt"))}
+    assert score(checker, client, ev) == 0.0
+    ev["expected"] = vm_file(put(server, files, "a_copy.txt"))
+    assert score(checker, client, ev) == 1.0
+    ev = {"func": "compare_text_file", "result": {"type": "cache_file", "path": "out.txt"},
+          "expected": gold("a.txt")}
+    assert score(checker, client, ev) == 0.0
