@@ -18,8 +18,9 @@ runs that ``__init__``: it reads it with :mod:`ast` only to learn which module d
 metric (``from .table import compare_table``), registers ``desktop_env.evaluators.metrics`` as a
 bare package (its ``__path__`` only), and imports the one module a requested metric lives in, by
 its file. The module's own imports (including ``from .utils import ...``) then resolve normally.
-Modules whose imports are not installed (``chrome``, ``gimp``, ``pdf``, ``vlc``; see
-``osworld_eval/requirements.txt``) give a clear "not available in the isolated evaluator" error.
+A module whose imports are not installed (``vlc``: librosa, pyacoustid and the chromaprint
+binary; see ``osworld_eval/requirements.txt``) gives a clear "not available in the isolated
+evaluator" error naming the missing import.
 
 One exception, stated rather than hidden: ``metrics/docs.py`` (home of ``compare_docx_files`` and
 about thirty other Writer metrics) imports ``easyocr`` at the top, yet only

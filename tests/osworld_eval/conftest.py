@@ -115,6 +115,24 @@ doc("b.docx", ["Quarterly report", "Sales grew by 21 percent."])
 (out / "packages.txt").write_text("numpy 1.26\npandas 2.2\nrequests 2.31\n")
 (out / "volume.txt").write_text("100\n")
 (out / "answer.txt").write_text('{"name": "Ann", "score": 91}\n')
+import fitz
+from PIL import Image, ImageDraw
+def png(name, boxes):
+    image = Image.new("RGB", (64, 48), "white")
+    draw = ImageDraw.Draw(image)
+    for box in boxes:
+        draw.rectangle(box, fill="black")
+    image.save(out / name)
+png("a.png", [(4, 4, 30, 20), (36, 26, 60, 44)])
+png("a_copy.png", [(4, 4, 30, 20), (36, 26, 60, 44)])
+png("b.png", [(0, 24, 63, 30), (30, 0, 34, 47)])
+def pdf(name, text):
+    document = fitz.open()
+    document.new_page().insert_text((72, 72), text)
+    document.save(out / name)
+pdf("a.pdf", "Invoice 1041: total 250 EUR")
+pdf("a_copy.pdf", "Invoice 1041: total 250 EUR")
+pdf("b.pdf", "Receipt 77")
 '''
 
 

@@ -201,8 +201,8 @@ def test_bad_getters_and_metrics_are_errors_not_zeros(
     with pytest.raises(TaskSpecError, match=r"evaluator.result \(is_vlc_playing\): getter "
                                             r"'vlc_playing_info' is not supported here"):
         score(checker, client, ev)
-    ev = {"func": "compare_pdfs", "result": vm_file(path), "expected": gold("a.txt")}
-    with pytest.raises(MetricUnavailable, match="'compare_pdfs' is not available"):
+    ev = {"func": "compare_videos", "result": vm_file(path), "expected": gold("a.txt")}
+    with pytest.raises(MetricUnavailable, match="'compare_videos' is not available"):
         score(checker, client, ev)
     assert issubclass(MetricError, BackendError)
 
