@@ -5,7 +5,8 @@
 * :mod:`~cua_rl.osworld_eval.getters`: OSWorld's getters over a ``VMServerClient``.
 * :func:`score_osworld`: OSWorld's scoring rules; :class:`OSWorldSetup` and
   :class:`OSWorldChecker`: the ``setup`` / ``checker`` hooks of ``VMServerBackend``;
-  :func:`osworld_hooks` makes both with one shared cache.
+  :func:`osworld_hooks` makes both with one shared cache; :func:`check_evaluator` refuses a
+  task whose getters or metrics cannot run here, before any episode.
 
 Example::
 
@@ -24,6 +25,7 @@ from cua_rl.osworld_eval.runner import (
 from cua_rl.osworld_eval.scoring import (
     OSWorldChecker,
     OSWorldSetup,
+    check_evaluator,
     osworld_hooks,
     score_osworld,
     task_spec,
@@ -31,6 +33,6 @@ from cua_rl.osworld_eval.scoring import (
 
 __all__ = [
     "GETTERS", "EvaluatorUnavailable", "GetterContext", "MetricError", "MetricRunner",
-    "MetricTimeout", "MetricUnavailable", "OSWorldChecker", "OSWorldSetup", "get_value",
-    "osworld_hooks", "score_osworld", "task_spec",
+    "MetricTimeout", "MetricUnavailable", "OSWorldChecker", "OSWorldSetup", "check_evaluator",
+    "get_value", "osworld_hooks", "score_osworld", "task_spec",
 ]

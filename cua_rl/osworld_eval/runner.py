@@ -167,6 +167,15 @@ class MetricRunner:
 
     # -- calls -----------------------------------------------------------------------------------
 
+    def check(self, func: str) -> None:
+        """Load ``func`` in the worker without calling it.
+
+        Raises:
+            MetricUnavailable: It cannot run in the isolated venv, or does not exist.
+            EvaluatorUnavailable: The venv is missing.
+        """
+        self._exchange(func, [], {}, self.timeout_s, probe=True)
+
     def call(self, func: str, args: list[Any], options: dict[str, Any] | None = None, *,
              timeout_s: float | None = None) -> float:
         """``func(*args, **options)`` of desktop-env's metrics, run in the worker.
@@ -188,12 +197,20 @@ class MetricRunner:
             MetricError: The metric raised or returned no number, or the worker crashed.
         """
         deadline_s = self.timeout_s if timeout_s is None else float(timeout_s)
+        message = self._exchange(func, args, options or {}, deadline_s)
+        return float(message["score"])
+
+    def _exchange(self, func: str, args: list[Any], options: dict[str, Any], deadline_s: float,
+                  probe: bool = False) -> dict[str, Any]:
+        """One request and its successful answer (errors raised as :meth:`call` documents)."""
         with self._lock:
             self._next_id += 1
             rid = self._next_id
+            request = {"id": rid, "func": func, "args": list(args), "options": dict(options)}
+            if probe:
+                request["probe"] = True
             try:
-                line = json.dumps({"id": rid, "func": func, "args": list(args),
-                                   "options": dict(options or {})}, allow_nan=False)
+                line = json.dumps(request, allow_nan=False)
             except (TypeError, ValueError) as exc:
                 raise MetricError(f"metric {func!r}: its arguments are not JSON values: "
                                   f"{exc}") from None
@@ -222,12 +239,12 @@ class MetricRunner:
                 raise MetricError(f"the evaluator worker {pid} {what} during metric {func!r} "
                                   f"({self._tail()}); a fresh one starts at the next call")
             self.n_calls += 1
-        if message.get("id") != rid:
-            self._kill()
-            raise MetricError(f"the evaluator worker answered request {message.get('id')!r}, "
-                              f"expected {rid}")  # fmt: skip
-        if "score" in message:
-            return float(message["score"])
+            if message.get("id") != rid:
+                self._kill()
+                raise MetricError(f"the evaluator worker answered request "
+                                  f"{message.get('id')!r}, expected {rid}")  # fmt: skip
+        if "score" in message or (probe and message.get("available") is True):
+            return message
         kind, error = message.get("kind"), str(message.get("error"))
         if kind in ("unavailable", "unknown"):
             raise MetricUnavailable(error)

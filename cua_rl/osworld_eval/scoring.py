@@ -35,12 +35,16 @@ from cua_rl.actions import Action, Fail
 from cua_rl.core import Task
 from cua_rl.envs.backends.vm_server import VMServerClient
 from cua_rl.envs.backends.vm_setup import run_setup
-from cua_rl.osworld_eval.getters import GetterContext, get_value
-from cua_rl.osworld_eval.runner import MetricRunner
+from cua_rl.errors import TaskSpecError
+from cua_rl.osworld_eval.getters import GETTERS, GetterContext, get_value
+from cua_rl.osworld_eval.runner import MetricRunner, MetricUnavailable
 from cua_rl.tasks.osworld_setup import SetupPlan, plan_setup
 from cua_rl.tasks.osworld_spec import OSWorldTask, parse_osworld_task
 
-__all__ = ["OSWorldChecker", "OSWorldSetup", "osworld_hooks", "score_osworld", "task_spec"]
+__all__ = [
+    "OSWorldChecker", "OSWorldSetup", "check_evaluator", "osworld_hooks", "score_osworld",
+    "task_spec",
+]
 
 logger = logging.getLogger(__name__)
 PathArg = str | PathLike[str]
@@ -52,6 +56,29 @@ def task_spec(task: OSWorldTask | Task) -> OSWorldTask:
         return task
     return parse_osworld_task(copy.deepcopy(dict(task.config)), f"task {task.id!r}",
                               domain=task.domain)
+
+
+def check_evaluator(task: OSWorldTask | Task, runner: MetricRunner) -> None:
+    """Refuse, before any episode, a task whose evaluator cannot run here.
+
+    Raises:
+        TaskSpecError: Naming the task and every getter type that is not supported and every
+            metric the isolated evaluator cannot run.
+        EvaluatorUnavailable: The isolated venv is not built.
+    """
+    spec = task_spec(task)
+    problems = [f"evaluator.{side}[{i}]: getter {g['type']!r} is not supported here"
+                for side, i, g in spec.evaluator.getters() if g["type"] not in GETTERS]
+    for func in dict.fromkeys(spec.evaluator.func):
+        if func == "infeasible":
+            continue
+        try:
+            runner.check(func)
+        except MetricUnavailable as exc:
+            problems.append(str(exc))
+    if problems:
+        raise TaskSpecError(f"task {spec.id} ({spec.domain or 'no domain'}) cannot be scored "
+                            f"here: {'; '.join(problems)}")
 
 
 def _plain(value: Any) -> Any:

@@ -9,7 +9,8 @@ Protocol: one JSON object per line on stdin, ``{"id": int, "func": str, "args": 
 ``{"id": int, "error": str, "kind": str}`` (``kind``: ``unavailable`` (the metric cannot run in
 this venv), ``unknown`` (no such metric upstream), ``bad_request``, ``raised`` (the metric raised),
 ``bad_score`` (it returned something other than a number)). Anything the metrics print goes to
-stderr: the protocol owns the real stdout.
+stderr: the protocol owns the real stdout. A request with ``"probe": true`` only loads the metric
+and is answered ``{"id": int, "available": true}`` (or an error).
 
 How metrics are loaded (the choice, and why). ``desktop_env/evaluators/metrics/__init__.py``
 imports every metric module, and those import easyocr (torch), opencv, librosa, playwright's
@@ -158,6 +159,8 @@ def answer(metrics: Metrics, line: str) -> dict[str, Any]:
         return {"id": rid, "kind": "unavailable", "error": str(exc)}
     except Unknown as exc:
         return {"id": rid, "kind": "unknown", "error": str(exc)}
+    if request.get("probe") is True:
+        return {"id": rid, "available": True}
     try:
         value = metric(*request.get("args", []), **request.get("options", {}))
     except Exception as exc:  # noqa: BLE001 - reported to the caller, never swallowed

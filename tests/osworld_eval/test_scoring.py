@@ -16,6 +16,7 @@ from cua_rl.osworld_eval import (
     MetricUnavailable,
     OSWorldChecker,
     OSWorldSetup,
+    check_evaluator,
     osworld_hooks,
 )
 from cua_rl.tasks.osworld import to_task
@@ -255,3 +256,25 @@ def test_missing_expected_vm_file_or_cache_file_scores_zero(
     ev = {"func": "compare_text_file", "result": {"type": "cache_file", "path": "out.txt"},
           "expected": gold("a.txt")}
     assert score(checker, client, ev) == 0.0
+
+
+def test_check_evaluator_refuses_before_any_episode(runner: MetricRunner) -> None:
+    good = parse_osworld_task(make_task({"func": ["compare_table", "exact_match"],
+                                         "result": [vm_file("/a.xlsx"), cat("/v")],
+                                         "expected": [gold("table_a.xlsx"), rule({})]}), "t")
+    check_evaluator(good, runner)
+    check_evaluator(parse_osworld_task(make_task({"func": "infeasible"}), "t"), runner)
+    bad = parse_osworld_task(make_task({"func": ["is_vlc_playing", "exact_match"],
+                                        "result": [{"type": "vlc_playing_info"}, cat("/v")],
+                                        "expected": [rule({}), rule({})]}), "t")
+    with pytest.raises(TaskSpecError, match=rf"task {bad.id} \(no domain\) cannot be scored here: "
+                                            r"evaluator.result\[0\]: getter 'vlc_playing_info' "
+                                            r"is not supported here; metric 'is_vlc_playing' is "
+                                            r"not available in the isolated evaluator"):
+        check_evaluator(to_task(bad), runner)
+
+
+def test_runner_check_loads_without_calling(runner: MetricRunner) -> None:
+    runner.check("compare_docx_files")
+    with pytest.raises(MetricUnavailable, match="no metric 'nope'"):
+        runner.check("nope")
