@@ -13,8 +13,8 @@ stderr: the protocol owns the real stdout. A request with ``"probe": true`` only
 and is answered ``{"id": int, "available": true}`` (or an error).
 
 How metrics are loaded (the choice, and why). ``desktop_env/evaluators/metrics/__init__.py``
-imports every metric module, and those import easyocr (torch), opencv, librosa, playwright's
-friends, PyMuPDF and borb: gigabytes, most of it unrelated to a given task. So the worker never
+imports every metric module, and those import, among much else, easyocr (torch), librosa and
+pyacoustid (a chromaprint binary): gigabytes, unrelated to most tasks. So the worker never
 runs that ``__init__``: it reads it with :mod:`ast` only to learn which module defines which
 metric (``from .table import compare_table``), registers ``desktop_env.evaluators.metrics`` as a
 bare package (its ``__path__`` only), and imports the one module a requested metric lives in, by
