@@ -17,6 +17,8 @@ PYTEST_ARGS ?=
 # OSWorld's evaluator (desktop-env) pins torch~=2.5, numpy<2, ...: it never enters .venv. Its
 # own venv gets desktop-env without its dependencies plus only what the metric modules we load
 # import (osworld_eval/requirements.txt, every package pinned, --no-deps so nothing else comes).
+# numpy<2 has wheels for Python 3.9-3.12 only: OSWORLD_PYTHON may name such an interpreter.
+OSWORLD_PYTHON ?= $(PYTHON)
 OSWORLD_VENV   := .venv-osworld-eval
 DESKTOP_ENV    := desktop-env==1.0.2
 OSWORLD_PIP    := $(OSWORLD_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps
@@ -39,7 +41,7 @@ $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
 
 $(OSWORLD_VENV)/.ready: osworld_eval/requirements.txt
 	rm -rf $(OSWORLD_VENV)
-	$(PYTHON) -m venv $(OSWORLD_VENV)
+	$(OSWORLD_PYTHON) -m venv $(OSWORLD_VENV)
 	$(OSWORLD_PIP) -r osworld_eval/requirements.txt
 	$(OSWORLD_PIP) $(DESKTOP_ENV)
 	@touch $@
