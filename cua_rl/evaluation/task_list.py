@@ -24,8 +24,9 @@ Parallelism: one thread per env. The work is waiting on desktops (HTTP to OSWorl
 ``cua-rl desktop-server`` child processes), so threads are not held back by the GIL, and the
 policy exists once (a model per process would multiply its memory); policy calls are
 serialised by a lock. Tasks come from one shared queue, as in OSWorld's ``run_multienv.py``.
-An env whose reset fails ``max_reset_failures`` times in a row (a dead VM) retires; the task
-goes back to the queue for another env (each task gets at most ``max_attempts`` resets).
+An env whose reset fails ``max_reset_failures`` times in a row (a dead VM) retires; a task
+whose reset failed goes back to the queue for another env (at most ``max_attempts`` resets,
+each on a different env).
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ import json
 import logging
 import math
 import threading
-from collections import defaultdict, deque
+from collections import defaultdict
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
@@ -288,25 +289,34 @@ def _episode(env: gym.Env[Any, Any], policy: Callable[[Any], Any], lock: threadi
     return end.trajectory, stamps
 
 
+@dataclass(frozen=True)
+class _Item:
+    task: Task
+    tried: tuple[int, ...] = ()  # envs whose reset of this task failed
+    reason: str | None = None  # the last such failure
+
+
 class _Queue:
-    """Tasks waiting or in flight; ``take`` blocks while others may still put one back."""
+    """Tasks waiting or in flight. ``take(env)`` skips tasks that env already failed to set up,
+    and blocks while tasks are in flight (one may come back)."""
 
     def __init__(self, tasks: Sequence[Task]) -> None:
-        self.pending: deque[tuple[Task, int]] = deque((t, 0) for t in tasks)
+        self.pending: list[_Item] = [_Item(t) for t in tasks]
         self.in_flight = 0
         self.cond = threading.Condition()
 
-    def take(self) -> tuple[Task, int] | None:
+    def take(self, env: int) -> _Item | None:
         with self.cond:
             while True:
-                if self.pending:
-                    self.in_flight += 1
-                    return self.pending.popleft()
+                for i, item in enumerate(self.pending):
+                    if env not in item.tried:
+                        self.in_flight += 1
+                        return self.pending.pop(i)
                 if self.in_flight == 0:
                     return None
                 self.cond.wait()
 
-    def finish(self, again: tuple[Task, int] | None = None) -> None:
+    def finish(self, again: _Item | None = None) -> None:
         with self.cond:
             self.in_flight -= 1
             if again is not None:
@@ -340,7 +350,7 @@ def run_task_list(
         calibration: The judge's calibration, for the corrected estimate.
         confidence: Confidence level of the intervals.
         max_reset_failures: Consecutive failed resets after which an env retires.
-        max_attempts: Resets a task gets (on different envs when one retires).
+        max_attempts: Resets a task gets, each on a different env.
 
     Returns:
         The report; scores are read back from every ``result.txt`` of the task list.
@@ -401,18 +411,19 @@ def run_task_list(
             return
         failures = 0
         try:
-            while (item := queue.take()) is not None:
-                task, attempts = item
+            while (item := queue.take(index)) is not None:
+                task = item.task
                 try:
                     outcome = run_one_on(env, task)
                 except BackendError as error:  # the set-up (reset) failed
                     failures += 1
                     reason = f"set-up failed on env {index}: {error}"
                     logger.warning("task %s: %s", task.id, reason)
-                    retry = attempts + 1 < max_attempts
+                    again = _Item(task, (*item.tried, index), reason)
+                    retry = len(again.tried) < max_attempts
                     if not retry:
                         put(TaskOutcome(task.domain, task.id, "unscorable", reason=reason))
-                    queue.finish((task, attempts + 1) if retry else None)
+                    queue.finish(again if retry else None)
                     if failures >= max_reset_failures:
                         logger.warning("env %d retires after %d failed resets", index, failures)
                         return
@@ -439,9 +450,11 @@ def run_task_list(
             raise crashes[0]
         if len(env_errors) == len(threads):
             raise ConfigError(f"run_task_list: no env could be built: {'; '.join(env_errors)}")
-        for task, _ in queue.pending:  # every env retired
-            outcomes[task.id] = TaskOutcome(task.domain, task.id, "unscorable",
-                                            reason="no env left to run it (all retired)")
+        for item in queue.pending:  # no env left that could try it
+            why = "no env left to run it" if item.reason is None else \
+                f"{item.reason}; no other env left to try it"
+            outcomes[item.task.id] = TaskOutcome(item.task.domain, item.task.id, "unscorable",
+                                                 reason=why)
     ordered = tuple(outcomes[t.id] for t in tasks)
     judged = None
     if judge is not None and trajectories:

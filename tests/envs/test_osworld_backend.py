@@ -1,0 +1,200 @@
+"""The ``osworld`` and ``x11`` backend specs (cua_rl/envs/backends/osworld.py)."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from cua_rl.actions import Fail, Hotkey
+from cua_rl.envs.backends.osworld import env_count, load_tasks, resolve_paths, settings
+from cua_rl.envs.backends.vm_server import VMServerBackend
+from cua_rl.envs.config import EnvConfig
+from cua_rl.envs.make import make_env, make_tasks
+from cua_rl.errors import ConfigError, TaskSpecError
+from cua_rl.testing.osworld_server import FakeOSWorldServer
+from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
+
+
+@pytest.fixture
+def suite(tmp_path: Path) -> Suite:
+    return make_suite(tmp_path / "examples", {"click_ok": [1, 2, 3, 4], "close_window": [5, 6]},
+                      infeasible=2)  # fmt: skip
+
+
+@pytest.fixture
+def servers(suite: Suite) -> Iterator[list[FakeOSWorldServer]]:
+    made = [FakeOSWorldServer(suite.server_tasks()) for _ in range(2)]
+    yield made
+    for s in made:
+        s.close()
+
+
+def env_config(backend: str = "osworld", screen: tuple[int, int] = (640, 400),
+               **kwargs: Any) -> EnvConfig:  # fmt: skip
+    kw = {"tasks": "examples", "urls": ["http://127.0.0.1:5000"]} if backend == "osworld" \
+        else {"tasks": "examples"}
+    kw.update(kwargs)
+    return EnvConfig(backend=backend, backend_kwargs={k: v for k, v in kw.items()
+                                                      if v is not None},
+                     screen=screen, max_steps=2)  # fmt: skip
+
+
+@pytest.mark.parametrize(
+    ("backend", "kwargs", "match"),
+    [
+        ("osworld", {"urls": None}, r"env\.backend_kwargs\.urls: the osworld backend needs a "
+                                    r"non-empty list"),
+        ("osworld", {"urls": []}, r"env\.backend_kwargs\.urls: .*non-empty"),
+        ("osworld", {"urls": ["http://a:5000", "ftp://b"]},
+         r"env\.backend_kwargs\.urls\[1\]: must be http\(s\)://host\[:port\], got 'ftp://b'"),
+        ("osworld", {"urls": ["http://a:5000/x"]}, r"urls\[0\]: a server URL has no path"),
+        ("osworld", {"urls": ["http://a:99999"]}, r"urls\[0\]: bad port"),
+        ("osworld", {"urls": ["http://a:1", "http://a:1/"]}, r"urls: 'http://a:1' is listed twice"),
+        ("osworld", {"urls": [5000]}, r"urls\[0\]: must be a URL string, got 5000"),
+        ("osworld", {"desktops": 2}, r"env\.backend_kwargs: unknown key\(s\) \['desktops'\] for "
+                                     r"the osworld backend"),
+        ("x11", {"urls": ["http://a:1"]}, r"unknown key\(s\) \['urls'\] for the x11 backend"),
+        ("x11", {"desktops": 0}, r"env\.backend_kwargs\.desktops: must be an integer >= 1, got 0"),
+        ("x11", {"desktops": 1.5}, r"desktops: must be an integer >= 1, got 1\.5"),
+        ("osworld", {"tasks": None}, r"env\.task_files: the osworld backend needs a task folder"),
+        ("osworld", {"tasks": [3]}, r"env\.backend_kwargs\.tasks: .*got \[3\]"),
+        ("osworld", {"timeout_s": 0}, r"env\.backend_kwargs\.timeout_s: must be a number >= "),
+        ("osworld", {"max_retries": -1}, r"max_retries: must be an integer >= 0, got -1"),
+        ("osworld", {"token": ""}, r"env\.backend_kwargs\.token: must be a non-empty string"),
+        ("osworld", {"a11y": "yes"}, r"env\.backend_kwargs\.a11y: must be true or false"),
+        ("osworld", {"hooks": "no_colon"}, r"env\.backend_kwargs\.hooks: must be "
+                                           r"'module:attribute'"),
+        ("osworld", {"placeholders": [1]}, r"env\.backend_kwargs\.placeholders: must be a mapping"),
+        ("osworld", {"client_password": 1}, r"env\.backend_kwargs\.client_password: must be a "
+                                            r"string"),
+    ],
+)
+def test_config_errors_name_the_key(backend: str, kwargs: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        env_config(backend, **kwargs)
+
+
+def test_tasks_given_twice_are_refused() -> None:
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.tasks and env\.task_files"):
+        EnvConfig(backend="osworld", backend_kwargs={"tasks": "a", "urls": ["http://a:1"]},
+                  task_files=("b",))  # fmt: skip
+    config = EnvConfig(backend="osworld", backend_kwargs={"urls": ["http://a:1"]},
+                       task_files=("b", "c"))  # fmt: skip
+    assert settings(config).tasks == ("b", "c")
+
+
+def test_settings_placeholders_and_defaults() -> None:
+    s = settings(env_config(client_password="pw", placeholders={"X": 1}, token="t0k"))
+    assert s.placeholders == {"SCREEN_WIDTH": 640, "SCREEN_HEIGHT": 400, "CLIENT_PASSWORD": "pw",
+                              "X": 1}  # fmt: skip
+    assert (s.a11y, s.timeout_s, s.max_retries, s.token) == (True, 30.0, 2, "t0k")
+    assert "t0k" not in repr(s)
+    assert env_count(env_config(urls=["http://a:1", "http://b:2", "http://c:3"])) == 3
+    assert env_count(env_config("x11", desktops=4)) == 4
+    assert env_count(EnvConfig()) is None
+
+
+def test_resolve_paths_against_a_config_folder(tmp_path: Path) -> None:
+    config = env_config(mirror="files", examples_root="/abs/ex", tasks=["a", "/b"])
+    out = resolve_paths(config, tmp_path)
+    kw = out.backend_kwargs
+    assert kw["mirror"] == str(tmp_path / "files") and kw["examples_root"] == "/abs/ex"
+    assert kw["tasks"] == [str(tmp_path / "a"), "/b"]
+    assert resolve_paths(EnvConfig(), tmp_path) == EnvConfig()
+
+
+def test_make_env_index_chooses_the_url(suite: Suite, servers: list[FakeOSWorldServer]) -> None:
+    urls = [s.url for s in servers]
+    config = env_config(tasks=str(suite.root), urls=urls, hooks=HOOKS, a11y=False)
+    for i, url in enumerate(urls):
+        env = make_env(config, "eval", index=i)
+        backend = env.backend
+        assert isinstance(backend, VMServerBackend) and backend.client.base_url == url
+        before = servers[i].n_requests
+        env.reset(options={"task": make_tasks(config, "eval").task(0)})
+        assert servers[i].n_requests > before  # env i talks to server i
+        env.close()
+    with pytest.raises(ConfigError, match=r"env index 2 is out of range: "
+                                          r"env\.backend_kwargs\.urls has 2 entries"):
+        make_env(config, "eval", index=2)
+    with pytest.raises(ConfigError, match=r"make_env: index must be an integer >= 0, got -1"):
+        make_env(config, "eval", index=-1)
+
+
+def test_simdesk_ignores_the_index() -> None:
+    config = EnvConfig(families=("click_ok",))
+    env = make_env(config, "eval", index=3)
+    obs, _ = env.reset(seed=0)
+    assert obs["screenshot"].shape == (400, 640, 3)
+    env.close()
+
+
+def test_split_is_by_domain_and_families_filter(suite: Suite) -> None:
+    config = env_config(tasks=str(suite.root))
+    train, held_out = make_tasks(config, "train"), make_tasks(config, "eval")
+    ids = {t.id for t in train} | {t.id for t in held_out}
+    assert ids == set(suite.domains) and not {t.id for t in train} & {t.id for t in held_out}
+    # eval_fraction 0.2: round(0.8) = 1 of click_ok's 4, round(0.4) = 0 of the 2 in the others
+    assert sorted(t.domain for t in held_out) == ["click_ok"]
+    assert all(t.max_steps == 2 and t.os == "ubuntu" for t in train)
+    only = EnvConfig(backend="osworld", backend_kwargs={"tasks": str(suite.root),
+                     "urls": ["http://a:1"]}, families=("click_ok",))  # fmt: skip
+    assert {t.domain for t in make_tasks(only, "train")} == {"click_ok"}
+    bad = EnvConfig(backend="osworld", backend_kwargs={"tasks": str(suite.root),
+                    "urls": ["http://a:1"]}, families=("chrome",))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"env\.families: no tasks of domain\(s\) \['chrome'\]"):
+        make_tasks(bad, "train")
+
+
+def test_task_lists_need_an_examples_root(suite: Suite, tmp_path: Path) -> None:
+    listed = suite.task_list(tmp_path / "test_all.json")
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.examples_root: the task list"):
+        load_tasks([str(listed)], None)
+    tasks = load_tasks([str(listed)], str(suite.root))
+    assert len(tasks) == len(suite.domains)
+    (tmp_path / "short.json").write_text(json.dumps({"click_ok": ["0" * 8 + "-0000-0000-0000-"
+                                                                  + "0" * 12]}))  # fmt: skip
+    with pytest.raises(TaskSpecError, match=r"1 of 1 listed tasks have no file"):
+        load_tasks([str(tmp_path / "short.json")], str(suite.root))
+    with pytest.raises(TaskSpecError, match=r"no such task folder, task file or task list"):
+        load_tasks([str(tmp_path / "nowhere")], None)
+
+
+def test_fail_reaches_the_checker(suite: Suite, servers: list[FakeOSWorldServer]) -> None:
+    """CUAEnv does not send FAIL to the server, but the checker sees it as the last action."""
+    config = env_config(tasks=str(suite.root), urls=[servers[0].url], hooks=HOOKS, a11y=False)
+    env = make_env(config, "train")
+    infeasible = [t for t in make_tasks(config, "train") if t.domain == "infeasible"][0]
+    env.reset(options={"task": infeasible})
+    env.step(Hotkey(("enter",)))
+    _, _, terminated, _, info = env.step(Fail())
+    assert terminated and info["episode_end"].ground_truth == 1.0
+    env.reset(options={"task": infeasible})
+    _, _, _, truncated, info = env.step(Hotkey(("enter",)))
+    _, _, _, truncated, info = env.step(Hotkey(("enter",)))
+    assert truncated and info["episode_end"].ground_truth == 0.0
+    env.close()
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cua_rl.osworld_eval") is not None,
+                    reason="cua_rl.osworld_eval is importable here")  # fmt: skip
+def test_default_hooks_need_osworld_eval(suite: Suite) -> None:
+    config = env_config(tasks=str(suite.root))
+    with pytest.raises(ConfigError, match=r"sets up and scores tasks with cua_rl\.osworld_eval, "
+                                          r"which cannot be imported"):
+        make_env(config, "train")
+
+
+@pytest.mark.skipif(importlib.util.find_spec("cua_rl.desktop") is not None,
+                    reason="cua_rl.desktop is importable here")  # fmt: skip
+def test_x11_needs_the_local_desktop(suite: Suite) -> None:
+    config = env_config("x11", tasks=str(suite.root), hooks=HOOKS, desktops=2)
+    with pytest.raises(ConfigError, match=r"the x11 backend needs cua_rl\.desktop"):
+        make_env(config, "train", index=1)
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.desktops has 2 entries"):
+        make_env(config, "train", index=2)
