@@ -92,6 +92,9 @@ class EnvConfig:
     max_steps: int | None = None
     #: Train / held-out evaluation task split.
     split: SplitConfig = field(default_factory=SplitConfig)
+    #: Folder that relative paths of backend_kwargs and task_files resolve against (the config
+    #: file's, set by TrainConfig.from_dict; not a YAML key, not part of the config's hash).
+    base_dir: str = field(default=".", compare=False)
 
     def __post_init__(self) -> None:
         from cua_rl.envs.backends.registry import get_backend

@@ -161,7 +161,6 @@ def load_policy(
     *,
     device: str = "cpu",
     deterministic: bool = True,
-    hash_of: TrainConfig | None = None,
 ) -> TrainedPolicy:
     """Load the policy of a training checkpoint.
 
@@ -171,8 +170,6 @@ def load_policy(
             then resolve against the current folder).
         device: Torch device.
         deterministic: Greedy actions.
-        hash_of: The config whose hash the checkpoint must carry (default ``config``): the
-            config as written, when ``config`` is that config with its paths made absolute.
 
     Raises:
         ConfigError: No checkpoint there, an unreadable one, or one written with another config
@@ -193,11 +190,10 @@ def load_policy(
     state = load_checkpoint(path)
     if config is None:
         config = TrainConfig.from_dict(state["config"], source=str(path))
-    elif state["config_hash"] != config_hash(hash_of or config):
+    elif state["config_hash"] != config_hash(config):
         raise ConfigError(
             f"checkpoint {str(path)!r} was written with config hash {state['config_hash']}, the "
-            f"given config has {config_hash(hash_of or config)}: env, policy, reward or ppo "
-            f"settings differ"
+            f"given config has {config_hash(config)}: env, policy, reward or ppo settings differ"
         )
     policy = build_policy(config, device=device)
     policy.load_state_dict(state["policy"])

@@ -528,8 +528,7 @@ def evaluate_task_file(
     list, ``n_envs`` envs at a time (env ``i``: server URL ``i`` / desktop ``i``).
 
     Args:
-        config: The run's config (``osworld`` or ``x11`` backend); its relative paths resolve
-            against its folder.
+        config: The run's config (``osworld`` or ``x11`` backend).
         tasks_file: A task list, a task folder or a task file (:func:`load_task_file`).
         checkpoint: A checkpoint file or a run folder.
         out: The results root (default ``<logging.dir>/results``).
@@ -544,14 +543,12 @@ def evaluate_task_file(
         ConfigError: A bad checkpoint, backend, ``n_envs`` above what the config has.
         TaskSpecError: A bad task list.
     """
-    import dataclasses
-
-    from cua_rl.envs.backends.osworld import env_count, resolve_paths
+    from cua_rl.envs.backends.osworld import env_count
     from cua_rl.envs.make import make_env
     from cua_rl.evaluation.run import load_policy
     from cua_rl.training.envs import wrap_for_policy
 
-    env_config = resolve_paths(config.env, config.base_dir)
+    env_config = config.env
     tasks = load_task_file(env_config, tasks_file, examples_root)
     limit = env_count(env_config)
     assert limit is not None  # load_task_file refused other backends
@@ -561,8 +558,7 @@ def evaluate_task_file(
     elif not 1 <= n_envs <= limit:
         raise ConfigError(f"--envs {n_envs}: env.backend_kwargs.{what} gives {limit} env"
                           f"{'' if limit == 1 else 's'} (one per entry)")
-    resolved = dataclasses.replace(config, env=env_config)
-    policy = load_policy(checkpoint, resolved, deterministic=deterministic, hash_of=config)
+    policy = load_policy(checkpoint, config, deterministic=deterministic)
     layout = ResultLayout(Path(out) if out is not None else config.resolve(config.logging.dir)
                           / "results", action_space, observation_type,
                           model or policy.checkpoint.stem)  # fmt: skip

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import importlib.util
 import json
 from collections.abc import Iterator
@@ -11,12 +12,13 @@ from typing import Any
 import pytest
 
 from cua_rl.actions import Fail, Hotkey
-from cua_rl.envs.backends.osworld import env_count, load_tasks, resolve_paths, settings
+from cua_rl.envs.backends.osworld import env_count, load_tasks, settings
 from cua_rl.envs.backends.vm_server import VMServerBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env, make_tasks
 from cua_rl.errors import ConfigError, TaskSpecError
 from cua_rl.testing.osworld_server import FakeOSWorldServer
+from cua_rl.training.config import TrainConfig, config_hash
 from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
 
 
@@ -85,7 +87,7 @@ def test_tasks_given_twice_are_refused() -> None:
                   task_files=("b",))  # fmt: skip
     config = EnvConfig(backend="osworld", backend_kwargs={"urls": ["http://a:1"]},
                        task_files=("b", "c"))  # fmt: skip
-    assert settings(config).tasks == ("b", "c")
+    assert settings(config).tasks == (str(Path("b").resolve()), str(Path("c").resolve()))
 
 
 def test_settings_placeholders_and_defaults() -> None:
@@ -99,13 +101,20 @@ def test_settings_placeholders_and_defaults() -> None:
     assert env_count(EnvConfig()) is None
 
 
-def test_resolve_paths_against_a_config_folder(tmp_path: Path) -> None:
+def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     config = env_config(mirror="files", examples_root="/abs/ex", tasks=["a", "/b"])
-    out = resolve_paths(config, tmp_path)
-    kw = out.backend_kwargs
-    assert kw["mirror"] == str(tmp_path / "files") and kw["examples_root"] == "/abs/ex"
-    assert kw["tasks"] == [str(tmp_path / "a"), "/b"]
-    assert resolve_paths(EnvConfig(), tmp_path) == EnvConfig()
+    config = dataclasses.replace(config, base_dir=str(tmp_path))
+    s = settings(config)
+    assert s.mirror == str(tmp_path / "files") and s.examples_root == "/abs/ex"
+    assert s.tasks == (str(tmp_path / "a"), "/b")
+    data = {"env": {"backend": "osworld", "backend_kwargs": {"urls": ["http://a:1"],
+                    "tasks": "ex"}}}  # fmt: skip
+    train = TrainConfig.from_dict(data, base_dir=str(tmp_path))
+    assert settings(train.env).tasks == (str(tmp_path / "ex"),)
+    assert "base_dir" not in train.to_dict()["env"]  # not a YAML key, not in the hash
+    assert config_hash(train) == config_hash(TrainConfig.from_dict(data, base_dir="/elsewhere"))
+    with pytest.raises(ConfigError, match=r"env\.base_dir: unknown key"):
+        TrainConfig.from_dict({"env": {**data["env"], "base_dir": "/x"}})
 
 
 def test_make_env_index_chooses_the_url(suite: Suite, servers: list[FakeOSWorldServer]) -> None:

@@ -35,8 +35,8 @@ hooks of :mod:`cua_rl.osworld_eval` (``OSWorldSetup``: the task's ``config`` ste
 ``x11`` only: ``desktops`` (how many desktops env indices may ask for, default 1),
 ``startup_timeout_s``.
 
-Relative paths resolve against the current folder; :func:`resolve_paths` makes them absolute
-against a config file's folder (``cua-rl evaluate`` does).
+Relative paths (``tasks``, ``examples_root``, ``mirror``, ``cache_dir``, ``env.task_files``)
+resolve against ``env.base_dir``: the config file's folder.
 """
 
 from __future__ import annotations
@@ -67,7 +67,7 @@ __all__ = [
     "env_count",
     "load_tasks",
     "osworld_hooks",
-    "resolve_paths",
+    "settings",
 ]
 
 #: Keys both backends take.
@@ -77,8 +77,6 @@ TASK_KEYS = ("tasks", "examples_root", "mirror", "client_password", "placeholder
 OSWORLD_KEYS = ("urls", "token", "timeout_s", "action_timeout_s", "max_retries")
 #: Keys only ``x11`` takes.
 X11_KEYS = ("desktops", "startup_timeout_s")
-#: Keys holding paths (made absolute by :func:`resolve_paths`).
-PATH_KEYS = ("tasks", "examples_root", "mirror", "cache_dir")
 W = "env.backend_kwargs"
 
 
@@ -221,10 +219,18 @@ def settings(config: EnvConfig) -> Settings:
     hooks = _text(kw, "hooks")
     if hooks is not None and (hooks.count(":") != 1 or not all(hooks.split(":"))):
         raise ConfigError(f"{W}.hooks: must be 'module:attribute', got {hooks!r}")
+    base = Path(config.base_dir)
+
+    def absolute(path: str | None) -> str | None:
+        if path is None:
+            return None
+        p = Path(path).expanduser()
+        return str(p if p.is_absolute() else (base / p).resolve())
+
     common: dict[str, Any] = dict(
-        backend=backend, screen=config.screen, tasks=tuple(raw_tasks),
-        examples_root=_text(kw, "examples_root"), mirror=_text(kw, "mirror"),
-        placeholders=merged, cache_dir=_text(kw, "cache_dir"), a11y=a11y,
+        backend=backend, screen=config.screen, tasks=tuple(absolute(t) for t in raw_tasks),
+        examples_root=absolute(_text(kw, "examples_root")), mirror=absolute(_text(kw, "mirror")),
+        placeholders=merged, cache_dir=absolute(_text(kw, "cache_dir")), a11y=a11y,
         pause_s=float(_number(kw, "pause_s", 5.0, 0)), hooks=hooks,
     )  # fmt: skip
     if backend == "osworld":
@@ -243,27 +249,6 @@ def settings(config: EnvConfig) -> Settings:
                         max_retries=_number(kw, "max_retries", 2, 0, integer=True))  # fmt: skip
     return Settings(**common, desktops=_number(kw, "desktops", 1, 1, integer=True),
                     startup_timeout_s=float(_number(kw, "startup_timeout_s", 60.0, 0.001)))
-
-
-def resolve_paths(config: EnvConfig, base_dir: str | Path) -> EnvConfig:
-    """A copy of an ``osworld``/``x11`` env section whose relative task, mirror and cache paths
-    are made absolute against ``base_dir`` (a config file's folder). Other backends: unchanged."""
-    if config.backend not in ("osworld", "x11"):
-        return config
-    base = Path(base_dir)
-
-    def absolute(p: str) -> str:
-        return p if Path(p).is_absolute() else str((base / p).resolve())
-
-    kw = dict(config.backend_kwargs)
-    for key in PATH_KEYS:
-        value = kw.get(key)
-        if isinstance(value, str):
-            kw[key] = absolute(value)
-        elif isinstance(value, (list, tuple)) and all(isinstance(v, str) for v in value):
-            kw[key] = [absolute(v) for v in value]
-    files = tuple(absolute(p) for p in config.task_files)
-    return dataclasses.replace(config, backend_kwargs=kw, task_files=files)
 
 
 def load_tasks(sources: Sequence[str], examples_root: str | None, *,
