@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import importlib.util
 import json
+import sys
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,7 @@ from cua_rl.envs.backends.osworld import env_count, load_tasks, settings
 from cua_rl.envs.backends.vm_server import VMServerBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env, make_tasks
-from cua_rl.errors import ConfigError, TaskSpecError
+from cua_rl.errors import BackendError, ConfigError, TaskSpecError
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 from cua_rl.training.config import TrainConfig, config_hash
 from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
@@ -207,3 +208,35 @@ def test_x11_needs_the_local_desktop(suite: Suite) -> None:
         make_env(config, "train", index=1)
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.desktops has 2 entries"):
         make_env(config, "train", index=2)
+
+
+def test_revert_command_runs_before_every_reset_but_the_first(
+    suite: Suite, servers: list[FakeOSWorldServer], tmp_path: Path
+) -> None:
+    log = tmp_path / "reverts.log"
+    command = [sys.executable, "-c", "import sys; open(sys.argv[1], 'a').write(sys.argv[2] + "
+               "' ' + sys.argv[3] + '\\n')", str(log), "{index}", "{url}"]  # fmt: skip
+    config = env_config(tasks=str(suite.root), urls=[s.url for s in servers], hooks=HOOKS,
+                        a11y=False, revert_command=command)  # fmt: skip
+    env = make_env(config, "train", index=1)
+    task = make_tasks(config, "train").task(0)
+    env.reset(options={"task": task})
+    assert not log.exists()
+    env.reset(options={"task": task})
+    env.reset(options={"task": task})
+    assert log.read_text().splitlines() == [f"1 {servers[1].url}"] * 2
+    failing = env_config(tasks=str(suite.root), urls=[servers[0].url], hooks=HOOKS, a11y=False,
+                         revert_command=[sys.executable, "-c", "import sys; sys.exit('no VM')"])
+    env = make_env(failing, "train")
+    env.reset(options={"task": task})
+    with pytest.raises(BackendError, match=r"revert_command .* exited 1: no VM"):
+        env.reset(options={"task": task})
+    servers[0].kill()  # the command succeeds but the server never comes back
+    gone = env_config(tasks=str(suite.root), urls=[servers[0].url], hooks=HOOKS, a11y=False,
+                      revert_command=[sys.executable, "-c", "pass"], ready_timeout_s=0.5)
+    backend = make_env(gone, "train").backend
+    assert isinstance(backend, VMServerBackend) and backend.revert is not None
+    with pytest.raises(BackendError, match=r"did not answer /screenshot within 0\.5 s"):
+        backend.revert(backend.client)
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.revert_command: must be a list"):
+        env_config(revert_command="docker restart vm")

@@ -31,7 +31,13 @@ hooks of :mod:`cua_rl.osworld_eval` (``OSWorldSetup``: the task's ``config`` ste
 
 ``osworld`` only: ``urls`` (required: a non-empty list of distinct ``http(s)://host:port``),
 ``token`` (sent as a bearer token; OSWorld's server ignores it), ``timeout_s``,
-``action_timeout_s``, ``max_retries``.
+``action_timeout_s``, ``max_retries``, and ``revert_command``: a command (a list of
+arguments, run on this host without a shell; ``{index}`` and ``{url}`` in an argument are
+replaced by the env's index and server URL) that brings server ``index`` back to a clean VM
+before every reset but the first (e.g. a script that recreates the OSWorld Docker container),
+after which the server is polled until ``GET /screenshot`` answers (``ready_timeout_s``,
+default 300 s as OSWorld's Docker provider waits). Without it nothing is reverted: tasks run
+one after another on the same VM, as on OSWorld VMs started once by hand.
 ``x11`` only: ``desktops`` (how many desktops env indices may ask for, default 1),
 ``startup_timeout_s``.
 
@@ -53,7 +59,7 @@ from cua_rl.errors import ConfigError, TaskSpecError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.base import DesktopBackend, Split
-    from cua_rl.envs.backends.vm_server import Checker, Revert, Setup
+    from cua_rl.envs.backends.vm_server import Checker, Revert, Setup, VMServerClient
     from cua_rl.envs.config import EnvConfig
     from cua_rl.tasks.osworld import OSWorldTasks
 
@@ -74,7 +80,8 @@ __all__ = [
 TASK_KEYS = ("tasks", "examples_root", "mirror", "client_password", "placeholders", "cache_dir",
              "a11y", "pause_s", "hooks")  # fmt: skip
 #: Keys only ``osworld`` takes.
-OSWORLD_KEYS = ("urls", "token", "timeout_s", "action_timeout_s", "max_retries")
+OSWORLD_KEYS = ("urls", "token", "timeout_s", "action_timeout_s", "max_retries",
+                "revert_command", "revert_timeout_s", "ready_timeout_s")  # fmt: skip
 #: Keys only ``x11`` takes.
 X11_KEYS = ("desktops", "startup_timeout_s")
 W = "env.backend_kwargs"
@@ -98,6 +105,9 @@ class Settings:
         urls: Server URLs (osworld).
         token: Bearer token (osworld), or None.
         timeout_s, action_timeout_s, max_retries: Client settings (osworld).
+        revert_command: Host command reverting server ``{index}`` (osworld), or ().
+        revert_timeout_s: Deadline of the revert command (osworld).
+        ready_timeout_s: How long to wait for the server after a revert (osworld).
         desktops: Desktop count (x11).
         startup_timeout_s: Desktop start deadline (x11).
     """
@@ -117,6 +127,9 @@ class Settings:
     timeout_s: float = 30.0
     action_timeout_s: float | None = None
     max_retries: int = 2
+    revert_command: tuple[str, ...] = ()
+    revert_timeout_s: float = 600.0
+    ready_timeout_s: float = 300.0
     desktops: int = 1
     startup_timeout_s: float = 60.0
 
@@ -242,7 +255,16 @@ def settings(config: EnvConfig) -> Settings:
         if len(set(checked)) != len(checked):
             dup = next(u for u in checked if checked.count(u) > 1)
             raise ConfigError(f"{W}.urls: {dup!r} is listed twice (one env per server)")
+        command = kw.get("revert_command", [])
+        if not isinstance(command, (list, tuple)) or not all(
+            isinstance(a, str) for a in command
+        ):
+            raise ConfigError(f"{W}.revert_command: must be a list of arguments (strings, no "
+                              f"shell), got {command!r}")  # fmt: skip
         return Settings(**common, urls=checked, token=_text(kw, "token"),
+                        revert_command=tuple(command),
+                        revert_timeout_s=float(_number(kw, "revert_timeout_s", 600.0, 0.001)),
+                        ready_timeout_s=float(_number(kw, "ready_timeout_s", 300.0, 0.001)),
                         timeout_s=float(_number(kw, "timeout_s", 30.0, 0.001)),
                         action_timeout_s=_number(kw, "action_timeout_s", None, 0.001,
                                                  optional=True),
@@ -371,6 +393,57 @@ class _TaskFileSpec:
         return train if split == "train" else held_out
 
 
+class CommandRevert:
+    """A ``revert(client)`` hook running a host command, then waiting for the server.
+
+    Args:
+        command: The arguments; ``{index}`` and ``{url}`` are replaced in each.
+        index: The env's index.
+        url: The env's server URL.
+        timeout_s: Deadline of the command.
+        ready_timeout_s: How long the server may take to answer ``GET /screenshot`` after it.
+        then: A further revert hook run after the server is back, or None.
+    """
+
+    def __init__(self, command: Sequence[str], index: int, url: str, timeout_s: float,
+                 ready_timeout_s: float, then: Revert | None = None) -> None:  # fmt: skip
+        self.argv = [a.replace("{index}", str(index)).replace("{url}", url) for a in command]
+        self.timeout_s = timeout_s
+        self.ready_timeout_s = ready_timeout_s
+        self.then = then
+
+    def __call__(self, client: VMServerClient) -> None:
+        """Run the command (BackendError if it fails or times out), then poll the server."""
+        import subprocess
+        import time
+
+        from cua_rl.errors import BackendError
+
+        try:
+            done = subprocess.run(self.argv, capture_output=True, text=True,
+                                  timeout=self.timeout_s, check=False)  # fmt: skip
+        except (OSError, subprocess.TimeoutExpired) as error:
+            raise BackendError(f"revert_command {self.argv[:1]} for {client.base_url}: "
+                               f"{error}") from None  # fmt: skip
+        if done.returncode != 0:
+            tail = (done.stderr.strip().splitlines() or [""])[-1][:200]
+            raise BackendError(f"revert_command {self.argv[:1]} for {client.base_url} exited "
+                               f"{done.returncode}: {tail}")  # fmt: skip
+        deadline = time.monotonic() + self.ready_timeout_s
+        while True:
+            try:
+                client.screenshot()
+                break
+            except BackendError as error:
+                if time.monotonic() >= deadline:
+                    raise BackendError(f"{client.base_url} did not answer /screenshot within "
+                                       f"{self.ready_timeout_s:g} s after revert_command: "
+                                       f"{error}") from None  # fmt: skip
+                time.sleep(min(2.0, max(0.05, deadline - time.monotonic())))
+        if self.then is not None:
+            self.then(client)
+
+
 class OSWorldSpec(_TaskFileSpec):
     """The ``osworld`` backend: env ``index`` drives the server at ``urls[index]``."""
 
@@ -390,7 +463,11 @@ class OSWorldSpec(_TaskFileSpec):
         client = VMServerClient(s.urls[index], token=s.token, timeout_s=s.timeout_s,
                                 action_timeout_s=s.action_timeout_s,
                                 max_retries=s.max_retries)  # fmt: skip
-        return VMServerBackend(client, config.screen, setup=hooks.setup, revert=hooks.revert,
+        revert = hooks.revert
+        if s.revert_command:
+            revert = CommandRevert(s.revert_command, index, s.urls[index], s.revert_timeout_s,
+                                   s.ready_timeout_s, then=hooks.revert)  # fmt: skip
+        return VMServerBackend(client, config.screen, setup=hooks.setup, revert=revert,
                                checker=hooks.checker, pause_s=s.pause_s, a11y=s.a11y)
 
 
