@@ -346,7 +346,9 @@ def run_task_list(
         tasks: The tasks (ids unique).
         layout: Where the results go.
         n_envs: Envs (threads) in parallel.
-        judge: Judges this run's episodes (None: checker numbers only).
+        judge: Judges this run's episodes in one batch at the end (None: checker numbers
+            only). With a judge every trajectory stays in memory until then (about
+            ``H * W * 3`` bytes per step); without one, only its folder is kept.
         calibration: The judge's calibration, for the corrected estimate.
         confidence: Confidence level of the intervals.
         max_reset_failures: Consecutive failed resets after which an env retires.
@@ -379,7 +381,7 @@ def run_task_list(
     def put(outcome: TaskOutcome, trajectory: Trajectory | None = None) -> None:
         with record:
             outcomes[outcome.task_id] = outcome
-            if trajectory is not None:
+            if trajectory is not None and judge is not None:  # screenshots: keep only if judged
                 trajectories.append(trajectory)
 
     def run_one_on(env: gym.Env[Any, Any], task: Task) -> TaskOutcome:
