@@ -240,3 +240,13 @@ def test_revert_command_runs_before_every_reset_but_the_first(
         backend.revert(backend.client)
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.revert_command: must be a list"):
         env_config(revert_command="docker restart vm")
+
+
+def test_closing_the_env_closes_the_hooks(suite: Suite, servers: list[FakeOSWorldServer]) -> None:
+    config = env_config(tasks=str(suite.root), urls=[servers[0].url], hooks=HOOKS, a11y=False)
+    env = make_env(config, "train")
+    hooks = env.backend.hooks  # type: ignore[attr-defined]
+    closed: list[str] = []
+    object.__setattr__(hooks.checker, "close", lambda: closed.append("checker"))
+    env.close()
+    assert closed == ["checker"]

@@ -48,6 +48,7 @@ resolve against ``env.base_dir``: the config file's folder.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import importlib
 import urllib.parse
 from collections.abc import Callable, Mapping, Sequence
@@ -147,6 +148,13 @@ class Hooks:
     setup: Setup | None
     checker: Checker | None
     revert: Revert | None = None
+
+    def close(self) -> None:
+        """Close every hook that has a ``close`` (the checker's metric process, caches)."""
+        for hook in (self.setup, self.checker, self.revert):
+            close = getattr(hook, "close", None)
+            if callable(close):
+                close()
 
 
 def _number(kw: Mapping[str, Any], key: str, default: float, lo: float, *,
@@ -320,16 +328,15 @@ def osworld_hooks(s: Settings) -> Hooks:
         ConfigError: ``cua_rl.osworld_eval`` cannot be imported.
     """
     try:
-        from cua_rl.osworld_eval import OSWorldChecker, OSWorldSetup
+        from cua_rl.osworld_eval import osworld_hooks as make
     except ImportError as error:
         raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
                           f"cua_rl.osworld_eval, which cannot be imported here ({error})"
                           ) from None  # fmt: skip
-    mirror, placeholders = s.mirror, dict(s.placeholders)
-    return Hooks(
-        setup=OSWorldSetup(mirror=mirror, placeholders=placeholders, cache_root=s.cache_dir),
-        checker=OSWorldChecker(mirror=mirror, placeholders=placeholders, cache_root=s.cache_dir),
-    )
+    # one cache root shared by set-up and checker (set-up output the checker reads)
+    setup, checker = make(mirror=s.mirror, placeholders=dict(s.placeholders),
+                          cache_root=s.cache_dir)  # fmt: skip
+    return Hooks(setup=setup, checker=checker)
 
 
 def make_hooks(s: Settings) -> Hooks:
@@ -391,6 +398,35 @@ class _TaskFileSpec:
         train, held_out = split_tasks(OSWorldTasks(specs, max_steps=every.max_steps),
                                       config.split.eval_fraction, config.split.seed)
         return train if split == "train" else held_out
+
+
+class _ClosesHooks:
+    """Mixin: ``close()`` also closes the hooks the backend was made with."""
+
+    hooks: Hooks | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc]
+        finally:
+            if self.hooks is not None:
+                self.hooks.close()
+
+
+@functools.cache
+def _vm_backend_class() -> type:
+    from cua_rl.envs.backends.vm_server import VMServerBackend
+
+    return type("OSWorldVMBackend", (_ClosesHooks, VMServerBackend), {
+        "__doc__": "A VMServerBackend whose close() also closes its OSWorld hooks."})
+
+
+@functools.cache
+def _x11_backend_class() -> type:
+    from cua_rl.desktop import LocalDesktopBackend
+
+    return type("X11DesktopBackend", (_ClosesHooks, LocalDesktopBackend), {
+        "__doc__": "A LocalDesktopBackend whose close() also closes its OSWorld hooks."})
 
 
 class CommandRevert:
@@ -455,7 +491,7 @@ class OSWorldSpec(_TaskFileSpec):
         Raises:
             ConfigError: ``index`` is not below the number of URLs; hooks not importable.
         """
-        from cua_rl.envs.backends.vm_server import VMServerBackend, VMServerClient
+        from cua_rl.envs.backends.vm_server import VMServerClient
 
         s = settings(config)
         _index(index, len(s.urls), "urls")
@@ -467,8 +503,15 @@ class OSWorldSpec(_TaskFileSpec):
         if s.revert_command:
             revert = CommandRevert(s.revert_command, index, s.urls[index], s.revert_timeout_s,
                                    s.ready_timeout_s, then=hooks.revert)  # fmt: skip
-        return VMServerBackend(client, config.screen, setup=hooks.setup, revert=revert,
-                               checker=hooks.checker, pause_s=s.pause_s, a11y=s.a11y)
+        try:
+            backend = _vm_backend_class()(client, config.screen, setup=hooks.setup,
+                                          revert=revert, checker=hooks.checker,
+                                          pause_s=s.pause_s, a11y=s.a11y)  # fmt: skip
+        except BaseException:
+            hooks.close()
+            raise
+        backend.hooks = hooks
+        return backend  # type: ignore[no-any-return]
 
 
 class X11Spec(_TaskFileSpec):
@@ -486,17 +529,21 @@ class X11Spec(_TaskFileSpec):
         s = settings(config)
         _index(index, s.desktops, "desktops")
         try:
-            from cua_rl.desktop import LocalDesktopBackend
+            cls = _x11_backend_class()
         except ImportError as error:
             raise ConfigError(f"env.backend: the x11 backend needs cua_rl.desktop "
                               f"(LocalDesktopBackend), which cannot be imported here "
                               f"({error})") from None  # fmt: skip
         hooks = make_hooks(s)
-        backend: DesktopBackend = LocalDesktopBackend(
-            size=config.screen, setup=hooks.setup, checker=hooks.checker, a11y=s.a11y,
-            pause_s=s.pause_s, startup_timeout_s=s.startup_timeout_s,
-        )  # fmt: skip
-        return backend
+        try:
+            backend = cls(size=config.screen, setup=hooks.setup, checker=hooks.checker,
+                          a11y=s.a11y, pause_s=s.pause_s,
+                          startup_timeout_s=s.startup_timeout_s)  # fmt: skip
+        except BaseException:
+            hooks.close()
+            raise
+        backend.hooks = hooks
+        return backend  # type: ignore[no-any-return]
 
 
 OSWORLD = OSWorldSpec()
