@@ -235,3 +235,55 @@ def test_bad_arguments_and_corrupt_results(suite: Suite, servers: list[FakeOSWor
         run_task_list(env_fn(config), policy, tasks, layout)
     with pytest.raises(ConfigError, match=r"--tasks: task lists run on the osworld or x11"):
         load_task_file(EnvConfig(), suite.root)
+
+
+def _missing_for_x11() -> str | None:
+    import importlib.util
+    import shutil
+
+    for module in ("cua_rl.desktop", "cua_rl.osworld_eval", "cua_rl.tasks.osworld_local"):
+        if importlib.util.find_spec(module) is None:
+            return f"{module} is not importable here (another part of issue 11)"
+    if shutil.which("Xvfb") is None:
+        return "Xvfb is not installed (make test installs the desktop's Debian packages)"
+    from cua_rl.osworld_eval.runner import default_python  # type: ignore[import-not-found]
+
+    if not Path(default_python()).exists():
+        return "the isolated OSWorld evaluator is not built (make osworld-eval)"
+    return None
+
+
+@pytest.mark.skipif(_missing_for_x11() is not None, reason=str(_missing_for_x11()))
+def test_x11_desktops_score_the_local_suite(tmp_path: Path) -> None:
+    """Two local desktops side by side run the local suite's text-editor and terminal tasks with
+    their scripted solutions: correct ones score 1, wrong ones 0, in OSWorld's layout."""
+    from cua_rl.tasks.osworld_local import LOCAL_SUITE, solutions  # type: ignore[import-not-found]
+
+    from cua_rl.actions import Done
+
+    config = EnvConfig(backend="x11", screen=(1280, 720), max_steps=40, backend_kwargs={
+        "desktops": 2, "tasks": str(Path(LOCAL_SUITE) / "examples"),
+        "mirror": str(Path(LOCAL_SUITE) / "files"), "a11y": False})  # fmt: skip
+    every = load_task_file(config, Path(LOCAL_SUITE) / "examples")
+    tasks = [next(t for t in every if t.domain == d) for d in ("mousepad", "terminal")]
+    sols = solutions()
+    for which, expected in (("correct", 1.0), ("wrong", 0.0)):
+        plan = {t.instruction: [*getattr(sols[t.id], which), Done()] for t in tasks}
+        report = run_task_list(lambda i: make_env(config, "eval", index=i), _Script(plan),
+                               tasks, layout := ResultLayout(tmp_path / which), n_envs=2)
+        assert [o.score for o in report.outcomes] == [expected, expected], report.to_markdown()
+        assert files_of(layout) == {t.id: expected for t in tasks}
+
+
+class _Script:
+    """A policy replaying each instruction's action list (one episode per instruction)."""
+
+    def __init__(self, plan: dict[str, list[Action]]) -> None:
+        self.plan = plan
+        self.left: dict[str, list[Action]] = {}
+
+    def __call__(self, obs: dict[str, Any]) -> Action:
+        key = obs["instruction"]
+        if not self.left.get(key):
+            self.left[key] = list(self.plan[key])
+        return self.left[key].pop(0)
