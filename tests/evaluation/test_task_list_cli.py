@@ -12,7 +12,10 @@ import yaml
 
 from cua_rl.calibration import estimate_calibration
 from cua_rl.cli import main
+from cua_rl.errors import ConfigError
+from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.testing.osworld_server import FakeOSWorldServer
+from cua_rl.training.config import TrainConfig
 from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
 from tests.training.conftest import tiny_simdesk_dict
 
@@ -103,3 +106,22 @@ def test_refusals(trained: Path, tmp_path: Path, suite: Suite, extra: list[str],
     import re
 
     assert re.search(match, err), err
+
+
+def test_training_env_i_drives_url_i(trained: Path, servers: list[FakeOSWorldServer]) -> None:
+    """PPO's sub-env i talks to server i; more envs than URLs is refused."""
+    from cua_rl.training.config import load_config
+    from cua_rl.training.rollouts import make_vec_env
+
+    config = load_config(trained)
+    data = config.to_dict()
+    data["ppo"]["n_envs"] = 2
+    two = TrainConfig.from_dict(data, base_dir=config.base_dir)
+    venv = make_vec_env(two, GroundTruthReward())
+    urls = venv.get_attr("backend")  # the CUAEnvs' backends, through the wrappers
+    assert [b.client.base_url for b in urls] == [s.url for s in servers]
+    venv.close()
+    data["ppo"]["n_envs"] = 3
+    with pytest.raises(ConfigError, match=r"ppo\.n_envs: 3 envs, but env\.backend_kwargs\.urls "
+                                          r"gives 2"):
+        make_vec_env(TrainConfig.from_dict(data, base_dir=config.base_dir), GroundTruthReward())
