@@ -33,8 +33,8 @@ excluded (their set-up cannot run here) and unscorable (env errors): never count
 
 examples:
   cua-rl evaluate --config configs/simdesk.yaml --checkpoint runs/simdesk --episodes 200
-  cua-rl evaluate --config configs/osworld.yaml --checkpoint runs/osworld \
-      --tasks evaluation_examples/test_all.json --out results --envs 4
+  cua-rl evaluate --config configs/osworld.yaml --checkpoint runs/osworld
+      --tasks evaluation_examples/test_all.json --out results --envs 4   (one command line)
 """
 
 
