@@ -21,6 +21,7 @@ from cua_rl._lazy import lazy_exports
 
 if TYPE_CHECKING:
     from cua_rl.evaluation.report import EvalReport, Rate, eval_report
+    from cua_rl.evaluation.result_layout import ResultLayout
     from cua_rl.evaluation.run import (
         TrainedPolicy,
         evaluate,
@@ -29,7 +30,6 @@ if TYPE_CHECKING:
         load_policy,
     )
     from cua_rl.evaluation.task_list import (
-        ResultLayout,
         TaskListReport,
         TaskOutcome,
         evaluate_task_file,
@@ -46,7 +46,7 @@ _WHERE = {
     "evaluate_checkpoint": "cua_rl.evaluation.run",
     "held_out_tasks": "cua_rl.evaluation.run",
     "load_policy": "cua_rl.evaluation.run",
-    "ResultLayout": "cua_rl.evaluation.task_list",
+    "ResultLayout": "cua_rl.evaluation.result_layout",
     "TaskListReport": "cua_rl.evaluation.task_list",
     "TaskOutcome": "cua_rl.evaluation.task_list",
     "evaluate_task_file": "cua_rl.evaluation.task_list",
