@@ -466,8 +466,13 @@ def evaluate_task_file(
                           / "results", action_space, observation_type,
                           model or policy.checkpoint.stem)  # fmt: skip
 
+    from cua_rl.tasks.base import FixedTasks
+
+    listed = FixedTasks(tasks)
+
     def env_fn(index: int) -> gym.Env[Any, Any]:
-        return wrap_for_policy(make_env(env_config, "eval", index=index), config.policy)
+        env = make_env(env_config, "eval", index=index, tasks=listed)
+        return wrap_for_policy(env, config.policy)
 
     judge = calibrations = None
     if use_judge and config.reward.judge is not None:

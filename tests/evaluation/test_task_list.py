@@ -15,13 +15,15 @@ from PIL import Image
 from cua_rl.actions import Action, Fail, Hotkey, action_to_dict
 from cua_rl.core import Task
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig
+from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env
 from cua_rl.errors import ConfigError
 from cua_rl.evaluation import ResultLayout, load_task_file, run_task_list
+from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 from cua_rl.validator.traces import read_trace
-from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
+from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite, osworld_json
 
 ENTER = Hotkey(("enter",))
 STEP_PNG = re.compile(r"^step_(\d+)_(\d{8}@\d{12})\.png$")
@@ -56,8 +58,9 @@ def config_of(suite: Suite, servers: list[FakeOSWorldServer]) -> EnvConfig:
         "a11y": False})  # fmt: skip
 
 
-def env_fn(config: EnvConfig) -> Callable[[int], Any]:
-    return lambda i: make_env(config, "eval", index=i)
+def env_fn(config: EnvConfig, tasks: list[Task] | None = None) -> Callable[[int], Any]:
+    listed = None if tasks is None else FixedTasks(tasks)
+    return lambda i: make_env(config, "eval", index=i, tasks=listed)
 
 
 def replay(task: Task, actions: list[Action]) -> float:
@@ -287,3 +290,42 @@ class _Script:
         if not self.left.get(key):
             self.left[key] = list(self.plan[key])
         return self.left[key].pop(0)
+
+
+def _no_osworld_eval() -> str | None:
+    import importlib.util
+
+    if importlib.util.find_spec("cua_rl.osworld_eval") is None:
+        return "cua_rl.osworld_eval is not importable here (another part of issue 11)"
+    from cua_rl.osworld_eval.runner import default_python  # type: ignore[import-not-found]
+
+    if not Path(default_python()).exists():
+        return "the isolated OSWorld evaluator is not built (make osworld-eval)"
+    return None
+
+
+@pytest.mark.skipif(_no_osworld_eval() is not None, reason=str(_no_osworld_eval()))
+def test_osworld_hooks_score_infeasible_and_exclude_unknown_metrics(tmp_path: Path) -> None:
+    """The default hooks (cua_rl.osworld_eval): an infeasible task scores 1 only after FAIL; a
+    task naming a metric the evaluator does not have is excluded before its episode."""
+    root = tmp_path / "examples"
+    for domain, task_id, func in (("os", "00000000-0000-0000-0000-000000000001", "infeasible"),
+                                  ("os", "00000000-0000-0000-0000-000000000002",
+                                   "no_such_metric_anywhere")):  # fmt: skip
+        (root / domain).mkdir(parents=True, exist_ok=True)
+        data = osworld_json(task_id, "Do the impossible", func)
+        (root / domain / f"{task_id}.json").write_text(json.dumps(data))
+    with FakeOSWorldServer([make_task("click_ok", 1)]) as server:  # its screen: a SimDesk
+        config = EnvConfig(backend="osworld", screen=(640, 400), max_steps=2, backend_kwargs={
+            "urls": [server.url], "tasks": str(root), "a11y": False})  # fmt: skip
+        tasks = load_task_file(config, root)
+        with pytest.raises(ConfigError, match=r"env\.split\.eval_fraction: split: eval_fraction "
+                                              r"0\.2 of 2 tasks leaves 2 for training"):
+            make_env(config, "eval")  # too few tasks for a split: the list is given instead
+        fail = run_task_list(env_fn(config, tasks), policy, tasks, ResultLayout(tmp_path / "a"))
+        enter = run_task_list(env_fn(config, tasks), never_fail, tasks,
+                              ResultLayout(tmp_path / "b"))  # fmt: skip
+    assert [(o.status, o.score) for o in fail.outcomes] == [("scored", 1.0), ("excluded", None)]
+    assert [(o.status, o.score) for o in enter.outcomes] == [("scored", 0.0), ("excluded", None)]
+    excluded = fail.outcomes[1]
+    assert excluded.steps == 0 and "no_such_metric_anywhere" in (excluded.reason or "")

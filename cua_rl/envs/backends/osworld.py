@@ -336,7 +336,30 @@ def osworld_hooks(s: Settings) -> Hooks:
     # one cache root shared by set-up and checker (set-up output the checker reads)
     setup, checker = make(mirror=s.mirror, placeholders=dict(s.placeholders),
                           cache_root=s.cache_dir)  # fmt: skip
-    return Hooks(setup=setup, checker=checker)
+    return Hooks(setup=_CheckedSetup(setup, checker), checker=checker)
+
+
+class _CheckedSetup:
+    """OSWorld's set-up, preceded by ``check_evaluator``: a task whose getters or metrics
+    cannot run here is refused (``TaskSpecError``) before its set-up, not after its episode."""
+
+    def __init__(self, setup: Any, checker: Any) -> None:
+        self.setup, self.checker = setup, checker
+
+    def __call__(self, client: VMServerClient, task: Any) -> None:
+        try:
+            from cua_rl.osworld_eval import check_evaluator
+        except ImportError:  # an osworld_eval without it: the checker refuses at the end
+            pass
+        else:
+            check_evaluator(task, self.checker.runner)
+        self.setup(client, task)
+
+    def close(self) -> None:
+        """Close the wrapped set-up hook."""
+        close = getattr(self.setup, "close", None)
+        if callable(close):
+            close()
 
 
 def make_hooks(s: Settings) -> Hooks:
@@ -395,8 +418,11 @@ class _TaskFileSpec:
                 raise ConfigError(f"env.families: no tasks of domain(s) {missing}; the tasks "
                                   f"have {sorted({t.domain for t in specs})}")
             specs = tuple(t for t in specs if t.domain in config.families)
-        train, held_out = split_tasks(OSWorldTasks(specs, max_steps=every.max_steps),
-                                      config.split.eval_fraction, config.split.seed)
+        try:
+            train, held_out = split_tasks(OSWorldTasks(specs, max_steps=every.max_steps),
+                                          config.split.eval_fraction, config.split.seed)
+        except TaskSpecError as error:
+            raise ConfigError(f"env.split.eval_fraction: {error}") from None
         return train if split == "train" else held_out
 
 
