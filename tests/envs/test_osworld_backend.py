@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import sys
 from collections.abc import Iterator
@@ -13,6 +12,7 @@ from typing import Any
 import pytest
 
 from cua_rl.actions import Fail, Hotkey
+from cua_rl.envs.backends import osworld as osworld_backend
 from cua_rl.envs.backends.osworld import env_count, load_tasks, settings
 from cua_rl.envs.backends.vm_server import VMServerBackend
 from cua_rl.envs.config import EnvConfig
@@ -191,23 +191,23 @@ def test_fail_reaches_the_checker(suite: Suite, servers: list[FakeOSWorldServer]
     env.close()
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cua_rl.osworld_eval") is not None,
-                    reason="cua_rl.osworld_eval is importable here")  # fmt: skip
-def test_default_hooks_need_osworld_eval(suite: Suite) -> None:
+def test_default_hooks_need_osworld_eval(suite: Suite, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cua_rl.osworld_eval", None)  # import fails
     config = env_config(tasks=str(suite.root))
     with pytest.raises(ConfigError, match=r"sets up and scores tasks with cua_rl\.osworld_eval, "
                                           r"which cannot be imported"):
         make_env(config, "train")
 
 
-@pytest.mark.skipif(importlib.util.find_spec("cua_rl.desktop") is not None,
-                    reason="cua_rl.desktop is importable here")  # fmt: skip
-def test_x11_needs_the_local_desktop(suite: Suite) -> None:
+def test_x11_needs_the_local_desktop(suite: Suite, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "cua_rl.desktop", None)
+    osworld_backend._x11_backend_class.cache_clear()
     config = env_config("x11", tasks=str(suite.root), hooks=HOOKS, desktops=2)
     with pytest.raises(ConfigError, match=r"the x11 backend needs cua_rl\.desktop"):
         make_env(config, "train", index=1)
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.desktops has 2 entries"):
         make_env(config, "train", index=2)
+    osworld_backend._x11_backend_class.cache_clear()
 
 
 def test_revert_command_runs_before_every_reset_but_the_first(
@@ -250,3 +250,36 @@ def test_closing_the_env_closes_the_hooks(suite: Suite, servers: list[FakeOSWorl
     object.__setattr__(hooks.checker, "close", lambda: closed.append("checker"))
     env.close()
     assert closed == ["checker"]
+
+
+def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
+    suite: Suite, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Agreed interface 1: LocalDesktopBackend(*, size, setup, checker, a11y, pause_s,
+    startup_timeout_s); a stand-in records what the x11 spec passes."""
+    import types
+
+    made: list[dict[str, Any]] = []
+
+    class LocalDesktopBackend:
+        def __init__(self, **kwargs: Any) -> None:
+            made.append(kwargs)
+
+        def close(self) -> None:
+            made.append({"closed": True})
+
+    monkeypatch.setitem(sys.modules, "cua_rl.desktop",
+                        types.SimpleNamespace(LocalDesktopBackend=LocalDesktopBackend))
+    osworld_backend._x11_backend_class.cache_clear()
+    try:
+        config = env_config("x11", screen=(1280, 720), tasks=str(suite.root), hooks=HOOKS,
+                            desktops=2, a11y=False, pause_s=1.5, startup_timeout_s=30)
+        backend = osworld_backend.X11.make_backend(config, index=1)
+        (kwargs,) = made
+        assert kwargs["size"] == (1280, 720) and kwargs["a11y"] is False
+        assert (kwargs["pause_s"], kwargs["startup_timeout_s"]) == (1.5, 30.0)
+        assert callable(kwargs["setup"]) and callable(kwargs["checker"])
+        backend.close()
+        assert made[-1] == {"closed": True}
+    finally:
+        osworld_backend._x11_backend_class.cache_clear()
