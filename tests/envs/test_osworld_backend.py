@@ -73,6 +73,8 @@ def env_config(backend: str = "osworld", screen: tuple[int, int] = (640, 400),
         ("osworld", {"hooks": "no_colon"}, r"env\.backend_kwargs\.hooks: must be "
                                            r"'module:attribute'"),
         ("osworld", {"placeholders": [1]}, r"env\.backend_kwargs\.placeholders: must be a mapping"),
+        ("osworld", {"placeholders": {"X": 1}}, r"env\.backend_kwargs\.placeholders: unknown "
+                                                r"name\(s\) \['X'\]"),
         ("osworld", {"client_password": 1}, r"env\.backend_kwargs\.client_password: must be a "
                                             r"string"),
     ],
@@ -92,9 +94,10 @@ def test_tasks_given_twice_are_refused() -> None:
 
 
 def test_settings_placeholders_and_defaults() -> None:
-    s = settings(env_config(client_password="pw", placeholders={"X": 1}, token="t0k"))
+    s = settings(env_config(client_password="pw", placeholders={"SCREEN_WIDTH_HALF": 3},
+                            token="t0k"))  # fmt: skip
     assert s.placeholders == {"SCREEN_WIDTH": 640, "SCREEN_HEIGHT": 400, "CLIENT_PASSWORD": "pw",
-                              "X": 1}  # fmt: skip
+                              "SCREEN_WIDTH_HALF": 3}  # fmt: skip
     assert (s.a11y, s.timeout_s, s.max_retries, s.token) == (True, 30.0, 2, "t0k")
     assert "t0k" not in repr(s)
     assert env_count(env_config(urls=["http://a:1", "http://b:2", "http://c:3"])) == 3

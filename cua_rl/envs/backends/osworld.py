@@ -226,6 +226,13 @@ def settings(config: EnvConfig) -> Settings:
     if not isinstance(placeholders, Mapping) or not all(isinstance(k, str) for k in placeholders):
         raise ConfigError(f"{W}.placeholders: must be a mapping of names to values, "
                           f"got {placeholders!r}")
+    from cua_rl.tasks.osworld_setup import PLACEHOLDERS
+
+    bad = sorted(set(placeholders) - set(PLACEHOLDERS))
+    if bad:
+        raise ConfigError(f"{W}.placeholders: unknown name(s) {bad}; allowed: "
+                          f"{list(PLACEHOLDERS)} (SCREEN_WIDTH/HEIGHT come from env.screen, "
+                          f"CLIENT_PASSWORD from client_password)")
     merged: dict[str, object] = {"SCREEN_WIDTH": config.screen[0],
                                  "SCREEN_HEIGHT": config.screen[1], **placeholders}
     password = kw.get("client_password")
