@@ -286,3 +286,18 @@ def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
         assert made[-1] == {"closed": True}
     finally:
         osworld_backend._x11_backend_class.cache_clear()
+
+
+def test_token_file(suite: Suite, servers: list[FakeOSWorldServer], tmp_path: Path) -> None:
+    (tmp_path / "tok").write_text("s3cret\n")
+    config = dataclasses.replace(
+        env_config(tasks=str(suite.root), urls=[servers[0].url], hooks=HOOKS, token_file="tok"),
+        base_dir=str(tmp_path))  # fmt: skip
+    backend = osworld_backend.OSWORLD.make_backend(config)
+    assert isinstance(backend, VMServerBackend) and backend.client._token == "s3cret"
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.token and "
+                                          r"env\.backend_kwargs\.token_file both"):
+        env_config(token="a", token_file="tok")
+    missing = env_config(tasks=str(suite.root), token_file=str(tmp_path / "none"))
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.token_file: cannot read"):
+        osworld_backend.OSWORLD.make_backend(missing)

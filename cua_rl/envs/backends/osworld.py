@@ -30,7 +30,8 @@ hooks of :mod:`cua_rl.osworld_eval` (``OSWorldSetup``: the task's ``config`` ste
   :class:`~cua_rl.testing.osworld_server.FakeOSWorldServer`).
 
 ``osworld`` only: ``urls`` (required: a non-empty list of distinct ``http(s)://host:port``),
-``token`` (sent as a bearer token; OSWorld's server ignores it), ``timeout_s``,
+``token`` (sent as a bearer token; OSWorld's server ignores it) or ``token_file`` (a file
+holding it, e.g. ``cua-rl desktop-server --token-file``'s), ``timeout_s``,
 ``action_timeout_s``, ``max_retries``, and ``revert_command``: a command (a list of
 arguments, run on this host without a shell; ``{index}`` and ``{url}`` in an argument are
 replaced by the env's index and server URL) that brings server ``index`` back to a clean VM
@@ -81,7 +82,7 @@ __all__ = [
 TASK_KEYS = ("tasks", "examples_root", "mirror", "client_password", "placeholders", "cache_dir",
              "a11y", "pause_s", "hooks")  # fmt: skip
 #: Keys only ``osworld`` takes.
-OSWORLD_KEYS = ("urls", "token", "timeout_s", "action_timeout_s", "max_retries",
+OSWORLD_KEYS = ("urls", "token", "token_file", "timeout_s", "action_timeout_s", "max_retries",
                 "revert_command", "revert_timeout_s", "ready_timeout_s")  # fmt: skip
 #: Keys only ``x11`` takes.
 X11_KEYS = ("desktops", "startup_timeout_s")
@@ -105,6 +106,7 @@ class Settings:
         hooks: ``"module:attribute"`` of the hooks factory, or None (OSWorld's).
         urls: Server URLs (osworld).
         token: Bearer token (osworld), or None.
+        token_file: File holding the bearer token (osworld), or None.
         timeout_s, action_timeout_s, max_retries: Client settings (osworld).
         revert_command: Host command reverting server ``{index}`` (osworld), or ().
         revert_timeout_s: Deadline of the revert command (osworld).
@@ -125,6 +127,7 @@ class Settings:
     hooks: str | None = None
     urls: tuple[str, ...] = ()
     token: str | None = dataclasses.field(default=None, repr=False)
+    token_file: str | None = None
     timeout_s: float = 30.0
     action_timeout_s: float | None = None
     max_retries: int = 2
@@ -276,7 +279,10 @@ def settings(config: EnvConfig) -> Settings:
         ):
             raise ConfigError(f"{W}.revert_command: must be a list of arguments (strings, no "
                               f"shell), got {command!r}")  # fmt: skip
+        if "token" in kw and "token_file" in kw:
+            raise ConfigError(f"{W}.token and {W}.token_file both give the token; give one")
         return Settings(**common, urls=checked, token=_text(kw, "token"),
+                        token_file=absolute(_text(kw, "token_file")),
                         revert_command=tuple(command),
                         revert_timeout_s=float(_number(kw, "revert_timeout_s", 600.0, 0.001)),
                         ready_timeout_s=float(_number(kw, "ready_timeout_s", 300.0, 0.001)),
@@ -528,8 +534,17 @@ class OSWorldSpec(_TaskFileSpec):
 
         s = settings(config)
         _index(index, len(s.urls), "urls")
+        token = s.token
+        if s.token_file is not None:
+            try:
+                token = Path(s.token_file).read_text(encoding="utf-8").strip()
+            except OSError as error:
+                raise ConfigError(f"{W}.token_file: cannot read {s.token_file!r}: "
+                                  f"{error.strerror or error}") from None  # fmt: skip
+            if not token:
+                raise ConfigError(f"{W}.token_file: {s.token_file!r} is empty")
         hooks = make_hooks(s)
-        client = VMServerClient(s.urls[index], token=s.token, timeout_s=s.timeout_s,
+        client = VMServerClient(s.urls[index], token=token, timeout_s=s.timeout_s,
                                 action_timeout_s=s.action_timeout_s,
                                 max_retries=s.max_retries)  # fmt: skip
         revert = hooks.revert
