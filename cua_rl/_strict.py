@@ -23,6 +23,11 @@ __all__ = [
 ]
 
 
+#: Dataclass fields that are not YAML keys (where a file was read from): never read from a
+#: mapping, never written by :func:`plain`.
+NOT_YAML = ("base_dir", "source")
+
+
 def describe(value: Any) -> str:
     """``repr`` of a value with its type, for messages: ``'x' (str)``."""
     return f"{value!r} ({type(value).__name__})"
@@ -91,7 +96,8 @@ def check(obj: Any, name: str, ok: bool, message: str) -> None:
 def plain(value: Any) -> Any:
     """Plain data (dicts, lists, scalars) of a config dataclass, for YAML, JSON and hashing."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)}
+        return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)
+                if f.name not in NOT_YAML}  # fmt: skip
     if isinstance(value, (tuple, list)):
         return [plain(v) for v in value]
     if isinstance(value, Mapping):
@@ -113,7 +119,7 @@ def build_section(kind: type, data: Any, where: str) -> Any:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {describe(data)}")
-    names = [f.name for f in dataclasses.fields(kind) if f.name not in ("base_dir", "source")]
+    names = [f.name for f in dataclasses.fields(kind) if f.name not in NOT_YAML]
     reject_unknown(data, names, where)
     hints = typing.get_type_hints(kind)
     kwargs = {}

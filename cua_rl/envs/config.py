@@ -76,7 +76,7 @@ class EnvConfig:
 
     SECTION: ClassVar[str] = "env"
 
-    #: Desktop backend, a name of the backend registry (simdesk, osworld, waa, macosworld,
+    #: Desktop backend, a name of the backend registry (simdesk, osworld, x11, waa, macosworld,
     #: miniwob, or one registered with cua_rl.envs.backends.registry.register_backend).
     backend: str = "simdesk"
     #: Backend settings (the backend lists what it accepts; e.g. SimDesk's desktop knobs).
@@ -86,12 +86,16 @@ class EnvConfig:
     #: Task families of seeded backends (empty = the backend's default); file backends:
     #: domains kept.
     families: tuple[str, ...] = ()
-    #: File backends (osworld/waa/macosworld): task JSON files or folders.
+    #: File backends (osworld/x11/waa/macosworld): task JSON files or folders (osworld and x11
+    #: also take them as backend_kwargs.tasks).
     task_files: tuple[str, ...] = ()
     #: Step budget of every episode; None = each task's own.
     max_steps: int | None = None
     #: Train / held-out evaluation task split.
     split: SplitConfig = field(default_factory=SplitConfig)
+    #: Folder that relative paths of backend_kwargs and task_files resolve against (the config
+    #: file's, set by TrainConfig.from_dict; not a YAML key, not part of the config's hash).
+    base_dir: str = field(default=".", compare=False)
 
     def __post_init__(self) -> None:
         from cua_rl.envs.backends.registry import get_backend

@@ -108,7 +108,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
           still counts: the observation is ``backend.observe()`` and ``info["action_error"]`` holds
           the message. ``WAIT`` is always valid.
         * ``DONE`` / ``FAIL`` end the episode (``terminated=True``); they are not sent to the
-          backend. The step budget (``max_steps`` or ``task.max_steps``) truncates it
+          backend (one with a ``last_action`` attribute gets them there, for its checker).
+          The step budget (``max_steps`` or ``task.max_steps``) truncates it
           (``truncated=True``, end reason ``"max_steps"``).
         * A ``BackendError`` (the VM died) truncates the episode: ``episode_end.env_error`` holds
           the message, the observation is the last one received, and no scorer will score it.
@@ -384,6 +385,10 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         """
         try:
             if parsed is None or isinstance(parsed, (Done, Fail)):
+                if parsed is not None and hasattr(self.backend, "last_action"):
+                    # DONE/FAIL are not sent, but a checker that reads the episode's last
+                    # action (OSWorld's FAIL rule, VMServerBackend.last_action) must see them
+                    self.backend.last_action = parsed
                 return self._checked(self.backend.observe()), action_error, None
             try:
                 return self._checked(self.backend.step(parsed)), None, None

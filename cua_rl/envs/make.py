@@ -12,11 +12,12 @@ from typing import TYPE_CHECKING
 
 from cua_rl.envs.backends.registry import backend_ref, load_backend
 from cua_rl.envs.cua_env import CUAEnv
+from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.base import Split
     from cua_rl.envs.config import EnvConfig
-    from cua_rl.tasks.base import TaskSet
+    from cua_rl.tasks.base import TaskSet, TaskSource
 
 __all__ = ["make_env", "make_tasks"]
 
@@ -31,7 +32,12 @@ def make_tasks(config: EnvConfig, split: Split = "train") -> TaskSet:
 
 
 def make_env(
-    config: EnvConfig, split: Split = "train", *, render_mode: str | None = None
+    config: EnvConfig,
+    split: Split = "train",
+    *,
+    index: int = 0,
+    tasks: TaskSource | None = None,
+    render_mode: str | None = None,
 ) -> CUAEnv:
     """A bare CUAEnv of an env config.
 
@@ -39,12 +45,21 @@ def make_env(
         config: The ``env`` section.
         split: ``train`` draws training tasks; ``eval`` draws held-out ones (evaluation usually
             runs each task in turn with ``reset(options={"task": tasks.task(i)})``).
+        index: Which of the config's envs this is: ``osworld`` env ``i`` drives server URL
+            ``i``, ``x11`` env ``i`` its own desktop; SimDesk ignores it.
+        tasks: Draw from these tasks instead of the split's (a benchmark task list: the
+            config's split is then not built).
         render_mode: None or ``"rgb_array"``.
 
     Raises:
-        ConfigError: The backend is unknown or cannot run yet.
+        ConfigError: The backend is unknown or cannot run yet; ``index`` is out of the
+            backend's range (the message names the count).
     """
+    if isinstance(index, bool) or not isinstance(index, int) or index < 0:
+        raise ConfigError(f"make_env: index must be an integer >= 0, got {index!r}")
     spec = load_backend(backend_ref(config.backend))
-    tasks = spec.tasks(config, split)
-    backend = spec.make_backend(config)
+    if tasks is None:
+        tasks = spec.tasks(config, split)
+    # index 0 is passed positionally-free so specs written before ``index`` existed still work
+    backend = spec.make_backend(config) if index == 0 else spec.make_backend(config, index=index)
     return CUAEnv(backend, tasks, render_mode=render_mode)

@@ -15,6 +15,7 @@ checked without reading other files; :func:`cua_rl.training.build.prepare_run` c
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import json
 import os
@@ -452,6 +453,8 @@ class TrainConfig:
             raise ConfigError(f"expected a mapping of sections, got {describe(data)}")
         reject_unknown(data, _SECTIONS, "")
         sections = {name: build_section(k, data.get(name), name) for name, k in _SECTIONS.items()}
+        # the env's relative paths (task folders, mirrors) resolve against the file's folder too
+        sections["env"] = dataclasses.replace(sections["env"], base_dir=str(base_dir))
         return cls(**sections, base_dir=str(base_dir), source=source)
 
 

@@ -47,11 +47,13 @@ class EnvFactory:
         config: The run's config.
         split: Which tasks the env draws.
         backend: The ``"module:attribute"`` of the backend's spec (default: looked up).
+        index: The sub-env's number (``osworld``: server URL ``index``; ``x11``: its desktop).
     """
 
     config: TrainConfig
     split: Literal["train", "eval"] = "train"
     backend: str = field(default="")
+    index: int = 0
 
     def __post_init__(self) -> None:
         if not self.backend:
@@ -60,7 +62,8 @@ class EnvFactory:
     def __call__(self) -> DiscretizeDesktopAction:
         """A fresh wrapped sub-env."""
         register_backend(self.config.env.backend, self.backend, replace=True)
-        return wrap_for_policy(make_env(self.config.env, self.split), self.config.policy)
+        env = make_env(self.config.env, self.split, index=self.index)
+        return wrap_for_policy(env, self.config.policy)
 
 
 class EnvWorker:

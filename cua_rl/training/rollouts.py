@@ -32,7 +32,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvS
 
 from cua_rl.core import EpisodeEnd
 from cua_rl.envs.score import EPISODE_END, ScoreEpisodesVec
-from cua_rl.errors import BackendError, DependencyNotInstalled
+from cua_rl.errors import BackendError, ConfigError, DependencyNotInstalled
 from cua_rl.rewards.base import RewardSource
 from cua_rl.rewards.scoring import EpisodeFilter
 from cua_rl.training.config import TrainConfig
@@ -62,7 +62,14 @@ def make_vec_env(
         BackendError: Ray cannot start or reach its cluster.
         DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
     """
-    fns = [EnvFactory(config, "train") for _ in range(config.ppo.n_envs)]
+    from cua_rl.envs.backends.osworld import env_count
+
+    limit = env_count(config.env)
+    if limit is not None and config.ppo.n_envs > limit:
+        what = "urls" if config.env.backend == "osworld" else "desktops"
+        raise ConfigError(f"ppo.n_envs: {config.ppo.n_envs} envs, but env.backend_kwargs.{what} "
+                          f"gives {limit} (one env each)")
+    fns = [EnvFactory(config, "train", index=i) for i in range(config.ppo.n_envs)]
     kind = config.ppo.vec_env
     venv: VecEnv
     if kind == "dummy":

@@ -25,7 +25,7 @@ def test_errors_are_one_line(tmp_path: Path, capsys: pytest.CaptureFixture[str])
     assert main(["train", str(tmp_path / "bad.yaml")]) == 2
     assert "ppo.lerning_rate: unknown key" in _one_error_line(capsys)
     assert main(["train", str(ROOT / "configs" / "osworld.yaml")]) == 2
-    assert "the 'osworld' backend is not implemented yet" in _one_error_line(capsys)
+    assert "evaluation_examples/examples': no such task folder" in _one_error_line(capsys)
     assert main(["train", str(tmp_path / "bad.yaml"), "--total-timesteps", "0"]) == 2
     assert "argument --total-timesteps: must be >= 1, got 0" in _one_error_line(capsys)
 

@@ -112,7 +112,7 @@ SIM = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.1}
             r"env\.backend_kwargs: unknown key\(s\) \['width'\]",
         ),
         ({"env": {"backend_kwargs": {"popup_rate": 2.0}}}, r"env\.backend_kwargs: .*popup_rate"),
-        ({"env": {"backend": "osworld"}}, r"env\.task_files: the osworld backend needs task_files"),
+        ({"env": {"backend": "osworld"}}, r"env\.task_files: the osworld backend needs a task"),
         ({"env": {"backend": "miniwob"}}, r"env\.families: the miniwob backend needs families"),
         (
             {"env": {"backend": "simdesk", "task_files": ["a.json"]}},

@@ -77,8 +77,12 @@ class BackendSpec(Protocol):
         beyond what is cheap; called when the config is loaded."""
         ...
 
-    def make_backend(self, config: EnvConfig) -> DesktopBackend:
-        """A fresh desktop for the config (one per env)."""
+    def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
+        """A fresh desktop for the config (one per env).
+
+        ``index`` is the env's number among the config's envs: backends with a fixed set of
+        desktops (``osworld``: one per server URL) give env ``index`` its own one and raise
+        ``ConfigError`` naming the count when it is out of range; others ignore it."""
         ...
 
     def tasks(self, config: EnvConfig, split: Split) -> TaskSet:

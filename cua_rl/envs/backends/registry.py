@@ -64,7 +64,7 @@ class PlannedBackend:
             f"check this config, but cannot run it (no env was started)"
         )
 
-    def make_backend(self, config: EnvConfig) -> DesktopBackend:
+    def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
         """Refuses: not built yet."""
         raise self._refuse()
 
@@ -76,13 +76,13 @@ class PlannedBackend:
 #: Backend name -> ``"module:attribute"`` of its spec.
 BACKENDS: dict[str, str] = {
     "simdesk": "cua_rl.envs.backends.simdesk.spec:SPEC",
-    "osworld": "cua_rl.envs.backends.registry:OSWORLD",
+    "osworld": "cua_rl.envs.backends.osworld:OSWORLD",
+    "x11": "cua_rl.envs.backends.osworld:X11",
     "waa": "cua_rl.envs.backends.registry:WAA",
     "macosworld": "cua_rl.envs.backends.registry:MACOSWORLD",
     "miniwob": "cua_rl.envs.backends.registry:MINIWOB",
 }
 
-OSWORLD = PlannedBackend("osworld", "task_files")
 WAA = PlannedBackend("waa", "task_files")
 MACOSWORLD = PlannedBackend("macosworld", "task_files")
 MINIWOB = PlannedBackend("miniwob", "families")

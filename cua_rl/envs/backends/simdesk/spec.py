@@ -58,8 +58,8 @@ class SimDeskSpec:
             )
         self.desktop_config(config)
 
-    def make_backend(self, config: EnvConfig) -> SimDeskBackend:
-        """A SimDesk desktop with the config's screen and knobs."""
+    def make_backend(self, config: EnvConfig, index: int = 0) -> SimDeskBackend:
+        """A SimDesk desktop with the config's screen and knobs (every ``index`` alike)."""
         return SimDeskBackend(self.desktop_config(config))
 
     def tasks(self, config: EnvConfig, split: Split) -> SimDeskTasks:
