@@ -32,7 +32,7 @@ class FakeSpec:
         if config.families or config.task_files:
             raise ConfigError("env.families: the fake backend has its own tasks")
 
-    def make_backend(self, config: Any) -> FakeBackend:
+    def make_backend(self, config: Any, index: int = 0) -> FakeBackend:
         return FakeBackend(tuple(config.screen), **config.backend_kwargs)
 
     def tasks(self, config: Any, split: str) -> FixedTasks:
