@@ -1,0 +1,1 @@
+"""Local Linux desktops."""
