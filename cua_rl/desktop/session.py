@@ -286,17 +286,27 @@ class DesktopSession:
                                 start_new_session=True, **kwargs)  # fmt: skip
 
     def _start_display(self) -> None:
+        # -noreset: without it the X server resets when its last client leaves and writes the
+        # display number to -displayfd again, which is closed by then: a fatal error.
         self.env = self._base_env()
         read_fd, write_fd = os.pipe()
         try:
-            xvfb = self.popen(["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp",
+            xvfb = self.popen(["Xvfb", "-displayfd", str(write_fd), "-nolisten", "tcp", "-noreset",
                                "-screen", "0", f"{self.size[0]}x{self.size[1]}x24"],
                               pass_fds=(write_fd,), cwd="/")  # fmt: skip
             self._infra.append(xvfb)
             os.close(write_fd)
             write_fd = -1
-            ready, _, _ = select.select([read_fd], [], [], self.startup_timeout_s)
-            number = os.read(read_fd, 64).decode().strip() if ready else ""
+            data, end = b"", time.monotonic() + self.startup_timeout_s
+            while b"\n" not in data:  # Xvfb writes the number and the newline separately, and
+                left = end - time.monotonic()  # dies if the pipe closed in between
+                if left <= 0 or not select.select([read_fd], [], [], left)[0]:
+                    break
+                chunk = os.read(read_fd, 64)
+                if not chunk:
+                    break
+                data += chunk
+            number = data.decode().strip()
         finally:
             os.close(read_fd)
             if write_fd >= 0:
