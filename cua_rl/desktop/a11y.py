@@ -46,7 +46,8 @@ class A11yWorker:
                                "python3-pyatspi)")  # fmt: skip
         self._proc = subprocess.Popen([SYSTEM_PYTHON, "-u", str(WALKER)], env=self.env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                      stderr=subprocess.DEVNULL, start_new_session=True)  # fmt: skip
+                                      stderr=subprocess.DEVNULL,
+                                      start_new_session=True)  # fmt: skip
         self._buffer = b""
         return self._proc
 

@@ -14,11 +14,15 @@ actions ``act:<name>_desc|_kb``, plus ``image="true"`` / ``selection="true"``. T
 (LibreOffice Calc reports 2^31-1 cells) are read through the Table interface, visible cells only.
 """
 
+import contextlib
 import json
 import sys
 import xml.etree.ElementTree as ET
 
-import pyatspi
+try:
+    import pyatspi
+except ImportError:  # imported by a python without it (e.g. pytest's doctest collection)
+    pyatspi = None
 
 MAX_DEPTH = 50
 MAX_WIDTH = 1024
@@ -49,7 +53,7 @@ def _clean(text):
 
 
 def _q(ns, key):
-    return "{%s}%s" % (NS[ns], key)
+    return f"{{{NS[ns]}}}{key}"
 
 
 def _states(node):
@@ -96,10 +100,8 @@ def _element(node, depth, in_calc):
         value = node.queryValue()
         for key, get in (("value", "currentValue"), ("min", "minimumValue"),
                          ("max", "maximumValue"), ("step", "minimumIncrement")):
-            try:
+            with contextlib.suppress(Exception):
                 attrib[_q("val", key)] = str(getattr(value, get))
-            except Exception:
-                pass
     except NotImplementedError:
         pass
     try:
@@ -155,9 +157,7 @@ def _visible_cells(node, element, depth):
                     first_col = c
                 found = True
                 element.append(_element(cell, depth + 1, True))
-            elif found or (first_col is None and c - start >= MAX_SCAN):
-                break
-            elif first_col is not None:
+            elif found or (first_col is None and c - start >= MAX_SCAN) or first_col is not None:
                 break
         if found:
             misses = 0
@@ -181,14 +181,19 @@ def walk():
 
 
 def main():
+    if pyatspi is None:
+        sys.stdout.write(json.dumps({"error": "pyatspi does not import under " + sys.executable
+                                     + " (Debian: apt-get install python3-pyatspi)"}) + "\n")
+        sys.stdout.flush()
+        return
     for line in sys.stdin:
         if line.strip() != "walk":
-            answer = {"error": "unknown request %r" % line.strip()[:40]}
+            answer = {"error": f"unknown request {line.strip()[:40]!r}"}
         else:
             try:
                 answer = {"xml": walk()}
             except Exception as exc:
-                answer = {"error": "%s: %s" % (type(exc).__name__, exc)}
+                answer = {"error": f"{type(exc).__name__}: {exc}"}
         sys.stdout.write(json.dumps(answer) + "\n")
         sys.stdout.flush()
 

@@ -30,6 +30,7 @@ VM the same way. Differences, all deliberate:
 
 from __future__ import annotations
 
+import contextlib
 import email.parser
 import email.policy
 import hmac
@@ -201,8 +202,8 @@ class DesktopServer:
             home = self.session.env["HOME"]
             command = [home + c[1:] if c.startswith("~/") else c for c in command]
         self.n_process += 1
-        proc = self.session.popen(command, shell=shell, stdout=subprocess.PIPE,
-                                  stderr=subprocess.STDOUT if merge else subprocess.PIPE)  # fmt: skip
+        stderr = subprocess.STDOUT if merge else subprocess.PIPE
+        proc = self.session.popen(command, shell=shell, stdout=subprocess.PIPE, stderr=stderr)
         try:
             out, err = proc.communicate(timeout=timeout)
         except subprocess.TimeoutExpired:
@@ -395,11 +396,11 @@ class DesktopServer:
         """Route a JSON POST."""
         session = self.session
         command, shell = body.get("command"), bool(body.get("shell", False))
-        if endpoint in ("/execute", "/setup/execute", "/execute_with_verification",
-                        "/setup/execute_with_verification", "/setup/launch"):  # fmt: skip
-            if not isinstance(command, (str, list)) or not command:
-                return 400, {"status": "error", "message": "command must be a non-empty string "
-                             "or list"}, ""  # fmt: skip
+        runs = ("/execute", "/setup/execute", "/execute_with_verification",
+                "/setup/execute_with_verification", "/setup/launch")
+        if endpoint in runs and (not isinstance(command, (str, list)) or not command):
+            return 400, {"status": "error", "message": "command must be a non-empty string "
+                         "or list"}, ""  # fmt: skip
         if endpoint in ("/execute", "/setup/execute"):
             answer = self.fast_execute(command)
             if answer is not None:
@@ -578,10 +579,8 @@ def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
             if status == 401:
                 self.send_header("WWW-Authenticate", "Bearer")
             self.end_headers()
-            try:
+            with contextlib.suppress(OSError):  # the client gave up
                 self.wfile.write(data)
-            except OSError:  # the client gave up
-                pass
 
         def _serve(self, method: str) -> None:
             length = int(self.headers.get("Content-Length") or 0)

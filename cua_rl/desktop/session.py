@@ -16,7 +16,8 @@ no ``unshare``) HOME is the temporary folder itself (``home_mode == "alias"``): 
 endpoints map ``/home/user/...`` to it, but commands that spell ``/home/user`` do not see it.
 
 The template turns off LibreOffice's first-start wizard, tip of the day, "keep format" dialog and
-document recovery, and mousepad's session restore (GSettings through the keyfile backend).
+document recovery, mousepad's session restore (GSettings through the keyfile backend), and GTK's
+caret blinking and animations (so one state gives one picture).
 """
 
 from __future__ import annotations
@@ -68,6 +69,8 @@ session=@as []
 
 [org/gnome/desktop/interface]
 toolkit-accessibility=true
+cursor-blink=false
+enable-animations=false
 """
 
 _LO_ITEMS = [
@@ -162,6 +165,10 @@ def build_home(path: Path) -> None:
                 ".local/share", ".config/libreoffice/4/user"):  # fmt: skip
         (path / sub).mkdir(parents=True, exist_ok=True)
     (path / ".config/glib-2.0/settings/keyfile").write_text(_MOUSEPAD_KEYFILE)
+    # no blinking caret: the same state gives the same pixels (deterministic observations)
+    (path / ".config/gtk-3.0").mkdir(parents=True, exist_ok=True)
+    (path / ".config/gtk-3.0/settings.ini").write_text(
+        "[Settings]\ngtk-cursor-blink=false\ngtk-enable-animations=false\n")
     items = "\n".join(
         f'<item oor:path="{p}"><prop oor:name="{n}" oor:op="fuse"><value>{v}</value></prop></item>'
         for p, n, _, v in _LO_ITEMS
@@ -239,6 +246,7 @@ class DesktopSession:
         self.env: dict[str, str] = {}
         self._infra: list[subprocess.Popen] = []  # Xvfb, openbox: kept across resets
         self._bus: list[subprocess.Popen] = []  # D-Bus, AT-SPI: restarted by reset
+        self._children: list[subprocess.Popen] = []  # everything popen() started
         self._generation = 0
         self._mss = None
         self._mss_lock = threading.Lock()
@@ -271,19 +279,35 @@ class DesktopSession:
             "SAL_USE_VCLPLUGIN": "gtk3",
             "LANG": os.environ.get("LANG", "C.UTF-8"),
         })
+        # LibreOffice's single-instance pipe (/tmp/OSL_PIPE_<uid>_SingleOfficeIPC_<hash of the
+        # profile URL>) would join every desktop whose HOME is /home/user into one soffice; a
+        # profile URL of this session's own folder (the same folder as /home/user's) keeps
+        # them apart.
+        env["UserInstallation"] = f"file://{self.home}/.config/libreoffice/4"
         if self.display:
             env["DISPLAY"] = self.display
         env.update(self.apps_env)
         return env
 
-    def popen(self, argv: Sequence[str] | str, *, shell: bool = False, **kwargs) -> subprocess.Popen:
+    def popen(self, argv: Sequence[str] | str, *, shell: bool = False,
+              **kwargs: object) -> subprocess.Popen:
         """Start a program in the desktop (own process group, the desktop's environment)."""
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         kwargs.setdefault("stdout", subprocess.DEVNULL)
         kwargs.setdefault("stderr", subprocess.DEVNULL)
         kwargs.setdefault("cwd", self.env.get("HOME") if self.home_mode == "bind" else self.home)
-        return subprocess.Popen(argv, shell=shell, env=kwargs.pop("env", self.env),
+        proc = subprocess.Popen(argv, shell=shell, env=kwargs.pop("env", self.env),
                                 start_new_session=True, **kwargs)  # fmt: skip
+        self._children = [p for p in self._children if p.poll() is None] + [proc]
+        return proc
+
+    def _reap(self, keep: Sequence[subprocess.Popen] = ()) -> None:
+        """Wait for the killed children started here (no zombies stay behind)."""
+        for proc in self._children:
+            if proc not in keep:
+                with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+                    proc.wait(timeout=2)
+        self._children = [p for p in self._children if p in keep]
 
     def _start_display(self) -> None:
         # -noreset: without it the X server resets when its last client leaves and writes the
@@ -387,9 +411,7 @@ class DesktopSession:
             self.a11y_worker = None
         keep = {p.pid for p in self._infra}
         kill_pids([p for p in session_pids(self.id) if p not in keep and p != os.getpid()])
-        for proc in self._bus:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                proc.wait(timeout=2)
+        self._reap(keep=self._infra)
         self._bus = []
 
     def close(self) -> None:
@@ -407,9 +429,7 @@ class DesktopSession:
         pids = [p for p in session_pids(self.id) if p != os.getpid()]
         pids += [p.pid for p in self._infra + self._bus if p.pid not in pids]
         kill_pids(pids, grace_s=0.5)
-        for proc in self._infra + self._bus:
-            with contextlib.suppress(OSError, subprocess.TimeoutExpired):
-                proc.wait(timeout=2)
+        self._reap()
         if self.home_mode == "bind":
             subprocess.run(["umount", "-l", USER_HOME], stderr=subprocess.DEVNULL, check=False)
         shutil.rmtree(self._root, ignore_errors=True)
@@ -428,7 +448,7 @@ class DesktopSession:
 
         with self._mss_lock:
             if self._mss is None:
-                self._mss = mss.mss(display=self.display)
+                self._mss = mss.MSS(display=self.display)
             shot = self._mss.grab(self._mss.monitors[0])
             return bytes(shot.raw), shot.width, shot.height
 

@@ -1,4 +1,4 @@
-"""LocalDesktopBackend under CUAEnv: contracts, a killed server, side-by-side desktops, no orphans."""
+"""LocalDesktopBackend under CUAEnv: contracts, a killed server, desktops side by side, orphans."""
 
 from __future__ import annotations
 
@@ -33,23 +33,27 @@ def open_editor(client, task) -> None:
     time.sleep(0.5)
 
 
-def xvfb_pids() -> set[int]:
-    out = subprocess.run(["ps", "-eo", "pid,args"], capture_output=True, text=True).stdout
-    return {int(line.split()[0]) for line in out.splitlines()[1:] if " Xvfb " in f" {line} "}
+def running(pids) -> list[str]:
+    """The ``ps`` lines of those of ``pids`` that still run (zombies do not count)."""
+    out = subprocess.run(["ps", "-eo", "pid,stat,args"], capture_output=True, text=True).stdout
+    rows = [line.split(None, 2) for line in out.splitlines()[1:]]
+    return [" ".join(r) for r in rows if int(r[0]) in set(pids) and not r[1].startswith("Z")]
 
 
 @needs_mousepad
 def test_check_cua_env_passes_and_a_killed_server_makes_the_episode_unscorable() -> None:
-    before = xvfb_pids()
-    backend = LocalDesktopBackend(size=(640, 400), setup=open_editor, pause_s=0.0,
+    backend = LocalDesktopBackend(size=(640, 400), pause_s=0.0,
                                   checker=lambda client, task, last: 0.0)  # fmt: skip
     try:
         report = check_cua_env(CUAEnv(backend, FixedTasks(TASKS), max_steps=3))
         assert report.passed == CONTRACTS
+        backend.setup = open_editor
         env = CUAEnv(backend, FixedTasks(TASKS), max_steps=5)
         env.reset(seed=0)
         first_pid, first_sid = backend.server_pid, backend.session_id
-        assert len(session_pids(first_sid)) >= 5  # Xvfb, openbox, buses, walker, mousepad
+        first_pids = session_pids(first_sid)
+        assert len(first_pids) >= 5  # Xvfb, openbox, buses, walker, mousepad
+        assert any("Xvfb" in line for line in running(first_pids))
         os.kill(first_pid, signal.SIGKILL)
         _, reward, terminated, truncated, info = env.step(Type("x"))
         end = info["episode_end"]
@@ -58,15 +62,17 @@ def test_check_cua_env_passes_and_a_killed_server_makes_the_episode_unscorable()
         assert end.ground_truth is None and end.reward is None  # unscorable, not 0
         obs, _ = env.reset(seed=0)  # a fresh server and desktop
         assert backend.server_pid != first_pid and backend.n_starts == 2
-        assert session_pids(first_sid) == []  # the dead server's desktop was swept
+        assert session_pids(first_sid) == [] and running(first_pids) == []  # swept
         assert obs["screenshot"].shape == (400, 640, 3)
         _, _, _, _, info = env.step(Type("again"))
         assert "episode_end" not in info or info["episode_end"].env_error is None
         sid = backend.session_id
+        second_pids = [*session_pids(sid), backend.server_pid]
+        assert any("Xvfb" in line for line in running(second_pids))
     finally:
         backend.close()
     time.sleep(0.2)
-    assert session_pids(sid) == [] and xvfb_pids() <= before  # no orphans after close
+    assert session_pids(sid) == [] and running(second_pids) == []  # no orphans after close
 
 
 def test_two_desktops_side_by_side_show_different_content() -> None:
@@ -87,5 +93,6 @@ def test_two_desktops_side_by_side_show_different_content() -> None:
         assert b.windows() == []
         pids = session_pids(a.id) + session_pids(b.id)
         assert not set(session_pids(a.id)) & set(session_pids(b.id))
+        assert len(running(pids)) >= 7  # 2 x (Xvfb, openbox, dbus-daemon) + xterm
     time.sleep(0.1)
-    assert not [p for p in pids if os.path.exists(f"/proc/{p}")]
+    assert running(pids) == []  # (xterm's shell may stay a zombie of PID 1: not running)
