@@ -245,11 +245,11 @@ class DesktopServer:
                 return _process(1, error=f"{type(exc).__name__}: {exc}\n")
         return _process(0)
 
-    def screenshot(self, accept: str) -> tuple[bytes, str]:
+    def screenshot(self, accept: str) -> tuple[bytes | bytearray, str]:
         """(body, content type): PPM when ``accept`` names it, else PNG."""
         raw, width, height = self.session.grab_bgra()
         image = Image.frombuffer("RGB", (width, height), raw, "raw", "BGRX", 0, 1)
-        if PPM in accept:
+        if PPM in accept:  # PIL's BGRX decoder: ~4x faster than a strided numpy copy
             return f"P6\n{width} {height}\n255\n".encode() + image.tobytes(), PPM
         buf = io.BytesIO()
         image.save(buf, "PNG", compress_level=1)
@@ -567,7 +567,7 @@ def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s " + format, self.address_string(), *args)
 
         def _answer(self, status: int, body: Any, ctype: str = "") -> None:
-            if isinstance(body, bytes):
+            if isinstance(body, (bytes, bytearray)):
                 data = body
             elif isinstance(body, str):
                 data, ctype = body.encode(), ctype or "text/plain"

@@ -72,7 +72,7 @@ def _decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
     >>> _decode_ppm(b"P6\\n1 1\\n255\\n" + bytes([1, 2, 3]), "u", 10).tolist()
     [[[1, 2, 3]]]
     """
-    parts = data.split(maxsplit=4)
+    parts = data[:64].split(maxsplit=4)  # the header only (no copy of the pixels)
     try:
         width, height, maxval = int(parts[1]), int(parts[2]), int(parts[3])
     except (IndexError, ValueError):
@@ -82,12 +82,12 @@ def _decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
         raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM with maxval "
                            f"{maxval}; expected maxval 255 and at most {max_pixels} pixels")
     size = width * height * 3
-    pixels = data[len(data) - size:] if len(data) >= size else b""
-    header = data[: len(data) - size]
-    if len(pixels) != size or header.split() != parts[:4] or not header[-1:].isspace():
+    start = len(data) - size
+    header = data[: max(0, start)]
+    if start <= 0 or header.split() != parts[:4] or not header[-1:].isspace():
         raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM of "
                            f"{len(data)} bytes; the pixels need {size}")  # fmt: skip
-    return np.frombuffer(pixels, dtype=np.uint8).reshape(height, width, 3).copy()
+    return np.frombuffer(data, np.uint8, offset=start).reshape(height, width, 3).copy()
 
 
 class VMServerHTTPError(BackendError):
