@@ -11,6 +11,9 @@ walker, server, mousepad; LibreOffice separately).
 
     scripts/offline.sh .venv/bin/python benchmarks/bench_backends.py [--size 1280x720] [--n 30]
 
+It runs itself with glibc's malloc tunables of ``cua_rl.desktop.session.MALLOC_ENV`` (as the
+server always does) unless ``--no-malloc-tuning``.
+
 Prints a Markdown table (and ``--json FILE`` writes the numbers). Needs the Debian packages
 of scripts/apt-deps.sh.
 """
@@ -20,8 +23,10 @@ from __future__ import annotations
 import argparse
 import io
 import json
+import os
 import statistics
 import subprocess
+import sys
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -32,7 +37,7 @@ from PIL import Image
 from cua_rl.actions import Click, Move, Type
 from cua_rl.core import Task
 from cua_rl.desktop import LocalDesktopBackend, session_pids
-from cua_rl.desktop.session import bgra_to_rgb
+from cua_rl.desktop.session import MALLOC_ENV, bgra_to_rgb
 
 
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
@@ -72,7 +77,14 @@ def main() -> None:
     parser.add_argument("--size", default="1280x720")
     parser.add_argument("--n", type=int, default=30, help="samples per measurement")
     parser.add_argument("--json", help="write the numbers to this file")
+    parser.add_argument("--no-malloc-tuning", action="store_true",
+                        help="measure this process with glibc's default malloc (the server "
+                             "always gets MALLOC_ENV)")  # fmt: skip
     args = parser.parse_args()
+    if not args.no_malloc_tuning and any(k not in os.environ for k in MALLOC_ENV):
+        # glibc reads these at start: run again with them (a client of multi-MB screenshots
+        # otherwise pays a page fault per 4 KB on every fresh buffer)
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
     width, height = (int(v) for v in args.size.split("x"))
     rows: list[tuple[str, str]] = []
     numbers: dict[str, float] = {}

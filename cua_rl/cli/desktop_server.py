@@ -92,7 +92,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _reexec_private(args: argparse.Namespace) -> None:
     """Re-execute under ``unshare -m`` (root only) so /home/user can be bound privately."""
-    from cua_rl.desktop.session import PRIVATE_NS_ENV, mount_namespace
+    from cua_rl.desktop.session import MALLOC_ENV, PRIVATE_NS_ENV, mount_namespace
 
     if (args.home_mode == "alias" or os.environ.get(PRIVATE_NS_ENV) or os.geteuid() != 0
             or shutil.which("unshare") is None or not mount_namespace()):  # fmt: skip
@@ -109,6 +109,8 @@ def _reexec_private(args: argparse.Namespace) -> None:
     if args.exit_with_parent:
         os.environ["CUA_RL_PARENT_PID"] = str(os.getppid())
     os.environ[PRIVATE_NS_ENV] = mount_namespace()
+    for key, value in MALLOC_ENV.items():  # read by glibc at start: the exec picks them up
+        os.environ.setdefault(key, value)
     sys.stdout.flush()
     os.execvp("unshare", ["unshare", "-m", "--propagation", "private", *argv])
 

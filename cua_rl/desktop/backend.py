@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cua_rl.core import Observation, Task
-from cua_rl.desktop.session import MARKER, kill_pids, session_pids
+from cua_rl.desktop.session import MALLOC_ENV, MARKER, kill_pids, session_pids
 from cua_rl.envs.backends.vm_server import Checker, Setup, VMServerBackend, VMServerClient
 from cua_rl.errors import BackendError, ConfigError
 
@@ -94,7 +94,7 @@ class LocalDesktopBackend(VMServerBackend):
             argv.append("--no-a11y")
         for key, value in self.apps_env.items():
             argv += ["--app-env", f"{key}={value}"]
-        env = dict(os.environ, **{MARKER: self.session_id})
+        env = {**MALLOC_ENV, **os.environ, MARKER: self.session_id}
         stderr_path = self._dir / f"server-{self.n_starts}.log"
         with open(stderr_path, "wb") as stderr:
             self._proc = subprocess.Popen(argv, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,

@@ -57,6 +57,10 @@ MARKER = "CUA_RL_DESKTOP"
 PRIVATE_NS_ENV = "CUA_RL_PRIVATE_MOUNT_NS"
 USER_HOME = "/home/user"
 AT_SPI_LAUNCHER = "/usr/libexec/at-spi-bus-launcher"
+#: glibc malloc tunables for the server: multi-MB screenshot buffers come from the heap and are
+#: reused instead of fresh mmap pages that fault on every touch (measured: a raw 1280x720
+#: screenshot over HTTP 12.6 ms -> 4.7 ms).
+MALLOC_ENV = {"MALLOC_MMAP_THRESHOLD_": "134217728", "MALLOC_TRIM_THRESHOLD_": "268435456"}
 #: Programs a desktop needs (Debian packages in scripts/apt-deps.sh).
 REQUIRED = ("Xvfb", "openbox", "xdotool", "wmctrl", "dbus-daemon")
 
@@ -541,8 +545,8 @@ def bgra_to_rgb(raw: bytes | bytearray, width: int, height: int) -> np.ndarray:
     >>> bgra_to_rgb(bytes([1, 2, 3, 255]), 1, 1).tolist()
     [[[3, 2, 1]]]
     """
-    from PIL import Image  # its BGRX decoder is ~4x faster than a strided numpy copy
-
-    rgb = Image.frombuffer("RGB", (width, height), bytes(raw) if isinstance(raw, memoryview)
-                           else raw, "raw", "BGRX", 0, 1)
-    return np.asarray(rgb).copy()
+    bgra = np.frombuffer(raw, dtype=np.uint8).reshape(height, width, 4)
+    rgb = np.empty((height, width, 3), dtype=np.uint8)
+    for i in range(3):  # plane by plane: ~4x faster than one strided copy of [..., 2::-1]
+        rgb[:, :, i] = bgra[:, :, 2 - i]
+    return rgb
