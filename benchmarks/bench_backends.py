@@ -80,12 +80,19 @@ def main() -> None:
     parser.add_argument("--no-malloc-tuning", action="store_true",
                         help="measure this process with glibc's default malloc (the server "
                              "always gets MALLOC_ENV)")  # fmt: skip
+    parser.add_argument("--parallel", type=int, default=0, metavar="N",
+                        help="instead: N desktops stepping at once for --seconds; per-desktop "
+                             "steps/s with and without the a11y tree, and total RSS")
+    parser.add_argument("--seconds", type=float, default=15.0)
     args = parser.parse_args()
     if not args.no_malloc_tuning and any(k not in os.environ for k in MALLOC_ENV):
         # glibc reads these at start: run again with them (a client of multi-MB screenshots
         # otherwise pays a page fault per 4 KB on every fresh buffer)
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
     width, height = (int(v) for v in args.size.split("x"))
+    if args.parallel:
+        parallel(args.parallel, (width, height), args.seconds)
+        return
     rows: list[tuple[str, str]] = []
     numbers: dict[str, float] = {}
 
@@ -189,6 +196,51 @@ def main() -> None:
         print(f"| {name} | {value} |")
     if args.json:
         Path(args.json).write_text(json.dumps(numbers, indent=1) + "\n")
+
+
+def parallel(n: int, size: tuple[int, int], seconds: float) -> None:
+    """N desktops (mousepad open) stepping at once from N threads: steps/s each, RSS."""
+    import threading
+
+    backends = []
+    try:
+        for _ in range(n):
+            backend = LocalDesktopBackend(size=size)
+            backend.client.launch(["mousepad"])
+            wait_title(backend.client, "Mousepad")
+            backends.append(backend)
+        time.sleep(1.0)
+        rss = sum(rss_mb(session_pids(b.session_id)) for b in backends)
+        print(f"| {n} desktops {size[0]}x{size[1]}, {seconds:g} s | steps/s per desktop "
+              f"(min / median) |\n|---|---|")  # fmt: skip
+        for with_a11y in (False, True):
+            counts = [0] * n
+            stop = threading.Event()
+
+            def run(i: int, client, a11y: bool = with_a11y, counts: list[int] = counts,
+                    stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    client.act(Move(100 + counts[i] % 200, 300))
+                    client.screenshot()
+                    if a11y:
+                        client.accessibility()
+                    counts[i] += 1
+
+            threads = [threading.Thread(target=run, args=(i, b.client))
+                       for i, b in enumerate(backends)]  # fmt: skip
+            for thread in threads:
+                thread.start()
+            time.sleep(seconds)
+            stop.set()
+            for thread in threads:
+                thread.join()
+            rates = sorted(c / seconds for c in counts)
+            label = "action + screenshot + a11y" if with_a11y else "action + screenshot"
+            print(f"| {label} | {rates[0]:.1f} / {statistics.median(rates):.1f} |")
+        print(f"| RSS of all desktops (with mousepad) | {rss:.0f} MB ({rss / n:.0f} MB each) |")
+    finally:
+        for backend in backends:
+            backend.close()
 
 
 _FODS = (
