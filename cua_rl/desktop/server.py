@@ -266,7 +266,7 @@ class DesktopServer:
             if program is None:
                 return 500, {"status": "error", "message": f"no program opens {value!r} here "
                              f"(type {path.suffix or 'none'}; xdg-open not installed)"}
-            argv = [*program, str(value if self.session.home_mode == "bind" else path)]
+            argv = [*program, str(path)]
             names = {path.name, path.stem}
         elif shutil.which(str(value), path=self.session.env["PATH"]):
             argv, names = [str(value)], {Path(str(value)).name}

@@ -198,3 +198,24 @@ def test_screenshot_timeout_of_a_stopped_server_is_a_backend_error(backend) -> N
     finally:
         os.kill(backend.server_pid, signal.SIGCONT)
     assert client.screenshot().shape == (600, 800, 3)
+
+
+@needs_mousepad
+def test_open_file_waits_for_its_window_and_the_window_endpoints_work(backend) -> None:
+    client = fresh(backend)
+    client.upload_file("~/Documents/notes.txt", b"line one\n")
+    client.open_file("~/Documents/notes.txt", timeout_s=60)  # returns once the window is up
+    assert "notes.txt" in client.execute(["wmctrl", "-l"])["output"]
+    size = json.loads(client.request("POST", "/window_size",
+                                     form={"app_class_name": "mousepad"}).body)
+    assert size["width"] > 100 and size["height"] > 100
+    with pytest.raises(VMServerHTTPError, match="no window of class 'nothing'"):
+        client.request("POST", "/window_size", form={"app_class_name": "nothing"})
+    tree = client.list_directory("~/Documents")
+    assert tree == {"type": "directory", "name": "Documents",
+                    "children": [{"type": "file", "name": "notes.txt"}]}
+    client.close_window("notes.txt")
+    end = time.monotonic() + 10
+    while "notes.txt" in client.execute(["wmctrl", "-l"])["output"]:
+        assert time.monotonic() < end, "close_window did not close it"
+        time.sleep(0.1)
