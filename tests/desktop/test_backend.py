@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import sys
 import time
 
 import numpy as np
@@ -96,3 +97,23 @@ def test_two_desktops_side_by_side_show_different_content() -> None:
         assert len(running(pids)) >= 7  # 2 x (Xvfb, openbox, dbus-daemon) + xterm
     time.sleep(0.1)
     assert running(pids) == []  # (xterm's shell may stay a zombie of PID 1: not running)
+
+
+def test_the_desktop_ends_when_the_process_that_started_it_is_killed() -> None:
+    code = ("import sys, time\nfrom cua_rl.desktop import LocalDesktopBackend\n"
+            "b = LocalDesktopBackend(size=(320, 240), a11y=False)\n"
+            "print(b.session_id, b.server_pid, flush=True)\ntime.sleep(600)\n")
+    parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
+                              env={**os.environ, "PYTHONPATH": os.getcwd()})
+    try:
+        sid, server = parent.stdout.readline().split()
+        pids = [*session_pids(sid), int(server)]
+        assert len(running(pids)) >= 3  # server, Xvfb, openbox, dbus-daemon
+    finally:
+        parent.kill()
+        parent.wait()
+    end = time.monotonic() + 10
+    while running(pids):  # the server polls its parent every 0.5 s, then closes its desktop
+        assert time.monotonic() < end, running(pids)
+        time.sleep(0.1)
+    assert session_pids(sid) == []
