@@ -36,7 +36,7 @@ $(VENV)/.core: pyproject.toml constraints.txt $(VENV)/.torch
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
-	$(PIP) -e '.[dev,vlm,ray]'
+	$(PIP) -e '.[dev,vlm,ray,x11]'
 	@touch $@
 
 $(OSWORLD_VENV)/.ready: osworld_eval/requirements.txt
@@ -51,7 +51,11 @@ osworld-eval: $(OSWORLD_VENV)/.ready
 demo: $(VENV)/.core
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m cua_rl.cli demo
 
-test: $(VENV)/.dev $(OSWORLD_VENV)/.ready
+# Debian packages of the local desktop (tests/desktop): apt-get once, then a stamp (see the script).
+$(VENV)/.apt: scripts/apt-deps.sh | $(BIN)/python
+	scripts/apt-deps.sh $@
+
+test: $(VENV)/.dev $(VENV)/.apt $(OSWORLD_VENV)/.ready
 	scripts/offline.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev

@@ -32,7 +32,8 @@ COMMANDS = _subcommands()
 
 
 def test_every_subcommand_is_registered() -> None:
-    assert COMMANDS == ["demo", "calibrate", "validate", "filter", "train", "evaluate"]
+    assert COMMANDS == ["demo", "calibrate", "validate", "filter", "train", "evaluate",
+                        "desktop-server"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:

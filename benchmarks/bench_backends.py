@@ -1,0 +1,259 @@
+"""Latency and memory of the local desktop served over OSWorld's protocol.
+
+Starts one :class:`~cua_rl.desktop.LocalDesktopBackend` and measures, on the same screen:
+a raw mss grab (in this process, BGRA -> RGB), ``GET /screenshot`` through
+:class:`~cua_rl.envs.backends.vm_server.VMServerClient` as raw PPM and as PNG (decoded), the
+protocol's overhead as a ratio, action latency (the pyautogui wrapper parsed and done with
+xdotool), the accessibility walk (mousepad, LibreOffice Calc), ``/cua/reset``, a full
+``backend.reset`` with a set-up that opens mousepad, steps per second (action + screenshot,
+with and without the a11y tree), and the resident memory of the desktop (Xvfb, openbox, buses,
+walker, server, mousepad; LibreOffice separately).
+
+    scripts/offline.sh .venv/bin/python benchmarks/bench_backends.py [--size 1280x720] [--n 30]
+
+It runs itself with glibc's malloc tunables of ``cua_rl.desktop.session.MALLOC_ENV`` (as the
+server always does) unless ``--no-malloc-tuning``.
+
+Prints a Markdown table (and ``--json FILE`` writes the numbers). Needs the Debian packages
+of scripts/apt-deps.sh.
+"""
+
+from __future__ import annotations
+
+import argparse
+import io
+import json
+import os
+import statistics
+import subprocess
+import sys
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from PIL import Image
+
+from cua_rl.actions import Click, Move, Type
+from cua_rl.core import Task
+from cua_rl.desktop import LocalDesktopBackend, session_pids
+from cua_rl.desktop.session import MALLOC_ENV, bgra_to_rgb
+
+
+def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
+    """(median, p90) of ``n`` calls in milliseconds, after one warm-up call."""
+    fn()
+    samples = []
+    for _ in range(n):
+        start = time.perf_counter()
+        fn()
+        samples.append((time.perf_counter() - start) * 1000)
+    samples.sort()
+    return statistics.median(samples), samples[min(len(samples) - 1, int(0.9 * len(samples)))]
+
+
+def rss_mb(pids: list[int]) -> float:
+    total = 0
+    for pid in pids:
+        try:
+            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+                if line.startswith("VmRSS:"):
+                    total += int(line.split()[1])
+        except OSError:
+            continue
+    return total / 1024
+
+
+def wait_title(client, text: str, timeout: float = 60.0) -> None:
+    end = time.monotonic() + timeout
+    while text not in client.execute(["wmctrl", "-l"])["output"]:
+        if time.monotonic() > end:
+            raise RuntimeError(f"no window {text!r} within {timeout} s")
+        time.sleep(0.1)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--size", default="1280x720")
+    parser.add_argument("--n", type=int, default=30, help="samples per measurement")
+    parser.add_argument("--json", help="write the numbers to this file")
+    parser.add_argument("--no-malloc-tuning", action="store_true",
+                        help="measure this process with glibc's default malloc (the server "
+                             "always gets MALLOC_ENV)")  # fmt: skip
+    parser.add_argument("--parallel", type=int, default=0, metavar="N",
+                        help="instead: N desktops stepping at once for --seconds; per-desktop "
+                             "steps/s with and without the a11y tree, and total RSS")
+    parser.add_argument("--seconds", type=float, default=15.0)
+    args = parser.parse_args()
+    if not args.no_malloc_tuning and any(k not in os.environ for k in MALLOC_ENV):
+        # glibc reads these at start: run again with them (a client of multi-MB screenshots
+        # otherwise pays a page fault per 4 KB on every fresh buffer)
+        os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
+    width, height = (int(v) for v in args.size.split("x"))
+    if args.parallel:
+        parallel(args.parallel, (width, height), args.seconds)
+        return
+    rows: list[tuple[str, str]] = []
+    numbers: dict[str, float] = {}
+
+    def add(name: str, value: tuple[float, float] | float, unit: str = "ms") -> None:
+        if isinstance(value, tuple):
+            numbers[name] = round(value[0], 3)
+            rows.append((name, f"{value[0]:.2f} {unit} (p90 {value[1]:.2f})"))
+        else:
+            numbers[name] = round(value, 3)
+            rows.append((name, f"{value:.2f} {unit}"))
+
+    start = time.perf_counter()
+    backend = LocalDesktopBackend(size=(width, height))
+    add("server start (desktop + server ready)", (time.perf_counter() - start) * 1000)
+    try:
+        client = backend.client
+        client.launch(["mousepad"])
+        wait_title(client, "Mousepad")
+        time.sleep(1.0)
+        import mss
+
+        grabber = mss.MSS(display=str(backend.info["display"]))
+
+        def raw_grab() -> np.ndarray:
+            shot = grabber.grab(grabber.monitors[0])
+            return bgra_to_rgb(shot.raw, shot.width, shot.height)
+
+        def png_shot() -> np.ndarray:
+            body = client.request("GET", "/screenshot", accept="image/png").body
+            return np.asarray(Image.open(io.BytesIO(body)).convert("RGB"))
+
+        np.testing.assert_array_equal(raw_grab(), client.screenshot())
+        np.testing.assert_array_equal(png_shot(), client.screenshot())
+        mss_ms = timed(raw_grab, args.n)
+        ppm_ms = timed(client.screenshot, args.n)
+        png_ms = timed(png_shot, args.n)
+        add("screenshot: raw mss grab in-process (BGRA->RGB)", mss_ms)
+        add("screenshot: protocol, raw PPM (Accept)", ppm_ms)
+        add("screenshot: protocol, PNG + decode", png_ms)
+        add("protocol overhead PPM vs mss (ratio)", ppm_ms[0] / mss_ms[0], "x")
+        add("protocol overhead PNG vs mss (ratio)", png_ms[0] / mss_ms[0], "x")
+        add("protocol overhead PPM, absolute", ppm_ms[0] - mss_ms[0])
+        xs = iter(range(10**6))
+        add("action: Move (wrapper parsed, xdotool)",
+            timed(lambda: client.act(Move(100 + next(xs) % 300, 200)), args.n))
+        add("action: Click", timed(lambda: client.act(Click(640, 40)), args.n))
+        add("action: Type 12 chars", timed(lambda: client.act(Type("hello world!")), args.n))
+        add("action: real process (execute ['true'])",
+            timed(lambda: client.execute(["true"]), args.n))
+        add("a11y tree, mousepad (walk + XML over HTTP)",
+            timed(client.accessibility, max(3, args.n // 5)))
+
+        def step() -> None:
+            client.act(Move(300, 300))
+            client.screenshot()
+
+        step_ms = timed(step, args.n)
+        add("step (action + PPM screenshot)", step_ms)
+        add("steps/s, one desktop, no a11y", 1000 / step_ms[0], "steps/s")
+
+        def step_a11y() -> None:
+            step()
+            client.accessibility()
+
+        a11y_step = timed(step_a11y, max(3, args.n // 5))
+        add("steps/s, one desktop, with a11y", 1000 / a11y_step[0], "steps/s")
+        pids = session_pids(backend.session_id)
+        add("RSS desktop (Xvfb, openbox, buses, walker, mousepad, server)", rss_mb(pids), "MB")
+        add("/cua/reset (kill apps, fresh HOME, buses)",
+            timed(lambda: client.request("POST", "/cua/reset", idempotent=False),
+                  max(3, args.n // 5)))  # fmt: skip
+        add("RSS desktop after reset (no apps)", rss_mb(session_pids(backend.session_id)), "MB")
+
+        def open_editor(c, task) -> None:
+            c.launch(["mousepad"])
+            wait_title(c, "Mousepad")
+
+        backend.setup = open_editor
+        task = Task(id="bench", instruction="", domain="mousepad", os="ubuntu")
+        add("backend.reset with mousepad set-up (+ first observation)",
+            timed(lambda: backend.reset(task), max(3, args.n // 5)))
+        backend.setup = None
+        client.request("POST", "/cua/reset", idempotent=False)
+        before = set(session_pids(backend.session_id))
+        client.upload_file("/home/user/bench.fods", _FODS.encode())
+        start = time.perf_counter()
+        client.open_file("/home/user/bench.fods", timeout_s=180)
+        add("LibreOffice Calc open_file (fresh profile)", (time.perf_counter() - start) * 1000)
+        time.sleep(2.0)
+        office = [p for p in session_pids(backend.session_id) if p not in before]
+        add("RSS LibreOffice Calc (its processes)", rss_mb(office), "MB")
+        add("a11y tree, Calc (visible cells via queryTable)",
+            timed(client.accessibility, max(3, args.n // 10)))
+        grabber.close()
+    finally:
+        backend.close()
+    cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    print(f"| measurement ({width}x{height}, {cpu} cores, n={args.n}) | median |")
+    print("|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
+    if args.json:
+        Path(args.json).write_text(json.dumps(numbers, indent=1) + "\n")
+
+
+def parallel(n: int, size: tuple[int, int], seconds: float) -> None:
+    """N desktops (mousepad open) stepping at once from N threads: steps/s each, RSS."""
+    import threading
+
+    backends = []
+    try:
+        for _ in range(n):
+            backend = LocalDesktopBackend(size=size)
+            backend.client.launch(["mousepad"])
+            wait_title(backend.client, "Mousepad")
+            backends.append(backend)
+        time.sleep(1.0)
+        rss = sum(rss_mb(session_pids(b.session_id)) for b in backends)
+        print(f"| {n} desktops {size[0]}x{size[1]}, {seconds:g} s | steps/s per desktop "
+              f"(min / median) |\n|---|---|")  # fmt: skip
+        for with_a11y in (False, True):
+            counts = [0] * n
+            stop = threading.Event()
+
+            def run(i: int, client, a11y: bool = with_a11y, counts: list[int] = counts,
+                    stop: threading.Event = stop) -> None:
+                while not stop.is_set():
+                    client.act(Move(100 + counts[i] % 200, 300))
+                    client.screenshot()
+                    if a11y:
+                        client.accessibility()
+                    counts[i] += 1
+
+            threads = [threading.Thread(target=run, args=(i, b.client))
+                       for i, b in enumerate(backends)]  # fmt: skip
+            for thread in threads:
+                thread.start()
+            time.sleep(seconds)
+            stop.set()
+            for thread in threads:
+                thread.join()
+            rates = sorted(c / seconds for c in counts)
+            label = "action + screenshot + a11y" if with_a11y else "action + screenshot"
+            print(f"| {label} | {rates[0]:.1f} / {statistics.median(rates):.1f} |")
+        print(f"| RSS of all desktops (with mousepad) | {rss:.0f} MB ({rss / n:.0f} MB each) |")
+    finally:
+        for backend in backends:
+            backend.close()
+
+
+_FODS = (
+    '<?xml version="1.0" encoding="UTF-8"?><office:document '
+    'xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0" '
+    'xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0" '
+    'xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0" office:version="1.2" '
+    'office:mimetype="application/vnd.oasis.opendocument.spreadsheet"><office:body>'
+    '<office:spreadsheet><table:table table:name="S"><table:table-row>'
+    '<table:table-cell office:value-type="float" office:value="1"><text:p>1</text:p>'
+    "</table:table-cell></table:table-row></table:table></office:spreadsheet></office:body>"
+    "</office:document>"
+)
+
+if __name__ == "__main__":
+    main()
