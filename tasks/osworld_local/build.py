@@ -125,7 +125,7 @@ def calc(name: str, file: str, gold_rows: list[list[object]] | None, instruction
 
 SALES = [["Region", "Sales"], ["North", 120], ["South", 95], ["East", 143], ["West", 78],
          ["Total", None]]
-calc("calc_sum_column", "sales.xlsx", SALES[:5] + [["Total", 436]],
+calc("calc_sum_column", "sales.xlsx", [*SALES[:5], ["Total", 436]],
      "In sales.xlsx, put the total of the Sales column (B2:B5) into cell B6.", SALES)
 PRICES = [["Item", "Price"], ["Apples", 2.5], ["Bread", 3.2], ["Cheese", 7.9], ["Dates", 5.4]]
 calc("calc_edit_cell", "prices.xlsx",
@@ -150,7 +150,7 @@ calc("calc_fill_formula", "orders.xlsx", [ORDERS[0]] + [[p, q, u, q * u] for p, 
      ORDERS)
 CONTACTS = [["Name", "City"], ["Maria Lopez", "Lisbon"], ["Tom Reed", "Denver"],
             ["Priya Nair", "Pune"]]
-calc("calc_append_row", "contacts.xlsx", CONTACTS + [["Kenji Sato", "Osaka"]],
+calc("calc_append_row", "contacts.xlsx", [*CONTACTS, ["Kenji Sato", "Osaka"]],
      "Add a new row right after the last contact in contacts.xlsx: Name 'Kenji Sato', "
      "City 'Osaka'.", CONTACTS)
 SUPPLIES = [["Item", "Count"], ["Toner", 6], ["Paper", 30], ["Fax paper", 2], ["Labels", 15]]
@@ -179,7 +179,7 @@ def writer(name: str, file: str, paragraphs: list[str], gold: list[str],
 
 
 TRIP = ["Trip notes", "We arrived on Monday.", "The hotel was near the harbour."]
-writer("writer_append_paragraph", "trip.docx", TRIP, TRIP + ["We left on Friday."],
+writer("writer_append_paragraph", "trip.docx", TRIP, [*TRIP, "We left on Friday."],
        "Add a new last paragraph to trip.docx with exactly this text: We left on Friday.")
 COLOUR = ["Paint guide", "Pick a colour for the walls.", "The colour of the door should match.",
           "Each colour sample costs two dollars."]
@@ -190,7 +190,7 @@ AGENDA = ["Agenda", "Welcome and introductions", "Budget review", "Lunch break",
 writer("writer_delete_paragraph", "agenda.docx", AGENDA, [p for p in AGENDA if p != "Lunch break"],
        "Delete the paragraph 'Lunch break' from agenda.docx, leaving no empty paragraph.")
 MEMO = ["Sales rose in every region this quarter.", "The team will meet on Thursday."]
-writer("writer_insert_title", "memo.docx", MEMO, ["Quarterly Memo"] + MEMO,
+writer("writer_insert_title", "memo.docx", MEMO, ["Quarterly Memo", *MEMO],
        "Insert a new first paragraph 'Quarterly Memo' at the top of memo.docx, above the "
        "existing text.")
 
