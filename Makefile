@@ -25,13 +25,17 @@ $(VENV)/.core: pyproject.toml constraints.txt $(VENV)/.torch
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
-	$(PIP) -e '.[dev,vlm,ray]'
+	$(PIP) -e '.[dev,vlm,ray,x11]'
 	@touch $@
 
 demo: $(VENV)/.core
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m cua_rl.cli demo
 
-test: $(VENV)/.dev
+# Debian packages of the local desktop (tests/desktop): apt-get once, then a stamp (see the script).
+$(VENV)/.apt: scripts/apt-deps.sh | $(BIN)/python
+	scripts/apt-deps.sh $@
+
+test: $(VENV)/.dev $(VENV)/.apt
 	scripts/offline.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev

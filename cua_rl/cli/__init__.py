@@ -1,7 +1,7 @@
 """The ``cua-rl`` command line: every argparse parser and every print of cua_rl lives here.
 
 One module per subcommand (``demo``, ``calibrate``, ``validate`` with ``filter``, ``train``,
-``evaluate``),
+``evaluate``, ``desktop-server``),
 each with ``add_parser(subparsers)`` and ``run(args) -> int``; ``_common`` holds what they
 share. Library functions return results and raise ``CuaRLError``; :func:`main` turns such an
 error into one line ``cua-rl <cmd>: error: ...`` on stderr and exit code 2.
@@ -13,13 +13,13 @@ import argparse
 import logging
 from collections.abc import Sequence
 
-from cua_rl.cli import calibrate, demo, evaluate, train, validate
+from cua_rl.cli import calibrate, demo, desktop_server, evaluate, train, validate
 from cua_rl.cli._common import EXIT_CODES, HelpFormatter, Parser, run_command
 
 __all__ = ["build_parser", "main"]
 
 #: The subcommand modules, in the order ``--help`` lists them; a new one is one more entry.
-COMMANDS = (demo, calibrate, validate, train, evaluate)
+COMMANDS = (demo, calibrate, validate, train, evaluate, desktop_server)
 DESCRIPTION = """\
 Reinforcement learning for computer-use agents: calibrate a judge, validate and filter
 trajectories, train a policy, or run the whole pipeline on the simulated desktop. Every

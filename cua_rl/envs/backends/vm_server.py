@@ -63,6 +63,31 @@ PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG = b"\xff\xd8\xff"
+_ACCEPT_SCREENSHOT = "image/x-portable-pixmap, image/png;q=0.9, */*;q=0.5"
+
+
+def _decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
+    """A binary PPM (``P6``, maxval 255, single whitespace after each header field) as RGB.
+
+    >>> _decode_ppm(b"P6\\n1 1\\n255\\n" + bytes([1, 2, 3]), "u", 10).tolist()
+    [[[1, 2, 3]]]
+    """
+    parts = data.split(maxsplit=4)
+    try:
+        width, height, maxval = int(parts[1]), int(parts[2]), int(parts[3])
+    except (IndexError, ValueError):
+        raise BackendError(f"VM server: GET {url} answered a PPM with a bad header: "
+                           f"{data[:20]!r}") from None  # fmt: skip
+    if width < 1 or height < 1 or maxval != 255 or width * height > max_pixels:
+        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM with maxval "
+                           f"{maxval}; expected maxval 255 and at most {max_pixels} pixels")
+    size = width * height * 3
+    pixels = data[len(data) - size:] if len(data) >= size else b""
+    header = data[: len(data) - size]
+    if len(pixels) != size or header.split() != parts[:4] or not header[-1:].isspace():
+        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM of "
+                           f"{len(data)} bytes; the pixels need {size}")  # fmt: skip
+    return np.frombuffer(pixels, dtype=np.uint8).reshape(height, width, 3).copy()
 
 
 class VMServerHTTPError(BackendError):
@@ -175,6 +200,7 @@ class VMServerClient:
         files: dict[str, tuple[str, bytes]] | None = None,
         idempotent: bool = True,
         timeout_s: float | None = None,
+        accept: str | None = None,
     ) -> Response:
         """One request with retries: the 2xx answer (status, body, headers), or ``BackendError``.
 
@@ -188,12 +214,15 @@ class VMServerClient:
             idempotent: Retry on broken connections, timeouts and 5xx (else only on connection
                 failures: the request never reached the server).
             timeout_s: The attempt deadline (default ``timeout_s``).
+            accept: The ``Accept`` header (default ``*/*``).
 
         Raises:
             VMServerHTTPError: A 4xx, or a 5xx after the retries.
             BackendError: The server is unreachable or the answer too large.
         """
         body, headers = _encode(json_body, form, files)
+        if accept is not None:
+            headers["Accept"] = accept
         if self._token is not None:
             headers["Authorization"] = f"Bearer {self._token}"
         deadline = self.timeout_s if timeout_s is None else timeout_s
@@ -257,9 +286,16 @@ class VMServerClient:
     # -- the endpoints ---------------------------------------------------------------------------
 
     def screenshot(self) -> np.ndarray:
-        """The screen as an H x W x 3 uint8 array (``GET /screenshot``, PNG or JPEG)."""
-        answer = self.request("GET", "/screenshot")
+        """The screen as an H x W x 3 uint8 array (``GET /screenshot``).
+
+        Asks for a raw PPM first (``Accept: image/x-portable-pixmap``, which ``cua-rl
+        desktop-server`` answers without PNG encoding); a server that ignores it (OSWorld's)
+        answers PNG or JPEG, decoded as before.
+        """
+        answer = self.request("GET", "/screenshot", accept=_ACCEPT_SCREENSHOT)
         url = f"{self.base_url}/screenshot"
+        if answer.body.startswith(b"P6"):
+            return _decode_ppm(answer.body, url, self.max_pixels)
         if not answer.body.startswith((_PNG, _JPEG)):
             raise BackendError(f"VM server: GET {url} answered {len(answer.body)} bytes that are "
                                f"not a PNG or JPEG: {answer.body[:16]!r}")  # fmt: skip
