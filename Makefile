@@ -2,6 +2,8 @@
 #   make demo   set up .venv and run the main job on SimDesk
 #   make test   set up .venv and run the test suite offline (private network namespace)
 #   make bench  set up .venv and run the benchmarks in benchmarks/ (results in benchmarks/results/)
+#   make osworld-eval  build .venv-osworld-eval: OSWorld's desktop-env (its metric functions) in a
+#               venv of its own, called across a process boundary (cua_rl/osworld_eval)
 # Each target creates .venv if missing and installs what it needs; a second run installs nothing.
 
 PYTHON ?= python3
@@ -10,7 +12,14 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lint clean-venv
+.PHONY: demo test bench lint clean-venv osworld-eval
+
+# OSWorld's evaluator (desktop-env) pins torch~=2.5, numpy<2, ...: it never enters .venv. Its
+# own venv gets desktop-env without its dependencies plus only what the metric modules we load
+# import (osworld_eval/requirements.txt, every package pinned, --no-deps so nothing else comes).
+OSWORLD_VENV   := .venv-osworld-eval
+DESKTOP_ENV    := desktop-env==1.0.2
+OSWORLD_PIP    := $(OSWORLD_VENV)/bin/pip install --quiet --disable-pip-version-check --no-deps
 
 $(BIN)/python:
 	$(PYTHON) -m venv $(VENV)
@@ -28,6 +37,15 @@ $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
 	$(PIP) -e '.[dev,vlm,ray,x11]'
 	@touch $@
 
+$(OSWORLD_VENV)/.ready: osworld_eval/requirements.txt
+	rm -rf $(OSWORLD_VENV)
+	$(PYTHON) -m venv $(OSWORLD_VENV)
+	$(OSWORLD_PIP) -r osworld_eval/requirements.txt
+	$(OSWORLD_PIP) $(DESKTOP_ENV)
+	@touch $@
+
+osworld-eval: $(OSWORLD_VENV)/.ready
+
 demo: $(VENV)/.core
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m cua_rl.cli demo
 
@@ -35,7 +53,7 @@ demo: $(VENV)/.core
 $(VENV)/.apt: scripts/apt-deps.sh | $(BIN)/python
 	scripts/apt-deps.sh $@
 
-test: $(VENV)/.dev $(VENV)/.apt
+test: $(VENV)/.dev $(VENV)/.apt $(OSWORLD_VENV)/.ready
 	scripts/offline.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
@@ -46,4 +64,4 @@ lint: $(VENV)/.dev
 	$(BIN)/ruff check cua_rl tests benchmarks
 
 clean-venv:
-	rm -rf $(VENV)
+	rm -rf $(VENV) $(OSWORLD_VENV)
