@@ -44,7 +44,8 @@ def desktop():
         runner.close()
         pytest.skip(str(exc))
     setup, checker = osworld_hooks(mirror=local_mirror(), runner=runner)
-    backend = LocalDesktopBackend(setup=setup, checker=checker, pause_s=5.0)
+    # a11y off: the solutions are scripted, and a LibreOffice tree costs seconds per step.
+    backend = LocalDesktopBackend(setup=setup, checker=checker, pause_s=5.0, a11y=False)
     try:
         yield backend
     finally:
