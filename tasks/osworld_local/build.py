@@ -30,6 +30,17 @@ SAVE = ["python", "-c", "import pyautogui; import time; pyautogui.hotkey('ctrl',
         "time.sleep(0.5);"]
 
 
+PENDING: list = []
+"""File writes, run by main() (importing this module writes nothing)."""
+
+
+def later(write):  # noqa: ANN001, ANN201 - a decorator of file writers
+    def deferred(*args: object, **kwargs: object) -> None:
+        PENDING.append(lambda: write(*args, **kwargs))
+    return deferred
+
+
+@later
 def xlsx(name: str, rows: list[list[object]], sheet: str = "Sheet1") -> None:
     wb = openpyxl.Workbook()
     ws = wb.active
@@ -39,6 +50,7 @@ def xlsx(name: str, rows: list[list[object]], sheet: str = "Sheet1") -> None:
     wb.save(FILES / name)
 
 
+@later
 def docx_file(name: str, paragraphs: list[str]) -> None:
     d = docx.Document()
     for p in paragraphs:
@@ -46,6 +58,7 @@ def docx_file(name: str, paragraphs: list[str]) -> None:
     d.save(str(FILES / name))
 
 
+@later
 def text(name: str, content: str) -> None:
     (FILES / name).write_text(content, encoding="utf-8")
 
@@ -285,6 +298,7 @@ terminal("terminal_count_errors",
           "expected": rule(expected=["3\n", "3"])})
 
 
+@later
 def _tarball() -> None:
     with tarfile.open(FILES / "terminal_extract_backup.tar.gz", "w:gz") as tar:
         for member, body in (("data/a.txt", b"alpha\n"), ("data/b.txt", b"beta\n")):
@@ -338,7 +352,7 @@ files("files_rename", "Rename draft.txt in Documents to final.txt using the file
       [("files_note.txt", "draft.txt"), ("files_plan.txt", "plan.txt")],
       {"func": "check_include_exclude", "result": command(f"ls {HOME}/Documents"),
        "expected": rule(include=["final.txt", "plan.txt"], exclude=["draft.txt"])})
-shutil.copy(FILES / "calc_sum_column.xlsx", FILES / "files_budget.xlsx")
+later(shutil.copy)(FILES / "calc_sum_column.xlsx", FILES / "files_budget.xlsx")
 files("files_copy", "Copy budget.xlsx from Documents into the folder Documents/Archive, keeping "
       "the original where it is.",
       [("files_budget.xlsx", "budget.xlsx"), ("files_note.txt", "Archive/readme.txt")],
@@ -354,6 +368,9 @@ files("files_delete", "Delete the file old_notes.txt from Documents (the trash i
 
 
 def main() -> None:
+    FILES.mkdir(exist_ok=True)
+    for write in PENDING:
+        write()
     if EXAMPLES.exists():
         shutil.rmtree(EXAMPLES)
     for t in TASKS:
