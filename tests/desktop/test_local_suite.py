@@ -1,0 +1,65 @@
+"""The local suite on a real local desktop: for every task, the scripted correct solution scores 1
+and the plausible wrong one scores 0, through LocalDesktopBackend (OSWorld's HTTP protocol) with
+OSWorld's set-up and checker hooks (desktop-env's metric functions in their isolated venv).
+
+Skipped, with the reason, when the desktop (``cua_rl.desktop``, its Debian programs) or the
+evaluator venv (``make osworld-eval``) is not there.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from cua_rl.tasks.osworld_local import local_mirror, local_tasks, solutions
+
+pytestmark = pytest.mark.desktop
+
+TASKS = local_tasks()
+SOLUTIONS = solutions(tasks=TASKS)
+CASES = [pytest.param(task, which, id=f"{SOLUTIONS[task.id].name}-{which}")
+         for task in TASKS for which in ("correct", "wrong")]
+EXPECTED = {"correct": 1.0, "wrong": 0.0}
+APPS = ("libreoffice", "mousepad", "xterm", "pcmanfm", "wmctrl")
+
+
+@pytest.fixture(scope="module")
+def desktop():
+    try:
+        from cua_rl.desktop import LocalDesktopBackend, missing_programs
+    except ImportError as exc:
+        pytest.skip(f"cua_rl.desktop is not available: {exc}")
+    try:
+        from cua_rl.osworld_eval import EvaluatorUnavailable, MetricRunner, osworld_hooks
+    except ImportError as exc:
+        pytest.skip(f"cua_rl.osworld_eval is not available: {exc}")
+    missing = missing_programs() + missing_programs(APPS)
+    if missing:
+        pytest.skip(f"the local desktop needs {', '.join(missing)} (scripts/apt-deps.sh)")
+    runner = MetricRunner()
+    try:
+        runner.check("compare_table")
+    except EvaluatorUnavailable as exc:
+        runner.close()
+        pytest.skip(str(exc))
+    setup, checker = osworld_hooks(mirror=local_mirror(), runner=runner)
+    # a11y off: the solutions are scripted, and a LibreOffice tree costs seconds per step.
+    backend = LocalDesktopBackend(setup=setup, checker=checker, pause_s=5.0, a11y=False)
+    try:
+        yield backend
+    finally:
+        backend.close()
+        checker.close()
+        runner.close()
+
+
+@pytest.mark.parametrize(("task", "which"), CASES)
+def test_scripted_solution_scores_as_expected(desktop, task, which):
+    started = time.monotonic()
+    desktop.reset(task)
+    for action in getattr(SOLUTIONS[task.id], which):
+        desktop.step(action)
+    score = desktop.ground_truth(task)
+    assert score == EXPECTED[which], (
+        f"{SOLUTIONS[task.id].name} {which}: scored {score} in {time.monotonic() - started:.1f} s")
