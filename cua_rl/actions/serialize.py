@@ -222,7 +222,9 @@ def xdotool_keysym(key: str) -> str:
 
 
 def _mousemove(x: int, y: int) -> list[str]:
-    return ["xdotool", "mousemove", "--sync", str(x), str(y)]
+    # No --sync: it waits for a pointer motion, which never comes when the pointer is already
+    # at (x, y) (xdotool then hangs for seconds); commands run in order anyway.
+    return ["xdotool", "mousemove", str(x), str(y)]
 
 
 def _click(button: str, repeat: int) -> list[str]:
