@@ -164,6 +164,18 @@ def test_split_is_by_domain_and_families_filter(suite: Suite) -> None:
         make_tasks(bad, "train")
 
 
+def test_explicit_eval_tasks_replace_the_random_split(suite: Suite, tmp_path: Path) -> None:
+    config = env_config(tasks=str(suite.root), eval_tasks=str(suite.root))
+    train, held_out = make_tasks(config, "train"), make_tasks(config, "eval")
+    assert {t.id for t in train} == {t.id for t in held_out} == set(suite.domains)
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.eval_tasks: must be a task "):
+        env_config(tasks=str(suite.root), eval_tasks=[""])
+    missing = env_config(tasks=str(suite.root), eval_tasks=str(tmp_path / "nowhere"))
+    assert {t.id for t in make_tasks(missing, "train")} == set(suite.domains)
+    with pytest.raises(TaskSpecError, match="nowhere'?: no such task folder"):
+        make_tasks(missing, "eval")
+
+
 def test_task_lists_need_an_examples_root(suite: Suite, tmp_path: Path) -> None:
     listed = suite.task_list(tmp_path / "test_all.json")
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.examples_root: the task list"):

@@ -15,6 +15,10 @@ hooks of :mod:`cua_rl.osworld_eval` (``OSWorldSetup``: the task's ``config`` ste
 * ``tasks``: a folder of ``<domain>/<uuid>.json`` files, or a task list (``{domain: [ids]}``,
   OSWorld's ``test_all.json``) resolved against ``examples_root`` (required with a list). A
   string or a list of them. ``env.task_files`` may be used instead (not both).
+* ``eval_tasks``: held-out evaluation tasks given explicitly (same forms as ``tasks``): then
+  every task of ``tasks`` trains and ``eval_tasks`` is the evaluation split (no random split;
+  the two may overlap, e.g. for a learning probe that evaluates on its training tasks).
+  Without it, ``env.split.eval_fraction`` of ``tasks`` is held out at random.
 * ``examples_root``: the folder of domain folders a task list is resolved against.
 * ``mirror``: local copies of the files tasks download (a folder, see
   :func:`cua_rl.tasks.osworld_setup.load_mirror`).
@@ -79,8 +83,8 @@ __all__ = [
 ]
 
 #: Keys both backends take.
-TASK_KEYS = ("tasks", "examples_root", "mirror", "client_password", "placeholders", "cache_dir",
-             "a11y", "pause_s", "hooks")  # fmt: skip
+TASK_KEYS = ("tasks", "eval_tasks", "examples_root", "mirror", "client_password", "placeholders",
+             "cache_dir", "a11y", "pause_s", "hooks")  # fmt: skip
 #: Keys only ``osworld`` takes.
 OSWORLD_KEYS = ("urls", "token", "token_file", "timeout_s", "action_timeout_s", "max_retries",
                 "revert_command", "revert_timeout_s", "ready_timeout_s")  # fmt: skip
@@ -97,6 +101,7 @@ class Settings:
         backend: ``osworld`` or ``x11``.
         screen: ``env.screen``.
         tasks: Task folders, task files or task lists.
+        eval_tasks: The held-out tasks given explicitly (same forms), or () for a random split.
         examples_root: Folder task lists resolve against.
         mirror: Local copies of downloads, or None.
         placeholders: ``CLIENT_PASSWORD``, ``SCREEN_WIDTH``, ``SCREEN_HEIGHT``, ... values.
@@ -118,6 +123,7 @@ class Settings:
     backend: str
     screen: tuple[int, int]
     tasks: tuple[str, ...] = ()
+    eval_tasks: tuple[str, ...] = ()
     examples_root: str | None = None
     mirror: str | None = None
     placeholders: Mapping[str, object] = dataclasses.field(default_factory=dict)
@@ -225,6 +231,13 @@ def settings(config: EnvConfig) -> Settings:
     ):
         raise ConfigError(f"{where}: the {backend} backend needs a task folder or task list "
                           f"(a path or a list of paths), got {raw_tasks!r}")
+    raw_eval = kw.get("eval_tasks", [])
+    if isinstance(raw_eval, str):
+        raw_eval = [raw_eval]
+    if not isinstance(raw_eval, (list, tuple)) or not all(isinstance(t, str) and t
+                                                          for t in raw_eval):
+        raise ConfigError(f"{W}.eval_tasks: must be a task folder or task list (a path or a "
+                          f"list of paths), got {raw_eval!r}")  # fmt: skip
     placeholders = kw.get("placeholders", {})
     if not isinstance(placeholders, Mapping) or not all(isinstance(k, str) for k in placeholders):
         raise ConfigError(f"{W}.placeholders: must be a mapping of names to values, "
@@ -260,6 +273,7 @@ def settings(config: EnvConfig) -> Settings:
 
     common: dict[str, Any] = dict(
         backend=backend, screen=config.screen, tasks=tuple(absolute(t) for t in raw_tasks),
+        eval_tasks=tuple(absolute(t) for t in raw_eval),
         examples_root=absolute(_text(kw, "examples_root")), mirror=absolute(_text(kw, "mirror")),
         placeholders=merged, cache_dir=absolute(_text(kw, "cache_dir")), a11y=a11y,
         pause_s=float(_number(kw, "pause_s", 5.0, 0)), hooks=hooks,
@@ -418,12 +432,15 @@ class _TaskFileSpec:
 
     def tasks(self, config: EnvConfig, split: Split) -> OSWorldTasks:
         """The split's tasks: domains in ``env.families`` (empty = all), split by
-        ``env.split.eval_fraction`` and ``env.split.seed`` (stratified by domain)."""
+        ``env.split.eval_fraction`` and ``env.split.seed`` (stratified by domain), or, with
+        ``eval_tasks``, all of ``tasks`` for training and ``eval_tasks`` for evaluation."""
         from cua_rl.tasks.osworld import OSWorldTasks
         from cua_rl.tasks.osworld import split as split_tasks
 
         s = settings(config)
-        every = load_tasks(s.tasks, s.examples_root, max_steps=config.max_steps)
+        explicit = bool(s.eval_tasks) and split == "eval"
+        every = load_tasks(s.eval_tasks if explicit else s.tasks, s.examples_root,
+                           max_steps=config.max_steps)  # fmt: skip
         specs = every.specs
         if config.families:
             missing = sorted(set(config.families) - {t.domain for t in specs})
@@ -431,6 +448,8 @@ class _TaskFileSpec:
                 raise ConfigError(f"env.families: no tasks of domain(s) {missing}; the tasks "
                                   f"have {sorted({t.domain for t in specs})}")
             specs = tuple(t for t in specs if t.domain in config.families)
+        if s.eval_tasks:
+            return OSWorldTasks(specs, max_steps=every.max_steps)
         try:
             train, held_out = split_tasks(OSWorldTasks(specs, max_steps=every.max_steps),
                                           config.split.eval_fraction, config.split.seed)
