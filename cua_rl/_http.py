@@ -12,6 +12,8 @@ was made).
 from __future__ import annotations
 
 import contextlib
+import email.parser
+import email.policy
 import http.client
 import socket
 import threading
@@ -145,3 +147,24 @@ def exchange(
     finally:
         timer.cancel()
         conn.close()
+
+
+def parse_multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
+    r"""The fields of a ``multipart/form-data`` body (stdlib email parser): ``{name: bytes}``;
+    empty when the body is not multipart. Used by the servers that take OSWorld's
+    ``/setup/upload``.
+
+    >>> parse_multipart("multipart/form-data; boundary=b",
+    ...                 b'--b\r\nContent-Disposition: form-data; name="f"\r\n\r\nhi\r\n--b--\r\n')
+    {'f': b'hi'}
+    """
+    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
+    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
+    fields: dict[str, bytes] = {}
+    if not message.is_multipart():
+        return fields
+    for part in message.iter_parts():  # type: ignore[attr-defined]
+        name = part.get_param("name", header="content-disposition")
+        if name:
+            fields[str(name)] = part.get_payload(decode=True) or b""
+    return fields

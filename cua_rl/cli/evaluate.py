@@ -74,7 +74,6 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 
 def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl evaluate``; prints the report. Exit code 0."""
-    from cua_rl._io import atomic_write_json
     from cua_rl.calibration.run import read_task_ids
     from cua_rl.evaluation import evaluate_checkpoint
     from cua_rl.training.config import load_config
@@ -87,19 +86,10 @@ def run(args: argparse.Namespace) -> int:
         config, args.checkpoint, episodes=args.episodes, split=args.split, task_ids=task_ids,
         use_judge=not args.no_judge, deterministic=not args.sample,
     )  # fmt: skip
-    print(f"checkpoint: {policy.checkpoint} ({policy.updates} updates, "
-          f"{policy.num_timesteps} environment steps)")  # fmt: skip
-    print(report.to_markdown(), end="")
-    if args.json_out:
-        data = {"checkpoint": str(policy.checkpoint), "config": str(Path(args.config)),
-                "split": args.split, **report.to_dict()}  # fmt: skip
-        atomic_write_json(Path(args.json_out), data)
-        print(f"wrote {args.json_out}")
-    return 0
+    return _report(args, policy, report, {"split": args.split})
 
 
 def _run_task_list(args: argparse.Namespace, config: Any) -> int:
-    from cua_rl._io import atomic_write_json
     from cua_rl.errors import ConfigError
     from cua_rl.evaluation import evaluate_task_file
 
@@ -115,12 +105,19 @@ def _run_task_list(args: argparse.Namespace, config: Any) -> int:
         examples_root=args.examples_root, use_judge=not args.no_judge,
         deterministic=not args.sample,
     )  # fmt: skip
+    return _report(args, policy, report, {"tasks": str(args.tasks)})
+
+
+def _report(args: argparse.Namespace, policy: Any, report: Any, extra: dict[str, str]) -> int:
+    """Print the checkpoint and the report; write ``--json-out`` (with ``extra``) if asked."""
+    from cua_rl._io import atomic_write_json
+
     print(f"checkpoint: {policy.checkpoint} ({policy.updates} updates, "
           f"{policy.num_timesteps} environment steps)")  # fmt: skip
     print(report.to_markdown(), end="")
     if args.json_out:
         data = {"checkpoint": str(policy.checkpoint), "config": str(Path(args.config)),
-                "tasks": str(args.tasks), **report.to_dict()}  # fmt: skip
+                **extra, **report.to_dict()}  # fmt: skip
         atomic_write_json(Path(args.json_out), data)
         print(f"wrote {args.json_out}")
     return 0

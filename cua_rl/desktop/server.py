@@ -31,8 +31,6 @@ VM the same way. Differences, all deliberate:
 from __future__ import annotations
 
 import contextlib
-import email.parser
-import email.policy
 import hmac
 import io
 import ipaddress
@@ -52,6 +50,7 @@ from typing import Any
 
 from PIL import Image
 
+from cua_rl._http import parse_multipart
 from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
 from cua_rl.desktop.session import USER_HOME, DesktopSession
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX
@@ -373,7 +372,7 @@ class DesktopServer:
                 return 404, {"error": "File not found"}, ""
             return 200, path.read_bytes(), "application/octet-stream"
         if endpoint == "/setup/upload":
-            fields = _multipart(ctype, raw)
+            fields = parse_multipart(ctype, raw)
             name, data = fields.get("file_path"), fields.get("file_data")
             if name is None or data is None:
                 return 400, {"error": "file_path and file_data are required"}, ""
@@ -544,19 +543,6 @@ def _opener(path: Path) -> list[str] | None:
         return ["xdg-open"]
     return None
 
-
-def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
-    """The fields of a multipart/form-data body (stdlib email parser)."""
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
-    fields: dict[str, bytes] = {}
-    if not message.is_multipart():
-        return fields
-    for part in message.iter_parts():  # type: ignore[attr-defined]
-        name = part.get_param("name", header="content-disposition")
-        if name:
-            fields[str(name)] = part.get_payload(decode=True) or b""
-    return fields
 
 
 def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:

@@ -40,8 +40,6 @@ them), ``fail_next`` (answer the next N requests 503 without acting), and
 
 from __future__ import annotations
 
-import email.parser
-import email.policy
 import io
 import json
 import re
@@ -58,22 +56,16 @@ from typing import Any
 
 from PIL import Image
 
+from cua_rl._http import parse_multipart
 from cua_rl.actions import Action, Done, Fail, parse_actions
 from cua_rl.core import Task
+from cua_rl.desktop.a11y_walker import NS as _NS  # OSWorld's namespaces (registered there)
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX, VMServerClient
 from cua_rl.errors import ActionError, BackendError
 
 __all__ = ["FakeOSWorldServer", "a11y_xml", "simdesk_checker", "simdesk_setup"]
 
-_NS = {
-    "st": "https://accessibility.ubuntu.example.org/ns/state",
-    "attr": "https://accessibility.ubuntu.example.org/ns/attributes",
-    "cp": "https://accessibility.ubuntu.example.org/ns/component",
-    "val": "https://accessibility.ubuntu.example.org/ns/value",
-}
-for _prefix, _uri in _NS.items():
-    ET.register_namespace(_prefix, _uri)
 
 _Q = r'"((?:[^"\\]|\\.)*)"'
 _LINE = re.compile(rf"^( *)(\S+) {_Q}(?: value={_Q})?(?: \[([^\]]*)\])?"
@@ -294,7 +286,7 @@ class FakeOSWorldServer:
                 return 404, {"error": "File not found"}, ""
             return 200, path.read_bytes(), "application/octet-stream"
         if route == ("POST", "/setup/upload"):
-            fields = _multipart(ctype, raw)
+            fields = parse_multipart(ctype, raw)
             name, data = fields.get("file_path"), fields.get("file_data")
             if name is None or data is None:
                 return 400, {"error": "file_path and file_data are required"}, ""
@@ -349,19 +341,6 @@ def _process(returncode: int, stderr: str) -> dict[str, Any]:
     status = "success"
     return {"status": status, "output": "", "error": error, "returncode": returncode}
 
-
-def _multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
-    """The fields of a multipart/form-data body (stdlib email parser)."""
-    head = f"Content-Type: {content_type}\r\nMIME-Version: 1.0\r\n\r\n".encode()
-    message = email.parser.BytesParser(policy=email.policy.HTTP).parsebytes(head + raw)
-    fields: dict[str, bytes] = {}
-    if not message.is_multipart():
-        return fields
-    for part in message.iter_parts():  # type: ignore[attr-defined]
-        name = part.get_param("name", header="content-disposition")
-        if name:
-            fields[str(name)] = part.get_payload(decode=True) or b""
-    return fields
 
 
 def _handler(fake: FakeOSWorldServer) -> type[BaseHTTPRequestHandler]:

@@ -20,7 +20,7 @@ from cua_rl.envs.make import make_env, make_tasks
 from cua_rl.errors import BackendError, ConfigError, TaskSpecError
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 from cua_rl.training.config import TrainConfig, config_hash
-from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
+from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite, serve
 
 
 @pytest.fixture
@@ -31,10 +31,7 @@ def suite(tmp_path: Path) -> Suite:
 
 @pytest.fixture
 def servers(suite: Suite) -> Iterator[list[FakeOSWorldServer]]:
-    made = [FakeOSWorldServer(suite.server_tasks()) for _ in range(2)]
-    yield made
-    for s in made:
-        s.close()
+    yield from serve(suite)
 
 
 def env_config(backend: str = "osworld", screen: tuple[int, int] = (640, 400),

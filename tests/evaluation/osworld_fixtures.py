@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
@@ -22,7 +22,7 @@ from cua_rl.envs.backends.osworld import Hooks, Settings
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.envs.backends.vm_server import VMServerClient
 from cua_rl.tasks.osworld_setup import plan_setup
-from cua_rl.testing.osworld_server import simdesk_checker, simdesk_setup
+from cua_rl.testing.osworld_server import FakeOSWorldServer, simdesk_checker, simdesk_setup
 
 HOOKS = "tests.evaluation.osworld_fixtures:simdesk_hooks"
 INFEASIBLE = "infeasible"
@@ -116,3 +116,14 @@ def make_suite(root: Path, plan: dict[str, Sequence[int]], *, infeasible: int = 
         add("needs_internet", make_task("click_ok", 950 + k), "exact_match",
             config=[UNREACHABLE_DOWNLOAD])
     return Suite(root, simdesk, domains)
+
+
+def serve(suite: Suite, n: int = 2) -> Iterator[list[FakeOSWorldServer]]:
+    """``n`` FakeOSWorldServers holding the suite's SimDesk tasks (a fixture body: ``yield
+    from serve(suite)``); closed afterwards."""
+    made = [FakeOSWorldServer(suite.server_tasks()) for _ in range(n)]
+    try:
+        yield made
+    finally:
+        for server in made:
+            server.close()

@@ -23,7 +23,7 @@ from cua_rl.evaluation import ResultLayout, load_task_file, run_task_list
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 from cua_rl.validator.traces import read_trace
-from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite, osworld_json
+from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite, osworld_json, serve
 
 ENTER = Hotkey(("enter",))
 STEP_PNG = re.compile(r"^step_(\d+)_(\d{8}@\d{12})\.png$")
@@ -46,10 +46,7 @@ def suite(tmp_path: Path) -> Suite:
 
 @pytest.fixture
 def servers(suite: Suite) -> Iterator[list[FakeOSWorldServer]]:
-    made = [FakeOSWorldServer(suite.server_tasks()) for _ in range(2)]
-    yield made
-    for s in made:
-        s.close()
+    yield from serve(suite)
 
 
 def config_of(suite: Suite, servers: list[FakeOSWorldServer]) -> EnvConfig:
@@ -260,9 +257,8 @@ def _missing_for_x11() -> str | None:
 def test_x11_desktops_score_the_local_suite(tmp_path: Path) -> None:
     """Two local desktops side by side run the local suite's text-editor and terminal tasks with
     their scripted solutions: correct ones score 1, wrong ones 0, in OSWorld's layout."""
-    from cua_rl.tasks.osworld_local import LOCAL_SUITE, solutions  # type: ignore[import-not-found]
-
     from cua_rl.actions import Done
+    from cua_rl.tasks.osworld_local import LOCAL_SUITE, solutions  # type: ignore[import-not-found]
 
     config = EnvConfig(backend="x11", screen=(1280, 720), max_steps=40, backend_kwargs={
         "desktops": 2, "tasks": str(Path(LOCAL_SUITE) / "examples"),

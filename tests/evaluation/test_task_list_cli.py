@@ -16,7 +16,7 @@ from cua_rl.errors import ConfigError
 from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 from cua_rl.training.config import TrainConfig
-from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite
+from tests.evaluation.osworld_fixtures import HOOKS, Suite, make_suite, serve
 from tests.training.conftest import tiny_simdesk_dict
 
 JUDGE = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.2}
@@ -31,10 +31,7 @@ def suite(tmp_path: Path) -> Suite:
 
 @pytest.fixture
 def servers(suite: Suite) -> Iterator[list[FakeOSWorldServer]]:
-    made = [FakeOSWorldServer(suite.server_tasks()) for _ in range(2)]
-    yield made
-    for s in made:
-        s.close()
+    yield from serve(suite)
 
 
 @pytest.fixture
