@@ -11,7 +11,7 @@ import xml.etree.ElementTree as ET
 import numpy as np
 import pytest
 
-from cua_rl.actions import Click, Type
+from cua_rl.actions import Click, Type, to_xdotool
 from cua_rl.cli import main
 from cua_rl.desktop import DesktopServer, check_host
 from cua_rl.desktop.session import USER_HOME
@@ -111,6 +111,12 @@ def test_execute_runs_real_processes_and_reports_like_osworld(backend) -> None:
     assert client.screen_size() == (800, 600)
     client.act(Click(123, 45, button="left"))
     assert json.loads(client.request("GET", "/cursor_position").body) == [123, 45]
+    # to_xdotool's commands, run as real processes, return at once when the pointer already is
+    # at the target (``mousemove --sync`` used to wait seconds for a motion that never came)
+    start = time.monotonic()
+    for argv in to_xdotool(Click(123, 45)):
+        assert client.execute(argv)["returncode"] == 0
+    assert time.monotonic() - start < 2.0
     answer = json.loads(client.request("POST", "/run_bash_script", json_body={
         "script": "echo a; echo b >&2; exit 4"}).body)
     assert answer == {"status": "error", "output": "a\nb\n", "error": "", "returncode": 4}
