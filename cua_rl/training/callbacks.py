@@ -28,7 +28,7 @@ from cua_rl.evaluation.run import evaluate, held_out_tasks
 from cua_rl.logger import Logger
 from cua_rl.training.build import RunParts
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.envs import wrap_for_policy
+from cua_rl.training.envs import eval_env_index, wrap_for_policy
 
 __all__ = [
     "RunCallback",
@@ -246,7 +246,8 @@ class EvaluateHeldOut(RunCallback):
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
         if self.env is None:
-            self.env = wrap_for_policy(make_env(self.config.env, "eval"), self.config.policy)
+            env = make_env(self.config.env, "eval", index=eval_env_index(self.config))
+            self.env = wrap_for_policy(env, self.config.policy)
         deterministic = self.config.eval.deterministic
         start = time.perf_counter()
         report = evaluate(

@@ -36,6 +36,26 @@ def wrap_for_policy(env: gym.Env[Any, Any], config: PolicyConfig) -> DiscretizeD
     )
 
 
+def evaluates(config: TrainConfig) -> bool:
+    """Whether the run evaluates during training (``eval.every`` > 0, ``at_start`` or
+    ``at_end``)."""
+    e = config.eval
+    return e.every > 0 or e.at_start or e.at_end
+
+
+def eval_env_index(config: TrainConfig) -> int:
+    """The env index of the in-training evaluation env: ``ppo.n_envs``, the first after the
+    training envs, so that it never shares a server (``osworld``) or a desktop (``x11``) with a
+    training env whose episode is still running (episodes span updates)."""
+    return config.ppo.n_envs
+
+
+def envs_needed(config: TrainConfig) -> int:
+    """How many envs (server URLs, desktops) a run uses: the training envs, plus one for the
+    evaluation while training when it evaluates."""
+    return config.ppo.n_envs + (1 if evaluates(config) else 0)
+
+
 @dataclass(frozen=True)
 class EnvFactory:
     """A picklable ``() -> env`` for vector envs and Ray actors.

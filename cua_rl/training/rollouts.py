@@ -36,7 +36,7 @@ from cua_rl.errors import BackendError, ConfigError, DependencyNotInstalled
 from cua_rl.rewards.base import RewardSource
 from cua_rl.rewards.scoring import EpisodeFilter
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.envs import EnvFactory, EnvWorker
+from cua_rl.training.envs import EnvFactory, EnvWorker, envs_needed
 
 __all__ = ["ProcessVecEnv", "RayVecEnv", "RestartingVecEnv", "WorkerFailed", "make_vec_env"]
 
@@ -65,10 +65,14 @@ def make_vec_env(
     from cua_rl.envs.backends.osworld import env_count
 
     limit = env_count(config.env)
-    if limit is not None and config.ppo.n_envs > limit:
+    needed = envs_needed(config)
+    if limit is not None and needed > limit:
         what = "urls" if config.env.backend == "osworld" else "desktops"
-        raise ConfigError(f"ppo.n_envs: {config.ppo.n_envs} envs, but env.backend_kwargs.{what} "
-                          f"gives {limit} (one env each)")
+        also = (" plus 1 for the evaluation while training (its own, so that it never resets a "
+                "training env's desktop mid-episode; or set eval.every: 0, at_start and at_end: "
+                "false)") if needed > config.ppo.n_envs else ""  # fmt: skip
+        raise ConfigError(f"ppo.n_envs: {config.ppo.n_envs} training envs{also} need {needed}, "
+                          f"but env.backend_kwargs.{what} gives {limit} (one env each)")
     fns = [EnvFactory(config, "train", index=i) for i in range(config.ppo.n_envs)]
     kind = config.ppo.vec_env
     venv: VecEnv

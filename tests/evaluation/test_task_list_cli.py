@@ -107,7 +107,9 @@ def test_refusals(trained: Path, tmp_path: Path, suite: Suite, extra: list[str],
 
 def test_training_env_i_drives_url_i(trained: Path, servers: list[FakeOSWorldServer]) -> None:
     """PPO's sub-env i talks to server i; more envs than URLs is refused."""
+    from cua_rl.envs.make import make_env
     from cua_rl.training.config import load_config
+    from cua_rl.training.envs import envs_needed, eval_env_index
     from cua_rl.training.rollouts import make_vec_env
 
     config = load_config(trained)
@@ -119,6 +121,18 @@ def test_training_env_i_drives_url_i(trained: Path, servers: list[FakeOSWorldSer
     assert [b.client.base_url for b in urls] == [s.url for s in servers]
     venv.close()
     data["ppo"]["n_envs"] = 3
-    with pytest.raises(ConfigError, match=r"ppo\.n_envs: 3 envs, but env\.backend_kwargs\.urls "
+    with pytest.raises(ConfigError, match=r"ppo\.n_envs: 3 training envs need 3, but "
+                                          r"env\.backend_kwargs\.urls gives 2"):
+        make_vec_env(TrainConfig.from_dict(data, base_dir=config.base_dir), GroundTruthReward())
+    # evaluating while training takes a server of its own: the one after the training envs
+    data["ppo"]["n_envs"], data["eval"]["every"] = 2, 1
+    with pytest.raises(ConfigError, match=r"2 training envs plus 1 for the evaluation while "
+                                          r"training .* need 3, but env\.backend_kwargs\.urls "
                                           r"gives 2"):
         make_vec_env(TrainConfig.from_dict(data, base_dir=config.base_dir), GroundTruthReward())
+    data["ppo"]["n_envs"] = 1
+    one = TrainConfig.from_dict(data, base_dir=config.base_dir)
+    assert envs_needed(one) == 2 and eval_env_index(one) == 1
+    evaluation = make_env(one.env, "eval", index=eval_env_index(one))
+    assert evaluation.backend.client.base_url == servers[1].url
+    evaluation.close()
