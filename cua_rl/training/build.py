@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.calibration.calibration import Calibration
+from cua_rl.envs.backends.registry import backend_ref, load_backend
 from cua_rl.envs.make import make_env, make_tasks
 from cua_rl.errors import CalibrationError, ConfigError, CuaRLError
 from cua_rl.judges.base import Judge
@@ -187,6 +188,10 @@ def prepare_run(config: TrainConfig) -> RunParts:
     Raises:
         ConfigError: See the module docstring; the message names the config key.
     """
+    spec = load_backend(backend_ref(config.env.backend))
+    check_tasks = getattr(spec, "check_tasks", None)
+    if callable(check_tasks):  # file backends: every task can be set up here
+        check_tasks(config.env)
     make_env(config.env).close()  # the backend exists and the env builds
     r = config.reward
     calibrations = load_calibrations(config)

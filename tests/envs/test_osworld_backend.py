@@ -310,3 +310,24 @@ def test_token_file(suite: Suite, servers: list[FakeOSWorldServer], tmp_path: Pa
     missing = env_config(tasks=str(suite.root), token_file=str(tmp_path / "none"))
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.token_file: cannot read"):
         osworld_backend.OSWORLD.make_backend(missing)
+
+
+def test_training_refuses_tasks_that_cannot_be_set_up_before_it_starts(tmp_path: Path) -> None:
+    from cua_rl.envs.backends.osworld import OSWORLD
+    from cua_rl.training.build import prepare_run
+
+    suite = make_suite(tmp_path / "examples", {"click_ok": [1, 2]}, excluded=1)
+    config = env_config(tasks=str(suite.root), eval_tasks=str(suite.root), hooks=HOOKS)
+    with pytest.raises(ConfigError, match=r"env: 2 task\(s\) cannot be set up here: "
+                                          r"needs_internet/.* \(train\): .*no local copy.*"
+                                          r"needs_internet/.* \(eval\).*env\.families"):
+        OSWORLD.check_tasks(config)
+    data = {"env": {"backend": "osworld", "screen": [640, 400], "max_steps": 2,
+                    "backend_kwargs": {"tasks": str(suite.root), "hooks": HOOKS,
+                                       "eval_tasks": str(suite.root),
+                                       "urls": ["http://127.0.0.1:9"]}},
+            "ppo": {"n_envs": 1}, "eval": {"every": 0, "at_start": False, "at_end": False}}
+    with pytest.raises(ConfigError, match="cannot be set up here"):
+        prepare_run(TrainConfig.from_dict(data))
+    data["env"]["families"] = ["click_ok"]  # leaving them out: the run may start
+    prepare_run(TrainConfig.from_dict(data))

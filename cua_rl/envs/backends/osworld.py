@@ -458,6 +458,32 @@ class _TaskFileSpec:
         return train if split == "train" else held_out
 
 
+    def check_tasks(self, config: EnvConfig) -> None:
+        """Refuse, before a training run starts anything, tasks whose set-up cannot run here
+        (a download with no local copy, a Google account, Chrome's debugging port, a missing
+        password): one ``ConfigError`` listing them, instead of a ``TaskSpecError`` mid-run.
+
+        Raises:
+            ConfigError: Naming up to five such tasks and why, and how to leave them out.
+        """
+        from cua_rl.tasks.osworld_setup import plan_setup
+
+        s = settings(config)
+        bad = []
+        for split in ("train", "eval"):
+            for spec in self.tasks(config, split).specs:  # type: ignore[attr-defined]
+                plan = plan_setup(spec, mirror=s.mirror, placeholders=s.placeholders,
+                                  dry_run=True)  # fmt: skip
+                if plan.refused:
+                    bad.append(f"{spec.domain}/{spec.id} ({split}): {plan.refused[0]}")
+        if bad:
+            more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
+            raise ConfigError(f"env: {len(bad)} task(s) cannot be set up here: "
+                              f"{'; '.join(bad[:5])}{more}. Give local copies in "
+                              f"{W}.mirror, or leave them out (env.families, or a task list "
+                              f"without them)")  # fmt: skip
+
+
 class _ClosesHooks:
     """Mixin: ``close()`` also closes the hooks the backend was made with."""
 
