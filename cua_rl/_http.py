@@ -168,3 +168,19 @@ def parse_multipart(content_type: str, raw: bytes) -> dict[str, bytes]:
         if name:
             fields[str(name)] = part.get_payload(decode=True) or b""
     return fields
+
+
+def encode_answer(body: object, content_type: str = "") -> tuple[bytes, str]:
+    """A server's answer body as (bytes, content type): bytes as given (default
+    ``application/octet-stream``), text as UTF-8 (``text/plain``), anything else as JSON.
+
+    >>> encode_answer({"ok": 1})
+    (b'{"ok": 1}', 'application/json')
+    """
+    if isinstance(body, (bytes, bytearray)):
+        return bytes(body), content_type or "application/octet-stream"
+    if isinstance(body, str):
+        return body.encode(), content_type or "text/plain"
+    import json
+
+    return json.dumps(body).encode(), "application/json"

@@ -50,7 +50,7 @@ from typing import Any
 
 from PIL import Image
 
-from cua_rl._http import parse_multipart
+from cua_rl._http import encode_answer, parse_multipart
 from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
 from cua_rl.desktop.session import USER_HOME, DesktopSession
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX
@@ -553,14 +553,9 @@ def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
             logger.debug("%s " + format, self.address_string(), *args)
 
         def _answer(self, status: int, body: Any, ctype: str = "") -> None:
-            if isinstance(body, (bytes, bytearray)):
-                data = body
-            elif isinstance(body, str):
-                data, ctype = body.encode(), ctype or "text/plain"
-            else:
-                data, ctype = json.dumps(body).encode(), "application/json"
+            data, ctype = encode_answer(body, ctype)
             self.send_response(status)
-            self.send_header("Content-Type", ctype or "application/octet-stream")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             if status == 401:
                 self.send_header("WWW-Authenticate", "Bearer")

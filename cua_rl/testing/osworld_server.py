@@ -56,7 +56,7 @@ from typing import Any
 
 from PIL import Image
 
-from cua_rl._http import parse_multipart
+from cua_rl._http import encode_answer, parse_multipart
 from cua_rl.actions import Action, Done, Fail, parse_actions
 from cua_rl.core import Task
 from cua_rl.desktop.a11y_walker import NS as _NS  # OSWorld's namespaces (registered there)
@@ -371,14 +371,9 @@ def _handler(fake: FakeOSWorldServer) -> type[BaseHTTPRequestHandler]:
                     status, body, ctype = 503, {"status": "error", "message": "injected"}, ""
                 else:
                     status, body, ctype = fake.handle(method, endpoint, self.headers, raw)
-            if isinstance(body, bytes):
-                data = body
-            elif isinstance(body, str):
-                data, ctype = body.encode(), ctype or "text/plain"
-            else:
-                data, ctype = json.dumps(body).encode(), "application/json"
+            data, ctype = encode_answer(body, ctype)
             self.send_response(status)
-            self.send_header("Content-Type", ctype or "application/octet-stream")
+            self.send_header("Content-Type", ctype)
             self.send_header("Content-Length", str(len(data)))
             self.end_headers()
             try:
