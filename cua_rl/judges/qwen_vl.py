@@ -28,7 +28,6 @@ never when this module or :mod:`cua_rl.judges` is imported.
 from __future__ import annotations
 
 import gc
-import importlib
 import logging
 import time
 from collections import deque
@@ -38,7 +37,8 @@ from typing import Any
 
 import numpy as np
 
-from cua_rl.errors import ConfigError, DependencyNotInstalled, JudgeError
+from cua_rl._vlm import DTYPES, load_qwen_vl, require_vlm, resolve_device
+from cua_rl.errors import ConfigError, JudgeError
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
@@ -52,28 +52,6 @@ from cua_rl.judges.prompts import (
 __all__ = ["BatchStats", "InferenceStats", "QwenVLJudge", "require_vlm"]
 
 logger = logging.getLogger(__name__)
-
-_DTYPES = ("auto", "float32", "bfloat16", "float16")
-
-
-def require_vlm() -> tuple[Any, Any, Any]:
-    """Import torch, transformers and qwen_vl_utils, or raise ``DependencyNotInstalled``.
-
-    Returns:
-        The three modules.
-
-    Raises:
-        DependencyNotInstalled: Naming the missing package and the extra ``vlm``.
-    """
-    modules = []
-    for name in ("torch", "transformers", "qwen_vl_utils"):
-        try:
-            modules.append(importlib.import_module(name))
-        except ImportError as exc:
-            missing = (getattr(exc, "name", None) or name).split(".")[0]
-            raise DependencyNotInstalled(missing, "vlm") from exc
-    return modules[0], modules[1], modules[2]
-
 
 @dataclass(frozen=True)
 class BatchStats:
@@ -198,13 +176,13 @@ class QwenVLJudge:
             raise ConfigError(
                 f"QwenVLJudge needs a config with kind='qwen_vl', got {config.kind!r}"
             )
-        if dtype not in _DTYPES:
-            raise ConfigError(f"dtype must be one of {_DTYPES}, got {dtype!r}")
+        if dtype not in DTYPES:
+            raise ConfigError(f"dtype must be one of {DTYPES}, got {dtype!r}")
         if not (isinstance(batch_size, int) and batch_size >= 1):
             raise ConfigError(f"batch_size must be an integer >= 1, got {batch_size!r}")
         if not (isinstance(max_new_tokens, int) and max_new_tokens >= 1):
             raise ConfigError(f"max_new_tokens must be an integer >= 1, got {max_new_tokens!r}")
-        torch, transformers, qwen_vl_utils = require_vlm()
+        torch, _, qwen_vl_utils = require_vlm()
         self._torch = torch
         self._process_vision_info = qwen_vl_utils.process_vision_info
         self.config = config
@@ -213,26 +191,11 @@ class QwenVLJudge:
         self.generate_raw = generate_raw
         self.max_new_tokens = max_new_tokens
         self.stats = InferenceStats()
-        if device == "auto":
-            device = "cuda" if torch.cuda.is_available() else "cpu"
-        try:
-            self.device = torch.device(device)
-        except (RuntimeError, TypeError) as exc:
-            raise ConfigError(
-                f"device must be 'cpu', 'cuda[:N]' or 'auto', got {device!r}"
-            ) from exc
-        torch_dtype = "auto" if dtype == "auto" else getattr(torch, dtype)
-        try:
-            model = transformers.AutoModelForImageTextToText.from_pretrained(
-                config.model, dtype=torch_dtype
-            )
-            processor = transformers.AutoProcessor.from_pretrained(config.model)
-            model.to(self.device)
-        except Exception as exc:  # any loading failure names the path
-            raise JudgeError(
-                f"could not load the judge model {config.model!r}: {type(exc).__name__}: {exc}"
-            ) from exc
-        self.model: Any = model.eval()
+        self.device = resolve_device(torch, device)
+        model, processor = load_qwen_vl(
+            config.model, device=self.device, dtype=dtype, what="judge", error=JudgeError
+        )
+        self.model: Any = model
         self.processor: Any = processor
         self.tokenizer: Any = processor.tokenizer
         self.tokenizer.padding_side = "left"
