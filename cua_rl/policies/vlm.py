@@ -67,6 +67,8 @@ __all__ = [
     "VLMPolicyConfig",
     "VLMPrompt",
     "action_start",
+    "action_text_of",
+    "parse_answer",
     "thought_token_count",
 ]
 
@@ -271,7 +273,23 @@ def thought_token_count(tokenizer: Any, token_ids: Sequence[int]) -> int:
     return count
 
 
-def _parse(text: str) -> tuple[str, Action | None, str | None]:
+def parse_answer(text: str) -> tuple[str, Action | None, str | None]:
+    """Read the action of an answer; an unparseable one is reported, never raised.
+
+    Args:
+        text: The decoded answer.
+
+    Returns:
+        ``(action_text, action, error)``: the action part (:func:`action_text_of`), the parsed
+        action or None, and None or the ``ActionParseError`` message.
+
+    Example:
+        >>> parse_answer("Thought: it is saved.\\nAction: DONE")
+        ('DONE', Done(), None)
+        >>> text, action, error = parse_answer("Thought: hmm")
+        >>> action is None, error.startswith("cannot parse an action from 'Thought: hmm'")
+        (True, True)
+    """
     action_text = action_text_of(text)
     try:
         return action_text, parse_action(action_text), None
@@ -489,7 +507,7 @@ class VLMPolicy(nn.Module):
             weighted = cfg.thought_factor * float(lps[:n_thought].sum()) + float(
                 lps[n_thought:].sum()
             )
-            action_text, action, error = _parse(text)
+            action_text, action, error = parse_answer(text)
             results.append(
                 Generation(
                     prompt=prompt,
