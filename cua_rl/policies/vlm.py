@@ -302,7 +302,7 @@ class VLMPolicy(nn.Module):
 
     Args:
         config: The settings.
-        seed: Seed of the value head's initial weights.
+        seed: Seed of the initial weights of the adapters and the value head.
 
     Attributes:
         model: The peft model (LoRA) or the transformers model (full fine-tuning).
@@ -344,7 +344,9 @@ class VLMPolicy(nn.Module):
                 target_modules=config.lora_target,
                 bias="none",
             )
-            self.model: Any = peft.get_peft_model(lm, lora)
+            with torch.random.fork_rng(devices=[]):  # the adapters' init is seeded too
+                torch.manual_seed(seed)
+                self.model: Any = peft.get_peft_model(lm, lora)
         else:
             lm.model.language_model.requires_grad_(True)
             lm.lm_head.requires_grad_(True)
@@ -352,16 +354,20 @@ class VLMPolicy(nn.Module):
                 lm.model.visual.requires_grad_(True)
             self.model = lm
         if config.gradient_checkpointing:
-            lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs={"use_reentrant": False})
+            kwargs = {"use_reentrant": False}
+            if hasattr(lm, "activation_checkpointing_enable"):  # transformers >= 5
+                lm.activation_checkpointing_enable(activation_checkpointing_kwargs=kwargs)
+            else:
+                lm.gradient_checkpointing_enable(gradient_checkpointing_kwargs=kwargs)
         width = lm.config.get_text_config().hidden_size
         layers: list[nn.Module] = []
-        for hidden in config.value_hidden:
-            layers += [nn.Linear(width, hidden), nn.ReLU()]
-            width = hidden
-        layers.append(nn.Linear(width, 1))
         with torch.random.fork_rng(devices=[]):
             torch.manual_seed(seed)
-            self.value_head = nn.Sequential(*layers)
+            for hidden in config.value_hidden:
+                layers += [nn.Linear(width, hidden), nn.ReLU()]
+                width = hidden
+            layers.append(nn.Linear(width, 1))
+        self.value_head = nn.Sequential(*layers)
         self.value_head.to(self.device)
         eos = lm.generation_config.eos_token_id
         eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
@@ -493,9 +499,16 @@ class VLMPolicy(nn.Module):
                 values = self.value_head(captured[0].float()).squeeze(-1)
         finally:
             hook.remove()
-        logits = torch.stack(out.logits, dim=1).float() / cfg.temperature  # (B, G, V)
         new = out.sequences[:, n_prompt:]
-        token_lp = torch.log_softmax(logits, dim=-1).gather(-1, new[..., None]).squeeze(-1)
+        token_lp = torch.stack(  # one step at a time: no float copy of all (B, G, V) logits
+            [
+                torch.log_softmax(step.float() / cfg.temperature, dim=-1)
+                .gather(-1, new[:, t, None])
+                .squeeze(-1)
+                for t, step in enumerate(out.logits)
+            ],
+            dim=1,
+        )
         results = []
         for row, prompt in enumerate(prompts):
             ids = [int(i) for i in new[row].tolist()]

@@ -311,3 +311,60 @@ def test_history_is_bounded_and_numbered(tiny_path: Path) -> None:
     assert len(prompt.images) == 1
     config = dataclasses.replace(policy.config, history_len=0)
     assert config.history_len == 0
+
+
+@torch.no_grad()
+def test_qwen2_5_vl_generation_matches_the_training_pass(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> None:
+    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
+
+    path = build_tiny_qwen2_vl(
+        tmp_path_factory.mktemp("models") / "tiny-qwen2.5-vl", variant="qwen2_5_vl", seed=1
+    )
+    policy = make_policy(path)
+    prompts = [
+        policy.build_prompt("Save.", screen(13, 120, 200)),
+        policy.build_prompt("Close the window.", screen(14, 200, 300), ["WAIT"]),
+    ]
+    gens = policy.generate(prompts, seed=1)
+    ev = policy.evaluate_actions(prompts, [g.token_ids for g in gens])
+    for row, gen in enumerate(gens):
+        n = len(gen.token_ids)
+        np.testing.assert_allclose(
+            ev.token_log_probs[row, :n].numpy(), gen.log_probs, atol=1e-4, rtol=0
+        )
+        assert float(ev.value[row]) == pytest.approx(gen.value, abs=1e-5)
+
+
+def test_gradient_checkpointing_gives_the_same_log_probs_and_gradients(tiny_path: Path) -> None:
+    prompts: list[Any] = []
+    results = []
+    for checkpointing in (False, True):
+        policy = make_policy(tiny_path, gradient_checkpointing=checkpointing).train()
+        layer = policy.lm.model.language_model.layers[0]
+        assert getattr(layer, "gradient_checkpointing", False) is checkpointing
+        prompts = [policy.build_prompt("Save.", screen(15))]
+        ids = [answer_ids(policy, "Thought: save.\nAction: DONE")]
+        ev = policy.evaluate_actions(prompts, ids)
+        (ev.log_prob.sum() + ev.value.sum()).backward()
+        grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
+        results.append((ev.token_log_probs.detach(), grads))
+    (lp0, g0), (lp1, g1) = results
+    torch.testing.assert_close(lp0, lp1, atol=1e-5, rtol=0)
+    assert g0.keys() == g1.keys() and g0
+    for name in g0:
+        torch.testing.assert_close(g0[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_the_seed_fixes_the_adapters_and_the_value_head(tiny_path: Path) -> None:
+    def weights(seed: int) -> dict[str, torch.Tensor]:
+        policy = VLMPolicy(VLMPolicyConfig(str(tiny_path), **TINY), seed=seed)
+        return {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+
+    first, again, other = weights(0), weights(0), weights(1)
+    assert first.keys() == again.keys() == other.keys()
+    assert all(torch.equal(first[n], again[n]) for n in first)
+    assert not torch.equal(first["value_head.0.weight"], other["value_head.0.weight"])
+    lora_a = next(n for n in first if "lora_A" in n)
+    assert not torch.equal(first[lora_a], other[lora_a])
