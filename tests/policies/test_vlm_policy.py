@@ -368,3 +368,22 @@ def test_the_seed_fixes_the_adapters_and_the_value_head(tiny_path: Path) -> None
     assert not torch.equal(first["value_head.0.weight"], other["value_head.0.weight"])
     lora_a = next(n for n in first if "lora_A" in n)
     assert not torch.equal(first[lora_a], other[lora_a])
+
+
+def test_an_episode_step_with_the_policy_records_an_invalid_action(policy: VLMPolicy) -> None:
+    from cua_rl.envs.cua_env import CUAEnv
+    from cua_rl.tasks.base import FixedTasks
+    from cua_rl.testing import FakeBackend, fake_tasks
+
+    env = CUAEnv(FakeBackend(), FixedTasks(fake_tasks(2)))
+    obs, _ = env.reset(seed=0)
+    history: list[str] = []
+    for step in range(2):
+        gen = policy.act(obs, history, seed=step)
+        assert not gen.valid  # the random model's answer
+        obs, reward, terminated, truncated, info = env.step(gen.action_text)
+        history.append(gen.action_text)
+        assert info["action_error"] == gen.parse_error  # the env reads it as the policy did
+        assert (reward, terminated) == (0.0, False)
+    assert [s.action_text for s in env.steps] == history
+    env.close()
