@@ -1,0 +1,501 @@
+"""Updates of a :class:`~cua_rl.policies.vlm.VLMPolicy`: PPO with a value head, or group-relative.
+
+One code path for both algorithms (read top to bottom):
+
+1. Rollouts are recorded as :class:`VLMStep` s (one per env step: the prompt, the exact generated
+   ids, the old weighted log-prob and value, the reward, ``done``, the episode and group ids and
+   the episode's weight, ``EpisodeEnd.effective_weight``).
+2. A batch builder turns them into advantages:
+
+   * :func:`build_ppo_batch`: GAE over each episode's steps (Schulman et al. 2016, via
+     :func:`~cua_rl.training.gae.compute_gae`; RL4VLM defaults gamma 0.9, lambda 0.95). An
+     episode's last step is terminal (an episode cut by its step budget is scored on its final
+     state and nothing follows it: no bootstrap, as :mod:`cua_rl.training.ppo_sb3`).
+   * :func:`build_group_batch`: the k episodes of one task start form a group; an episode's
+     advantage is ``(R - mean(R)) / (std(R) + eps)`` over the group's scorable episodes (GRPO,
+     Shao et al. 2024; ``group_std=False`` drops the division, Dr. GRPO, Liu et al. 2025), given
+     to every step of the episode; no value head. A group whose rewards are all equal (all
+     failures, say) has no signal: ``skip`` drops it (counted), ``replay`` swaps one of its
+     episodes for a stored successful episode of the same task when one exists (ARPO, Lu et al.
+     2025, success replay; a per-task :class:`SuccessBuffer`), else drops it.
+
+3. :func:`vlm_update` runs epochs of shuffled minibatches of the kept steps (weight > 0): the
+   clipped surrogate on the action log-prob ratio (Schulman et al. 2017; clip 0.1 as RL4VLM;
+   an optional upper bound ``clip_high`` = clip-higher of DAPO, Yu et al. 2025, used by ARPO),
+   for PPO the value loss (coef 0.5; optionally clipped around the old value, RL4VLM), an entropy
+   bonus, a KL penalty to the reference policy (the base model, adapters disabled; the k3
+   estimator ``exp(ref - new) - (ref - new) - 1`` per generated token, Schulman's "Approximating
+   KL divergence", as GRPO), early stop when the approximate KL to the rollout policy exceeds
+   ``1.5 * target_kl`` (SB3 ``ppo.py``), and global gradient-norm clipping. Each step's share of
+   every loss term is scaled by its weight; weight-0 steps never enter a minibatch.
+
+Advantages of a PPO batch are whitened over its kept steps (RL4VLM whitens per update); group
+advantages are used as they are.
+
+torch is needed to import this module.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections import OrderedDict, defaultdict, deque
+from collections.abc import Hashable, Iterable, Sequence
+from dataclasses import dataclass, field, fields
+from typing import Any, Literal
+
+import numpy as np
+
+from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.training.gae import compute_gae
+
+try:
+    import torch
+except ImportError as exc:  # pragma: no cover - torch is in every test environment
+    raise DependencyNotInstalled("torch", "vlm") from exc
+
+__all__ = [
+    "SuccessBuffer",
+    "VLMBatch",
+    "VLMStep",
+    "VLMTrainConfig",
+    "build_group_batch",
+    "build_ppo_batch",
+    "vlm_update",
+]
+
+logger = logging.getLogger(__name__)
+
+Algorithm = Literal["ppo", "group"]
+DegenerateGroups = Literal["skip", "replay"]
+
+
+@dataclass(frozen=True)
+class VLMTrainConfig:
+    """Settings of the VLM update (defaults: RL4VLM's PPO, ARPO's group handling).
+
+    Attributes:
+        algorithm: ``"ppo"`` (GAE, value head) or ``"group"`` (group-relative, no value head).
+        gamma: Discount factor (RL4VLM: 0.9).
+        gae_lambda: GAE lambda (RL4VLM: 0.95).
+        clip: Lower clip range of the ratio, ``1 - clip`` (RL4VLM: 0.1); also the upper one
+            unless ``clip_high`` is set.
+        clip_high: Upper clip range, ``1 + clip_high`` (ARPO / DAPO clip-higher); None = clip.
+        value_coef: Weight of the value loss (RL4VLM: 0.5; PPO only).
+        clip_value: Clip the value around the old value by this much (RL4VLM: as ``clip``);
+            None = unclipped.
+        entropy_coef: Weight of the entropy bonus.
+        kl_coef: Weight of the KL penalty to the reference policy (needs LoRA); 0 = none.
+        target_kl: Stop the update's epochs when the approximate KL to the rollout policy
+            exceeds ``1.5 * target_kl``; None = never.
+        n_epochs: Passes over the batch per update (RL4VLM: 4).
+        minibatch_size: Steps per optimizer step.
+        max_grad_norm: Global gradient-norm clip.
+        normalize_advantage: Whiten PPO advantages over the batch's kept steps.
+        group_std: Divide group advantages by the group's std (False: mean-centred only).
+        group_eps: Added to the group std; also the std at or under which a group is degenerate.
+        degenerate_groups: What an all-equal group does: ``"skip"`` or ``"replay"``.
+        success_threshold: Episode return above which an episode is a success (ARPO: 0.1).
+        replay_per_task: Successful episodes kept per task for ``replay``.
+    """
+
+    algorithm: Algorithm = "ppo"
+    gamma: float = 0.9
+    gae_lambda: float = 0.95
+    clip: float = 0.1
+    clip_high: float | None = None
+    value_coef: float = 0.5
+    clip_value: float | None = None
+    entropy_coef: float = 0.0
+    kl_coef: float = 0.0
+    target_kl: float | None = None
+    n_epochs: int = 4
+    minibatch_size: int = 8
+    max_grad_norm: float = 1.0
+    normalize_advantage: bool = True
+    group_std: bool = True
+    group_eps: float = 1e-6
+    degenerate_groups: DegenerateGroups = "skip"
+    success_threshold: float = 0.1
+    replay_per_task: int = 4
+
+    def __post_init__(self) -> None:
+        if self.algorithm not in ("ppo", "group"):
+            raise ConfigError(f"algorithm must be 'ppo' or 'group', got {self.algorithm!r}")
+        if self.degenerate_groups not in ("skip", "replay"):
+            raise ConfigError(
+                f"degenerate_groups must be 'skip' or 'replay', got {self.degenerate_groups!r}"
+            )
+        for name in ("gamma", "gae_lambda"):
+            if not 0.0 <= getattr(self, name) <= 1.0:
+                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
+        for name in ("clip", "clip_high", "clip_value", "target_kl", "max_grad_norm"):
+            value = getattr(self, name)
+            if value is not None and not value > 0:
+                raise ConfigError(f"{name} must be > 0, got {value!r}")
+        if self.clip >= 1.0:
+            raise ConfigError(f"clip must be < 1, got {self.clip!r}")
+        for name in ("value_coef", "entropy_coef", "kl_coef", "group_eps"):
+            if not getattr(self, name) >= 0:
+                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
+        for name in ("n_epochs", "minibatch_size", "replay_per_task"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 1):
+                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> VLMTrainConfig:
+        """Build from a mapping; unknown keys raise :class:`ConfigError`."""
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(data) - known)
+        if unknown:
+            raise ConfigError(f"unknown VLM training keys {unknown}; allowed: {sorted(known)}")
+        return cls(**data)
+
+
+@dataclass(frozen=True, eq=False)
+class VLMStep:
+    """One env step of a rollout, as the learner needs it.
+
+    Attributes:
+        prompt: The prompt (a :class:`~cua_rl.policies.vlm.VLMPrompt`).
+        token_ids: The exact generated ids.
+        n_thought: How many leading ids are thought tokens.
+        log_prob: The weighted action log-prob under the rollout policy.
+        value: The value estimate under the rollout policy (0 without a value head).
+        reward: The step's reward (the terminal reward on the last step).
+        done: Whether the episode ended with this step.
+        episode_id: Identifies the episode (its steps are in order in a rollout).
+        group_id: Identifies the task start the episode belongs to (group-relative updates).
+        task_id: The task, for the success buffer (None: ``group_id``).
+        weight: The episode's weight (``EpisodeEnd.effective_weight``: 0 = unscorable).
+    """
+
+    prompt: Any
+    token_ids: tuple[int, ...]
+    n_thought: int
+    log_prob: float
+    value: float
+    reward: float
+    done: bool
+    episode_id: Hashable
+    group_id: Hashable = None
+    task_id: Hashable = None
+    weight: float = 1.0
+
+    def __post_init__(self) -> None:
+        if not self.weight >= 0.0:
+            raise ConfigError(f"weight must be >= 0, got {self.weight!r}")
+        if len(self.token_ids) == 0:
+            raise ConfigError("token_ids must hold at least one token")
+
+    @classmethod
+    def from_generation(cls, generation: Any, **rest: Any) -> VLMStep:
+        """A step from a :class:`~cua_rl.policies.vlm.Generation` plus reward, ids, weight."""
+        return cls(
+            prompt=generation.prompt,
+            token_ids=tuple(generation.token_ids),
+            n_thought=generation.n_thought,
+            log_prob=generation.log_prob,
+            value=generation.value,
+            **rest,
+        )
+
+    @property
+    def task(self) -> Hashable:
+        """The success buffer's key."""
+        return self.group_id if self.task_id is None else self.task_id
+
+
+@dataclass(frozen=True, eq=False)
+class VLMBatch:
+    """Steps with their advantages, ready for :func:`vlm_update`.
+
+    Attributes:
+        steps: The steps (including weight-0 ones, which the update leaves out).
+        advantages: (N,) advantages (raw; PPO ones are whitened by the update).
+        returns: (N,) value targets (PPO; zeros for group batches).
+        weights: (N,) loss weights (0 = left out).
+        stats: Counts for logging (``rollout/...``).
+    """
+
+    steps: tuple[VLMStep, ...]
+    advantages: np.ndarray
+    returns: np.ndarray
+    weights: np.ndarray
+    stats: dict[str, float] = field(default_factory=dict)
+
+
+def _episodes(steps: Iterable[VLMStep]) -> OrderedDict[Hashable, list[int]]:
+    episodes: OrderedDict[Hashable, list[int]] = OrderedDict()
+    for i, step in enumerate(steps):
+        episodes.setdefault(step.episode_id, []).append(i)
+    return episodes
+
+
+def build_ppo_batch(steps: Sequence[VLMStep], config: VLMTrainConfig) -> VLMBatch:
+    """GAE over each episode's steps; an episode's last step is terminal.
+
+    Args:
+        steps: Steps of whole episodes (an episode's steps in order; episodes may interleave).
+        config: Gives gamma and lambda.
+
+    Returns:
+        The batch (weight-0 episodes kept with weight 0).
+
+    Raises:
+        ConfigError: If an episode's last step is not ``done`` or an earlier one is.
+    """
+    steps = tuple(steps)
+    advantages = np.zeros(len(steps), dtype=np.float32)
+    returns = np.zeros(len(steps), dtype=np.float32)
+    for episode, rows in _episodes(steps).items():
+        dones = [steps[i].done for i in rows]
+        if not dones[-1] or any(dones[:-1]):
+            raise ConfigError(
+                f"episode {episode!r} must end with its one done step, got dones {dones}"
+            )
+        n = len(rows)
+        adv, ret = compute_gae(
+            rewards=[[steps[i].reward] for i in rows],
+            values=[[steps[i].value] for i in rows],
+            episode_starts=[[1.0]] + [[0.0]] * (n - 1),
+            last_values=[0.0],
+            last_dones=[1.0],
+            gamma=config.gamma,
+            gae_lambda=config.gae_lambda,
+        )
+        advantages[rows] = adv[:, 0]
+        returns[rows] = ret[:, 0]
+    weights = np.array([s.weight for s in steps], dtype=np.float32)
+    return VLMBatch(steps, advantages, returns, weights, {"rollout/kept_steps": _kept(weights)})
+
+
+def _kept(weights: np.ndarray) -> float:
+    return float((weights > 0).sum())
+
+
+class SuccessBuffer:
+    """The last ``capacity`` successful episodes of each task (ARPO's success replay).
+
+    Args:
+        capacity: Episodes kept per task.
+    """
+
+    def __init__(self, capacity: int = 4) -> None:
+        self.capacity = capacity
+        self._episodes: dict[Hashable, deque[tuple[VLMStep, ...]]] = defaultdict(
+            lambda: deque(maxlen=self.capacity)
+        )
+
+    def add(self, task: Hashable, episode: Sequence[VLMStep]) -> None:
+        """Store a successful episode of ``task``."""
+        self._episodes[task].append(tuple(episode))
+
+    def get(self, task: Hashable) -> tuple[VLMStep, ...] | None:
+        """The newest stored episode of ``task``, or None."""
+        stored = self._episodes.get(task)
+        return stored[-1] if stored else None
+
+    def __len__(self) -> int:
+        return sum(len(d) for d in self._episodes.values())
+
+
+def build_group_batch(
+    steps: Sequence[VLMStep],
+    config: VLMTrainConfig,
+    successes: SuccessBuffer | None = None,
+) -> VLMBatch:
+    """Group-relative advantages from each group's episode returns.
+
+    An episode's return is the sum of its rewards; scorable (weight > 0) episodes of a group
+    give the mean and std, and every step of an episode gets its episode's advantage. Successful
+    episodes (return > ``success_threshold``) are stored in ``successes``. A group whose returns
+    spread (std) is at most ``group_eps`` (or with fewer than 2 scorable episodes) is degenerate:
+    ``skip`` gives its steps weight 0; ``replay`` replaces its first episode by the newest stored
+    success of its task (old log-probs as stored: an off-policy sample the clip bounds), then
+    computes the advantages, or skips it when none is stored.
+
+    Args:
+        steps: Steps of whole episodes with their ``group_id``.
+        config: Group settings.
+        successes: The per-task success buffer (needed for ``replay``).
+
+    Returns:
+        The batch, with ``rollout/skipped_groups`` and ``rollout/replayed_groups`` counts.
+    """
+    if config.degenerate_groups == "replay" and successes is None:
+        raise ConfigError("degenerate_groups='replay' needs a SuccessBuffer")
+    steps = list(steps)
+    groups: OrderedDict[Hashable, list[list[VLMStep]]] = OrderedDict()
+    for rows in _episodes(steps).values():
+        episode = [steps[i] for i in rows]
+        groups.setdefault(episode[0].group_id, []).append(episode)
+    out_steps: list[VLMStep] = []
+    out_adv: list[float] = []
+    out_w: list[float] = []
+    skipped = replayed = 0
+    for episodes in groups.values():
+        scored = [e for e in episodes if e[0].weight > 0]
+        returns = [sum(s.reward for s in e) for e in scored]
+        if successes is not None:
+            for episode, ret in zip(scored, returns, strict=True):
+                if ret > config.success_threshold:
+                    successes.add(episode[0].task, episode)
+        degenerate = len(scored) < 2 or float(np.std(returns)) <= config.group_eps
+        if degenerate and config.degenerate_groups == "replay" and scored:
+            stored = successes.get(scored[0][0].task) if successes is not None else None
+            if stored is not None:
+                scored = [list(stored), *scored[1:]]
+                returns = [sum(s.reward for s in e) for e in scored]
+                degenerate = float(np.std(returns)) <= config.group_eps
+                replayed += 1
+        if degenerate:
+            skipped += 1
+            for episode in episodes:
+                out_steps += episode
+                out_adv += [0.0] * len(episode)
+                out_w += [0.0] * len(episode)
+            continue
+        r = np.asarray(returns, dtype=np.float64)
+        adv = r - r.mean()
+        if config.group_std:
+            adv = adv / (r.std() + config.group_eps)
+        for episode, a in zip(scored, adv, strict=True):
+            out_steps += episode
+            out_adv += [float(a)] * len(episode)
+            out_w += [s.weight for s in episode]
+        for episode in episodes:  # the unscorable ones: kept, weight 0
+            if episode[0].weight == 0:
+                out_steps += episode
+                out_adv += [0.0] * len(episode)
+                out_w += [0.0] * len(episode)
+    weights = np.asarray(out_w, dtype=np.float32)
+    stats = {
+        "rollout/groups": float(len(groups)),
+        "rollout/skipped_groups": float(skipped),
+        "rollout/replayed_groups": float(replayed),
+        "rollout/kept_steps": _kept(weights),
+    }
+    if skipped:
+        logger.info("%d of %d groups had no reward spread and were skipped", skipped, len(groups))
+    return VLMBatch(
+        tuple(out_steps),
+        np.asarray(out_adv, dtype=np.float32),
+        np.zeros(len(out_steps), dtype=np.float32),
+        weights,
+        stats,
+    )
+
+
+def _explained_variance(pred: np.ndarray, target: np.ndarray) -> float:
+    var = float(np.var(target))
+    return float("nan") if var == 0 else 1.0 - float(np.var(target - pred)) / var
+
+
+def vlm_update(
+    policy: Any,
+    optimizer: Any,
+    batch: VLMBatch,
+    config: VLMTrainConfig,
+    *,
+    seed: int = 0,
+) -> dict[str, float]:
+    """Epochs of clipped-surrogate minibatch steps over a batch (see the module docstring).
+
+    Args:
+        policy: The :class:`~cua_rl.policies.vlm.VLMPolicy`.
+        optimizer: A torch optimizer over ``policy.trainable_parameters()``.
+        batch: From :func:`build_ppo_batch` or :func:`build_group_batch`.
+        config: The settings (``algorithm`` says whether the value loss is used).
+        seed: Seed of the minibatch shuffling.
+
+    Returns:
+        Metrics: ``train/policy_loss``, ``train/value_loss``, ``train/entropy``,
+        ``train/approx_kl``, ``train/ref_kl`` (nan without LoRA), ``train/clip_fraction``,
+        ``train/explained_variance``, ``train/n_updates``, ``train/early_stopped``, plus the
+        batch's ``rollout/`` counts. Means over the minibatches that were run.
+    """
+    metrics: dict[str, float] = dict(batch.stats)
+    kept = np.flatnonzero(batch.weights > 0)
+    use_value = config.algorithm == "ppo"
+    if use_value:
+        old_v = np.array([batch.steps[i].value for i in kept], dtype=np.float32)
+        metrics["train/explained_variance"] = _explained_variance(old_v, batch.returns[kept])
+    if kept.size == 0:
+        return {**metrics, "train/n_updates": 0.0, "train/early_stopped": 0.0}
+    advantages = batch.advantages.astype(np.float64)
+    if use_value and config.normalize_advantage and kept.size > 1:
+        a = advantages[kept]
+        advantages = (advantages - a.mean()) / (a.std() + 1e-8)
+    device = policy.device
+    high = config.clip if config.clip_high is None else config.clip_high
+    lo, hi = 1.0 - config.clip, 1.0 + high
+    with_ref = bool(policy.config.lora)
+    generator = np.random.default_rng(seed)
+    sums: dict[str, list[float]] = defaultdict(list)
+    n_updates, stopped = 0, False
+    policy.train()
+    for _epoch in range(config.n_epochs):
+        order = kept[generator.permutation(kept.size)]
+        for start in range(0, order.size, config.minibatch_size):
+            rows = order[start : start + config.minibatch_size]
+            steps = [batch.steps[i] for i in rows]
+            prompts = [s.prompt for s in steps]
+            ids = [s.token_ids for s in steps]
+            n_thought = [s.n_thought for s in steps]
+            tensor = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=device)  # noqa: E731
+            old_lp = tensor([s.log_prob for s in steps])
+            adv = tensor(advantages[rows])
+            w = tensor(batch.weights[rows])
+            ev = policy.evaluate_actions(prompts, ids, n_thought)
+            log_ratio = ev.log_prob - old_lp
+            ratio = log_ratio.exp()
+            with torch.no_grad():  # CleanRL's (ratio - 1) - log ratio estimator
+                approx_kl = float(((ratio - 1) - log_ratio).mean())
+            if config.target_kl is not None and approx_kl > 1.5 * config.target_kl:
+                logger.info("early stop: approx KL %.4g, target %.4g", approx_kl, config.target_kl)
+                stopped = True
+                break
+            surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
+            policy_loss = -(w * surrogate).mean()
+            entropy = (w * ev.entropy).mean()
+            loss = policy_loss - config.entropy_coef * entropy
+            if use_value:
+                ret = tensor(batch.returns[rows])
+                v_old = tensor([s.value for s in steps])
+                v_loss = (ev.value - ret) ** 2
+                if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
+                    bound = config.clip_value
+                    clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
+                    v_loss = torch.max(v_loss, (clipped - ret) ** 2)
+                value_loss = 0.5 * (w * v_loss).mean()
+                loss = loss + config.value_coef * value_loss
+                sums["train/value_loss"].append(float(value_loss.detach()))
+            if with_ref:
+                ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
+                diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
+                k3 = (diff.exp() - diff - 1) * ev.mask
+                ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
+                kl_term = (w * ref_kl).mean()
+                if config.kl_coef > 0:
+                    loss = loss + config.kl_coef * kl_term
+                sums["train/ref_kl"].append(float(kl_term.detach()))
+            optimizer.zero_grad(set_to_none=True)
+            loss.backward()
+            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
+            optimizer.step()
+            n_updates += 1
+            sums["train/policy_loss"].append(float(policy_loss.detach()))
+            sums["train/entropy"].append(float(entropy.detach()))
+            sums["train/approx_kl"].append(approx_kl)
+            clipped_frac = ((ratio < lo) | (ratio > hi)).float().mean()
+            sums["train/clip_fraction"].append(float(clipped_frac))
+        if stopped:
+            break
+    policy.eval()
+    metrics.update({k: float(np.mean(v)) for k, v in sums.items()})
+    if not with_ref:
+        metrics["train/ref_kl"] = float("nan")
+    metrics["train/n_updates"] = float(n_updates)
+    metrics["train/early_stopped"] = float(stopped)
+    return metrics

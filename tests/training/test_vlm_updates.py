@@ -1,0 +1,299 @@
+"""PPO and group-relative updates of a VLMPolicy (tiny random Qwen2-VL, CPU, offline).
+
+Rollouts in the learning tests are **teacher-forced**: the two candidate answers ("DONE" and
+"WAIT", no thought) are tokenised once and used as the generated ids, with the old log-probs
+and values from the policy's own no-grad pass, as a sampled rollout would record them. This
+keeps the test deterministic (a random model rarely samples either string).
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+pytest.importorskip("torch")
+pytest.importorskip("transformers")
+pytest.importorskip("qwen_vl_utils")
+pytest.importorskip("peft")
+
+import torch  # noqa: E402
+
+from cua_rl.errors import ConfigError  # noqa: E402
+from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig  # noqa: E402
+from cua_rl.training.vlm import (  # noqa: E402
+    SuccessBuffer,
+    VLMStep,
+    VLMTrainConfig,
+    build_group_batch,
+    build_ppo_batch,
+    vlm_update,
+)
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+TINY = {
+    "min_pixels": 28 * 28 * 4,
+    "max_pixels": 28 * 28 * 4,
+    "max_new_tokens": 4,
+    "value_hidden": (16,),
+    "lora_r": 4,
+    "lora_alpha": 8,
+    "device": "cpu",
+}
+KL_BOUND = 0.1  # mean per-token k3 KL to the reference; observed <= 0.06 after 4 updates
+
+
+@pytest.fixture(scope="module")
+def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
+
+    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
+
+
+def make_policy(path: Path) -> VLMPolicy:
+    return VLMPolicy(VLMPolicyConfig(str(path), **TINY), seed=0)
+
+
+def screen(seed: int) -> np.ndarray:
+    return np.random.default_rng(seed).integers(0, 256, (56, 56, 3), dtype=np.uint8)
+
+
+def ids_of(policy: VLMPolicy, text: str) -> tuple[int, ...]:
+    tok = policy.tokenizer
+    return (*tok.encode(text, add_special_tokens=False), tok.eos_token_id)
+
+
+def step(prompt: Any = None, *, reward: float = 0.0, done: bool = True, episode: Any = 0,
+         group: Any = 0, value: float = 0.0, weight: float = 1.0) -> VLMStep:  # fmt: skip
+    return VLMStep(prompt, (1,), 0, 0.0, value, reward, done, episode, group, None, weight)
+
+
+# -- advantages: hand-computed oracles -------------------------------------------------------
+
+
+def test_gae_over_each_episode_matches_a_hand_computation() -> None:
+    # Episode "a" has 3 steps (rewards 0, 0, 1; values .5, .6, .7), interleaved with a
+    # one-step episode "b". gamma 0.9, lambda 0.95 (gamma * lambda = 0.855):
+    #   d2 = 1 - .7 = .3;              A2 = .3
+    #   d1 = .9 * .7 - .6 = .03;       A1 = .03 + .855 * .3 = .2865
+    #   d0 = .9 * .6 - .5 = .04;       A0 = .04 + .855 * .2865 = .2849575
+    # b: A = 2 - 0.5 = 1.5. Returns = A + V.
+    steps = [
+        step(reward=0.0, done=False, episode="a", value=0.5),
+        step(reward=2.0, done=True, episode="b", value=0.5),
+        step(reward=0.0, done=False, episode="a", value=0.6),
+        step(reward=1.0, done=True, episode="a", value=0.7),
+    ]
+    batch = build_ppo_batch(steps, VLMTrainConfig())
+    np.testing.assert_allclose(batch.advantages, [0.2849575, 1.5, 0.2865, 0.3], atol=1e-6)
+    np.testing.assert_allclose(batch.returns, [0.7849575, 2.0, 0.8865, 1.0], atol=1e-6)
+    with pytest.raises(ConfigError, match=r"episode 'a' must end with its one done step"):
+        build_ppo_batch(steps[:1], VLMTrainConfig())
+
+
+def test_group_advantages_match_a_hand_computation() -> None:
+    # Group 0: returns 1, 0, 0, 1 -> mean .5, std .5 -> +1, -1, -1, +1 (eps 1e-6 aside).
+    # Group 1: returns 1, 0, 0 (mean 1/3, std sqrt(2)/3) -> 2/sqrt(2)=1.41421, -.70711 twice.
+    # An unscorable episode in group 1 (weight 0, reward 5) is left out of the statistics.
+    rewards = {0: [1, 0, 0, 1], 1: [1, 0, 0]}
+    steps = [
+        step(reward=r, episode=(g, k), group=g) for g, rs in rewards.items()
+        for k, r in enumerate(rs)
+    ]  # fmt: skip
+    steps.append(step(reward=5.0, episode=(1, 9), group=1, weight=0.0))
+    config = VLMTrainConfig(algorithm="group", group_eps=0.0)
+    batch = build_group_batch(steps, config)
+    np.testing.assert_allclose(
+        batch.advantages, [1, -1, -1, 1, 2**0.5, -(0.5**0.5), -(0.5**0.5), 0], atol=1e-6
+    )
+    np.testing.assert_allclose(batch.weights, [1, 1, 1, 1, 1, 1, 1, 0])
+    no_std = build_group_batch(steps, VLMTrainConfig(algorithm="group", group_std=False))
+    np.testing.assert_allclose(no_std.advantages[:4], [0.5, -0.5, -0.5, 0.5], atol=1e-6)
+    assert batch.stats["rollout/skipped_groups"] == 0
+
+
+def test_all_failure_group_is_skipped_or_replays_a_stored_success() -> None:
+    buffer = SuccessBuffer(capacity=2)
+    config = VLMTrainConfig(algorithm="group", degenerate_groups="replay", group_eps=0.0)
+    first = [step(reward=r, episode=k, group="g1") for k, r in enumerate([1.0, 0.0])]
+    build_group_batch(first, config, buffer)  # stores episode 0 of task "g1"
+    assert len(buffer) == 1
+    failures = [step(reward=0.0, episode=10 + k, group="g1") for k in range(3)]
+    replay = build_group_batch(failures, config, buffer)
+    assert replay.stats["rollout/replayed_groups"] == 1
+    assert replay.steps[0] is first[0]  # the stored success replaces the first episode
+    np.testing.assert_allclose(replay.advantages, [2**0.5, -(0.5**0.5), -(0.5**0.5)], atol=1e-6)
+    other = [step(reward=0.0, episode=20 + k, group="g2") for k in range(3)]  # nothing stored
+    skipped = build_group_batch(other, config, buffer)
+    assert skipped.stats["rollout/skipped_groups"] == 1
+    assert not skipped.weights.any() and not skipped.advantages.any()
+    with pytest.raises(ConfigError, match="needs a SuccessBuffer"):
+        build_group_batch(other, config)
+
+
+# -- updates on the tiny model ---------------------------------------------------------------
+
+
+def rollout(policy: VLMPolicy, prompt: Any, answers: list[tuple[int, ...]],
+            rewards: list[float], *, group: Any = 0, weights: list[float] | None = None,
+            first_episode: int = 0) -> list[VLMStep]:  # fmt: skip
+    """One-step episodes answering ``prompt`` with the given ids (teacher-forced rollout)."""
+    with torch.no_grad():
+        ev = policy.evaluate_actions([prompt] * len(answers), answers, [0] * len(answers))
+    weights = weights or [1.0] * len(answers)
+    return [
+        VLMStep(
+            prompt,
+            ids,
+            0,
+            float(ev.log_prob[k]),
+            float(ev.value[k]),
+            rewards[k],
+            True,
+            first_episode + k,
+            group,
+            None,
+            weights[k],
+        )
+        for k, ids in enumerate(answers)
+    ]
+
+
+def prob(policy: VLMPolicy, prompt: Any, ids: tuple[int, ...]) -> float:
+    with torch.no_grad():
+        return float(policy.evaluate_actions([prompt], [ids], [0]).log_prob[0].exp())
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "group"])
+@pytest.mark.parametrize("rewarded", ["DONE", "WAIT"])
+def test_the_rewarded_action_becomes_more_likely(
+    tiny_path: Path, algorithm: str, rewarded: str
+) -> None:
+    policy = make_policy(tiny_path)
+    prompt = policy.build_prompt("Finish the task.", screen(0))
+    done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
+    answers = [done, wait, done, wait]
+    rewards = [float(rewarded == "DONE"), float(rewarded == "WAIT")] * 2
+    config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=4)  # type: ignore[arg-type]
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=3e-3)
+    history = [prob(policy, prompt, done)]
+    kls = []
+    for update in range(4):
+        steps = rollout(policy, prompt, answers, rewards)
+        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
+        metrics = vlm_update(policy, optimizer, build(steps, config), config, seed=update)
+        kls.append(metrics["train/ref_kl"])
+        assert metrics["train/n_updates"] == 2
+        history.append(prob(policy, prompt, done))
+    pairs = list(zip(history, history[1:], strict=False))
+    if rewarded == "DONE":
+        assert all(b > a for a, b in pairs), history
+    else:
+        assert all(b < a for a, b in pairs), history
+    assert all(0 <= kl < KL_BOUND for kl in kls), kls
+    assert kls[-1] > 0  # the policy did move away from the reference
+
+
+def params(policy: VLMPolicy) -> dict[str, torch.Tensor]:
+    return {n: p.detach().clone() for n, p in policy.named_parameters() if p.requires_grad}
+
+
+def test_a_skipped_all_failure_group_gives_no_gradient(tiny_path: Path) -> None:
+    policy = make_policy(tiny_path)
+    prompt = policy.build_prompt("Finish the task.", screen(1))
+    answers = [ids_of(policy, "DONE"), ids_of(policy, "WAIT")]
+    steps = rollout(policy, prompt, answers, [0.0, 0.0])
+    config = VLMTrainConfig(algorithm="group", entropy_coef=0.1, kl_coef=0.1)
+    batch = build_group_batch(steps, config)
+    assert batch.stats["rollout/skipped_groups"] == 1
+    before = params(policy)
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
+    metrics = vlm_update(policy, optimizer, batch, config)
+    assert metrics["train/n_updates"] == 0
+    assert all(p.grad is None for p in policy.trainable_parameters())
+    after = params(policy)
+    assert all(torch.equal(before[n], after[n]) for n in before)
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "group"])
+def test_weight_zero_episodes_change_nothing(tiny_path: Path, algorithm: str) -> None:
+    results = []
+    for extra in (False, True):
+        policy = make_policy(tiny_path)
+        prompt = policy.build_prompt("Finish the task.", screen(2))
+        done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
+        steps = rollout(policy, prompt, [done, wait], [1.0, 0.0])
+        if extra:  # an unscorable episode with a large reward, in the same group
+            steps += rollout(policy, prompt, [wait], [9.0], weights=[0.0], first_episode=5)
+        config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=2)  # type: ignore[arg-type]
+        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
+        optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
+        vlm_update(policy, optimizer, build(steps, config), config, seed=0)
+        results.append(params(policy))
+    plain, with_extra = results
+    for name in plain:
+        torch.testing.assert_close(plain[name], with_extra[name], atol=1e-6, rtol=0, msg=name)
+
+
+def test_a_tiny_target_kl_stops_the_update_early(tiny_path: Path) -> None:
+    policy = make_policy(tiny_path)
+    prompt = policy.build_prompt("Finish the task.", screen(3))
+    done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
+    steps = rollout(policy, prompt, [done, wait, done, wait], [1.0, 0.0, 1.0, 0.0])
+    config = VLMTrainConfig(n_epochs=4, minibatch_size=2, target_kl=1e-6)
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
+    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+    assert metrics["train/early_stopped"] == 1.0
+    assert 1 <= metrics["train/n_updates"] < 8  # at least the first step (ratio 1) ran
+    fresh = make_policy(tiny_path)
+    free_config = VLMTrainConfig(n_epochs=1, minibatch_size=2)
+    optimizer = torch.optim.Adam(fresh.trainable_parameters(), lr=1e-2)
+    free = vlm_update(fresh, optimizer, build_ppo_batch(steps, free_config), free_config)
+    assert free["train/early_stopped"] == 0.0 and free["train/n_updates"] == 2
+
+
+def test_ppo_metrics_and_clip_higher(tiny_path: Path) -> None:
+    policy = make_policy(tiny_path)
+    prompt = policy.build_prompt("Finish the task.", screen(4))
+    done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
+    steps = rollout(policy, prompt, [done, wait], [1.0, 0.0])
+    config = VLMTrainConfig(n_epochs=3, minibatch_size=2, clip_high=0.28, clip_value=0.1,
+                            entropy_coef=0.01, kl_coef=0.05)  # fmt: skip
+    optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=3e-2)
+    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+    keys = {"train/policy_loss", "train/value_loss", "train/entropy", "train/approx_kl",
+            "train/clip_fraction", "train/explained_variance", "train/ref_kl"}  # fmt: skip
+    assert keys <= metrics.keys()
+    assert all(np.isfinite(metrics[k]) for k in keys - {"train/explained_variance"})
+    assert metrics["train/value_loss"] > 0 and metrics["train/entropy"] > 0
+    assert 0.0 <= metrics["train/clip_fraction"] <= 1.0
+
+
+@pytest.mark.parametrize(
+    ("overrides", "match"),
+    [
+        ({"algorithm": "a2c"}, "algorithm must be 'ppo' or 'group', got 'a2c'"),
+        ({"gamma": 1.5}, r"gamma must be in \[0, 1\], got 1.5"),
+        ({"clip": 0.0}, "clip must be > 0, got 0.0"),
+        ({"clip_high": -0.1}, "clip_high must be > 0, got -0.1"),
+        ({"n_epochs": 0}, "n_epochs must be an integer >= 1, got 0"),
+        ({"kl_coef": -1.0}, "kl_coef must be >= 0, got -1.0"),
+        ({"degenerate_groups": "drop"}, "degenerate_groups must be .* got 'drop'"),
+    ],
+)
+def test_bad_config_is_refused(overrides: dict[str, Any], match: str) -> None:
+    with pytest.raises(ConfigError, match=match):
+        VLMTrainConfig(**overrides)
+
+
+def test_config_defaults_and_unknown_keys() -> None:
+    config = VLMTrainConfig()
+    defaults = (config.gamma, config.gae_lambda, config.clip, config.value_coef)
+    assert defaults == (0.9, 0.95, 0.1, 0.5)
+    with pytest.raises(ConfigError, match=r"unknown VLM training keys \['lr_x'\]"):
+        VLMTrainConfig.from_dict({"lr_x": 1})
