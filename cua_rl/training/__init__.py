@@ -14,6 +14,9 @@ Modules (importing this package imports neither torch nor SB3):
 * :mod:`~cua_rl.training.gae`: ``compute_gae`` (pure).
 * :mod:`~cua_rl.training.ppo_sb3`: :class:`~cua_rl.training.ppo_sb3.WeightedPPO`, SB3's PPO with
   per-episode weights (unscorable episodes excluded, the filter's drops and down-weights).
+* :mod:`~cua_rl.training.vlm`: updates of a VLM policy (needs torch): ``VLMStep`` records,
+  ``build_ppo_batch`` (GAE per episode) / ``build_group_batch`` (group-relative, skip or success
+  replay), and ``vlm_update`` (clipped loss, value loss, entropy, KL to the reference).
 * :mod:`~cua_rl.training.callbacks`, :mod:`~cua_rl.training.checkpoint`: the run loop's parts.
 * :mod:`~cua_rl.training.train`: ``train(config, resume=...)`` (``cua-rl train``).
 
