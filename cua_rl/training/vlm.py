@@ -428,6 +428,10 @@ def vlm_update(
         a = advantages[kept]
         advantages = (advantages - a.mean()) / (a.std() + 1e-8)
     device = policy.device
+
+    def tensor(values: Any) -> Any:
+        return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
+
     high = config.clip if config.clip_high is None else config.clip_high
     lo, hi = 1.0 - config.clip, 1.0 + high
     with_ref = bool(policy.config.lora)
@@ -443,7 +447,6 @@ def vlm_update(
             prompts = [s.prompt for s in steps]
             ids = [s.token_ids for s in steps]
             n_thought = [s.n_thought for s in steps]
-            tensor = lambda x: torch.as_tensor(np.asarray(x), dtype=torch.float32, device=device)  # noqa: E731
             old_lp = tensor([s.log_prob for s in steps])
             adv = tensor(advantages[rows])
             w = tensor(batch.weights[rows])
