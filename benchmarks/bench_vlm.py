@@ -9,7 +9,8 @@
 shape of the cost in the batch size, and say nothing about the speed of a real 2B/7B model
 (``benchmarks/bench_vlm_gpu.py`` measures those shapes on a GPU).
 
-Per batch size (default 1, 4, 8), after one warm-up of each phase, the median of ``--repeats``:
+After two untimed rollout+update passes at the first batch size (process warm-up), per batch
+size (default 1, 4, 8), after one more warm-up of each phase, the median of ``--repeats``:
 
 - **rollout**: :meth:`VLMPolicy.generate` (sampling) of exactly ``--new-tokens`` tokens per row
   (``min_new_tokens`` is set on the model's generation config so a random model cannot stop early);
@@ -109,43 +110,52 @@ def measure(
     policy.lm.generation_config.min_new_tokens = new_tokens  # a fixed decode length
     optimizer = torch.optim.AdamW(policy.trainable_parameters(), lr=1e-5)
     device = policy.device
+
+    def rollout(prompts: list[Any], rep: int) -> tuple[float, list[Any]]:
+        policy.eval()
+        _sync(device)
+        t0 = time.perf_counter()
+        gens = policy.generate(prompts, seed=seed + rep)
+        _sync(device)
+        return time.perf_counter() - t0, gens
+
+    def update(gens: list[Any]) -> float:
+        policy.train()
+        _sync(device)
+        t0 = time.perf_counter()
+        ev = policy.evaluate_actions(
+            [g.prompt for g in gens], [g.token_ids for g in gens], [g.n_thought for g in gens]
+        )
+        loss = -ev.log_prob.mean() + 0.5 * ev.value.pow(2).mean()
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        _sync(device)
+        policy.eval()
+        if not torch.isfinite(loss):
+            raise RuntimeError(f"update loss is not finite: {float(loss)}")
+        return time.perf_counter() - t0
+
+    # Process warm-up (allocator, kernels, optimizer state): the first row ran ~2-4x slower
+    # than later rows of the same batch size without it.
+    warm = make_prompts(policy, batch_sizes[0], width, height)
+    for rep in range(2):
+        update(rollout(warm, rep)[1])
     rows = []
     for batch in batch_sizes:
         prompts = make_prompts(policy, batch, width, height)
         n_prompt = int(policy._inputs(prompts[:1])["input_ids"].shape[1])
-
-        policy.eval()
-        gen_s = []
         _reset_peak(device)
+        gen_s, gens = [], []
         for rep in range(repeats + 1):  # the first one is a warm-up
-            _sync(device)
-            t0 = time.perf_counter()
-            gens = policy.generate(prompts, seed=seed + rep)
-            _sync(device)
-            gen_s.append(time.perf_counter() - t0)
+            seconds, gens = rollout(prompts, rep)
+            gen_s.append(seconds)
         gen_peak = _peak_gib(device)
         n_gen = [len(g.token_ids) for g in gens]
         assert min(n_gen) == new_tokens, n_gen  # min_new_tokens held (max_new_tokens = it)
-
-        policy.train()
-        upd_s = []
         _reset_peak(device)
-        for _ in range(repeats + 1):
-            _sync(device)
-            t0 = time.perf_counter()
-            ev = policy.evaluate_actions(
-                [g.prompt for g in gens], [g.token_ids for g in gens], [g.n_thought for g in gens]
-            )
-            loss = -ev.log_prob.mean() + 0.5 * ev.value.pow(2).mean()
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            optimizer.step()
-            _sync(device)
-            upd_s.append(time.perf_counter() - t0)
+        upd_s = [update(gens) for _ in range(repeats + 1)]
         upd_peak = _peak_gib(device)
-        policy.eval()
-        if not torch.isfinite(loss):
-            raise RuntimeError(f"update loss is not finite at batch {batch}: {float(loss)}")
 
         gen_med, upd_med = statistics.median(gen_s[1:]), statistics.median(upd_s[1:])
         rows.append(
