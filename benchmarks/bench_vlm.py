@@ -199,7 +199,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--repeats", type=int, default=3, help="timed repetitions (median)")
     parser.add_argument("--screen", default="640x400", help="screenshot WIDTHxHEIGHT")
     parser.add_argument("--lora-r", type=int, default=16)
-    parser.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
+    parser.add_argument(
+        "--threads", type=int, default=1, help="torch.set_num_threads (1: stable on shared cores)"
+    )
     parser.add_argument("--quick", action="store_true", help="batch 1 and 2, 4 tokens, 1 repeat")
     parser.add_argument("--out", help="also write the report to this Markdown file")
     args = parser.parse_args(argv)
