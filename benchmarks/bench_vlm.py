@@ -103,8 +103,12 @@ def measure(
     height: int,
     repeats: int,
     seed: int = 0,
+    warmup_passes: int = 2,
 ) -> list[dict[str, Any]]:
-    """Rollout and update timings of ``policy``, one row per batch size (module docstring)."""
+    """Rollout and update timings of ``policy``, one row per batch size (module docstring).
+
+    ``warmup_passes`` untimed rollout + update passes at the first batch size come first.
+    """
     import torch
 
     policy.lm.generation_config.min_new_tokens = new_tokens  # a fixed decode length
@@ -138,8 +142,8 @@ def measure(
 
     # Process warm-up (allocator, kernels, optimizer state): the first row ran ~2-4x slower
     # than later rows of the same batch size without it.
-    warm = make_prompts(policy, batch_sizes[0], width, height)
-    for rep in range(2):
+    warm = make_prompts(policy, batch_sizes[0], width, height) if warmup_passes else []
+    for rep in range(warmup_passes):
         update(rollout(warm, rep)[1])
     rows = []
     for batch in batch_sizes:

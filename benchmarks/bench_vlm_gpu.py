@@ -49,6 +49,7 @@ import time
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import Any
+from unittest import mock
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # sibling benchmark modules
 
@@ -92,13 +93,9 @@ def build_model(shape: str, processor: Any, device: str, dtype: str) -> tuple[An
     import transformers
 
     t0 = time.perf_counter()
-    saved = bench_judge_gpu.SHAPES.get(shape)
-    bench_judge_gpu.SHAPES[shape] = SHAPES[shape]  # qwen2_vl_config reads its own table
-    try:
+    # qwen2_vl_config reads its own table; "tiny" is added for the call only.
+    with mock.patch.dict(bench_judge_gpu.SHAPES, {shape: SHAPES[shape]}):
         config = bench_judge_gpu.qwen2_vl_config(shape, processor.tokenizer)
-    finally:
-        if saved is None:
-            del bench_judge_gpu.SHAPES[shape]
     previous = torch.get_default_dtype()
     torch.set_default_dtype(getattr(torch, dtype))
     try:
@@ -127,12 +124,14 @@ def _in_memory_loader(model: Any, processor: Any) -> Iterator[None]:
         vlm.load_qwen_vl = original
 
 
-def make_policy(model: Any, processor: Any, args: argparse.Namespace, dtype: str) -> Any:
+def make_policy(
+    shape: str, model: Any, processor: Any, args: argparse.Namespace, dtype: str
+) -> Any:
     """The benchmarked :class:`VLMPolicy` around ``model`` (LoRA r 128, checkpointing)."""
     from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig
 
     config = VLMPolicyConfig(
-        f"<random {args.shape_now}>",
+        f"<random {shape}>",
         lora_r=args.lora_r,
         lora_alpha=2 * args.lora_r,
         max_pixels=args.max_pixels,
@@ -156,13 +155,12 @@ def run_shape(shape: str, processor: Any, args: argparse.Namespace, dtype: str) 
     """Build, measure and tabulate one shape."""
     import torch
 
-    args.shape_now = shape
     model, n_params, build_s = build_model(shape, processor, args.device, dtype)
     expected = SHAPES[shape].get("params")
     if expected and abs(n_params - expected) / expected > 0.01:
         print(f"warning: {shape} has {n_params} parameters, expected ~{expected:.4g}",
               file=sys.stderr)  # fmt: skip
-    policy = make_policy(model, processor, args, dtype)
+    policy = make_policy(shape, model, processor, args, dtype)
     n_train = sum(p.numel() for p in policy.trainable_parameters())
     rows: list[dict[str, Any]] = []
     note = ""
@@ -175,6 +173,7 @@ def run_shape(shape: str, processor: Any, args: argparse.Namespace, dtype: str) 
                 width=args.width,
                 height=args.height,
                 repeats=args.repeats,
+                warmup_passes=0 if rows else 2,  # process warm-up once per policy
             )
         except Exception as exc:
             if not _is_oom(exc):
