@@ -35,30 +35,32 @@ Policy = Callable[[Any], Any]
 """Observation -> action (whatever the env's action space takes)."""
 
 
-def run_episodes(
-    policy: Policy, env: gym.Env[Any, Any], tasks: Sequence[Task]
-) -> list[Trajectory]:
-    """Run one episode of each task in order; return the trajectories.
+def run_episode(policy: Policy, env: gym.Env[Any, Any], task: Task) -> Trajectory:
+    """Run one episode of ``task`` (``reset(options={"task": task})``); return its trajectory.
 
     Raises:
         CuaRLError: The env's last step carried no ``info["episode_end"]`` trajectory (not a
             CUAEnv, or an episode lost with its worker).
     """
-    out = []
-    for task in tasks:
-        obs, info = env.reset(options={"task": task})
-        done = False
-        while not done:
-            obs, _, terminated, truncated, info = env.step(policy(obs))
-            done = bool(terminated or truncated)
-        end = info.get("episode_end")
-        if not isinstance(end, EpisodeEnd) or end.trajectory is None:
-            raise ConfigError(
-                f"evaluate: the env's last step of task {task.id!r} has no episode_end with a "
-                f"trajectory; evaluate needs a CUAEnv"
-            )
-        out.append(end.trajectory)
-    return out
+    obs, info = env.reset(options={"task": task})
+    done = False
+    while not done:
+        obs, _, terminated, truncated, info = env.step(policy(obs))
+        done = bool(terminated or truncated)
+    end = info.get("episode_end")
+    if not isinstance(end, EpisodeEnd) or end.trajectory is None:
+        raise ConfigError(
+            f"evaluate: the env's last step of task {task.id!r} has no episode_end with a "
+            f"trajectory; evaluate needs a CUAEnv"
+        )
+    return end.trajectory
+
+
+def run_episodes(
+    policy: Policy, env: gym.Env[Any, Any], tasks: Sequence[Task]
+) -> list[Trajectory]:
+    """Run one episode of each task in order (:func:`run_episode`); return the trajectories."""
+    return [run_episode(policy, env, task) for task in tasks]
 
 
 def evaluate(

@@ -40,10 +40,11 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
-from cua_rl.core import EpisodeEnd, Task, Trajectory, is_success
+from cua_rl.core import Task, Trajectory, is_success
 from cua_rl.errors import BackendError, ConfigError, CuaRLError, TaskSpecError
 from cua_rl.evaluation.report import EvalReport, Rate, eval_report, wilson_rate
 from cua_rl.evaluation.result_layout import ResultLayout, write_task_folder
+from cua_rl.evaluation.run import load_policy, run_episode
 
 if TYPE_CHECKING:
     import gymnasium as gym
@@ -173,21 +174,17 @@ def _fmt(rate: Rate | None) -> str:
 
 def _episode(env: gym.Env[Any, Any], policy: Callable[[Any], Any], lock: threading.Lock,
              task: Task) -> tuple[Trajectory, list[dt.datetime]]:  # fmt: skip
-    """One episode; reset errors propagate. Returns the trajectory and the step timestamps."""
+    """One episode (:func:`run_episode`, the policy called under ``lock``); reset errors
+    propagate. Returns the trajectory and the timestamps of the reset and of each action."""
     stamps = [dt.datetime.now()]
-    obs, info = env.reset(options={"task": task})
-    done = False
-    while not done:
+
+    def locked(obs: Any) -> Any:
         with lock:
             action = policy(obs)
         stamps.append(dt.datetime.now())
-        obs, _, terminated, truncated, info = env.step(action)
-        done = bool(terminated or truncated)
-    end = info.get("episode_end")
-    if not isinstance(end, EpisodeEnd) or end.trajectory is None:
-        raise ConfigError(f"run_task_list: the last step of task {task.id!r} has no "
-                          f"episode_end with a trajectory; the env must be a CUAEnv")
-    return end.trajectory, stamps
+        return action
+
+    return run_episode(locked, env, task), stamps
 
 
 @dataclass(frozen=True)
@@ -448,7 +445,6 @@ def evaluate_task_file(
     """
     from cua_rl.envs.backends.osworld import env_count
     from cua_rl.envs.make import make_env
-    from cua_rl.evaluation.run import load_policy
     from cua_rl.training.envs import wrap_for_policy
 
     env_config = config.env
