@@ -355,9 +355,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     text = "\n".join(lines)
     print(text)
     if args.out:
-        from cua_rl._io import atomic_write_bytes
+        from cua_rl._io import atomic_write_text
 
-        atomic_write_bytes(args.out, text.encode("utf-8"))
+        atomic_write_text(args.out, text)
     return 0
 
 

@@ -15,6 +15,7 @@ import contextlib
 import email.parser
 import email.policy
 import http.client
+import json
 import socket
 import threading
 import time
@@ -181,6 +182,4 @@ def encode_answer(body: object, content_type: str = "") -> tuple[bytes, str]:
         return bytes(body), content_type or "application/octet-stream"
     if isinstance(body, str):
         return body.encode(), content_type or "text/plain"
-    import json
-
     return json.dumps(body).encode(), "application/json"
