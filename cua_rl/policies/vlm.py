@@ -169,10 +169,13 @@ class VLMPrompt:
     Attributes:
         text: The chat-templated text (ends with the assistant generation prompt).
         images: The images in order (PIL, already resized to the pixel bounds).
+        user_text: The user turn's text after the images, before the chat template (what a
+            served model that applies the template itself is sent with the images).
     """
 
     text: str
     images: tuple[Any, ...]
+    user_text: str = ""
 
 
 @dataclass(frozen=True, eq=False)
@@ -423,7 +426,7 @@ class VLMPolicy(nn.Module):
             messages, tokenize=False, add_generation_prompt=True
         )
         images, _videos = self._process_vision_info(messages)
-        return VLMPrompt(text=chat, images=tuple(images or ()))
+        return VLMPrompt(text=chat, images=tuple(images or ()), user_text=text)
 
     def _inputs(self, prompts: Sequence[VLMPrompt]) -> Any:
         images = [im for p in prompts for im in p.images]
