@@ -38,11 +38,17 @@ Policy = Callable[[Any], Any]
 def run_episode(policy: Policy, env: gym.Env[Any, Any], task: Task) -> Trajectory:
     """Run one episode of ``task`` (``reset(options={"task": task})``); return its trajectory.
 
+    A policy with a ``begin_episode()`` method (one that remembers the episode, such as
+    :class:`~cua_rl.training.vlm_trainer.VLMAgent`) has it called after each reset.
+
     Raises:
         CuaRLError: The env's last step carried no ``info["episode_end"]`` trajectory (not a
             CUAEnv, or an episode lost with its worker).
     """
     obs, info = env.reset(options={"task": task})
+    begin = getattr(policy, "begin_episode", None)
+    if callable(begin):  # a policy with memory (the VLM agent's action history)
+        begin()
     done = False
     while not done:
         obs, _, terminated, truncated, info = env.step(policy(obs))
@@ -106,15 +112,17 @@ def held_out_tasks(config: TrainConfig, episodes: int, split: str = "eval") -> l
 
 @dataclass
 class TrainedPolicy:
-    """A compact policy loaded from a training checkpoint; ``policy(obs)`` gives its action.
+    """A policy loaded from a training checkpoint; ``policy(obs)`` gives its action.
 
     Attributes:
         config: The run's config.
-        policy: The SB3 policy network (eval mode).
+        policy: The SB3 policy network (eval mode), or the
+            :class:`~cua_rl.policies.vlm.VLMPolicy` of a VLM run.
         checkpoint: The file it came from.
         updates: PPO updates the checkpoint had done.
         num_timesteps: Environment steps it had trained on.
         deterministic: Greedy actions (True) or samples.
+        agent: A VLM run's :class:`~cua_rl.training.vlm_trainer.VLMAgent` (None otherwise).
     """
 
     config: TrainConfig
@@ -123,19 +131,34 @@ class TrainedPolicy:
     updates: int
     num_timesteps: int
     deterministic: bool = True
-    _env: Any = field(default=None, repr=False)
+    agent: Any = field(default=None, repr=False)
 
     def __call__(self, observation: Any) -> Any:
-        """The action for one (wrapped) observation."""
+        """The action for one observation (wrapped for the compact policy; a bare CUAEnv's
+        for a VLM, whose agent remembers the episode's actions)."""
+        if self.agent is not None:
+            return self.agent(observation)
         action, _ = self.policy.predict(observation, deterministic=self.deterministic)
         return action
+
+    def begin_episode(self) -> None:
+        """Called after each reset (:func:`run_episode`): a VLM forgets the last episode."""
+        if self.agent is not None:
+            self.agent.begin_episode()
+
+    def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
+        """A CUAEnv with the wrappers this policy needs (none for a VLM)."""
+        from cua_rl.training.envs import wrap_for_policy
+
+        if self.config.policy.kind == "vlm":
+            return env
+        return wrap_for_policy(env, self.config.policy)
 
     def make_env(self, split: str = "eval") -> gym.Env[Any, Any]:
         """A fresh env of the config's split with the policy's wrappers (close it when done)."""
         from cua_rl.envs.make import make_env
-        from cua_rl.training.envs import wrap_for_policy
 
-        return wrap_for_policy(make_env(self.config.env, split), self.config.policy)  # type: ignore[arg-type]
+        return self.wrap_env(make_env(self.config.env, split))  # type: ignore[arg-type]
 
     def evaluate(
         self,
@@ -197,11 +220,16 @@ def load_policy(
             f"checkpoint {str(path)!r} was written with config hash {state['config_hash']}, the "
             f"given config has {config_hash(config)}: env, policy, reward or ppo settings differ"
         )
+    counters = (int(state["updates_done"]), int(state["num_timesteps"]), deterministic)
+    if config.policy.kind == "vlm":
+        from cua_rl.training.vlm_trainer import load_vlm_policy
+
+        vlm, agent = load_vlm_policy(config, state, device=device, greedy=deterministic)
+        return TrainedPolicy(config, vlm, path, *counters, agent=agent)
     policy = build_policy(config, device=device)
     policy.load_state_dict(state["policy"])
     policy.set_training_mode(False)
-    return TrainedPolicy(config, policy, path, int(state["updates_done"]),
-                         int(state["num_timesteps"]), deterministic)  # fmt: skip
+    return TrainedPolicy(config, policy, path, *counters)
 
 
 def evaluate_checkpoint(

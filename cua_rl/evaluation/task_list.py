@@ -184,6 +184,9 @@ def _episode(env: gym.Env[Any, Any], policy: Callable[[Any], Any], lock: threadi
         stamps.append(dt.datetime.now())
         return action
 
+    begin = getattr(policy, "begin_episode", None)
+    if callable(begin):
+        locked.begin_episode = begin  # type: ignore[attr-defined]
     return run_episode(locked, env, task), stamps
 
 
@@ -445,7 +448,6 @@ def evaluate_task_file(
     """
     from cua_rl.envs.backends.osworld import env_count
     from cua_rl.envs.make import make_env
-    from cua_rl.training.envs import wrap_for_policy
 
     env_config = config.env
     tasks = load_task_file(env_config, tasks_file, examples_root)
@@ -467,8 +469,7 @@ def evaluate_task_file(
     listed = FixedTasks(tasks)
 
     def env_fn(index: int) -> gym.Env[Any, Any]:
-        env = make_env(env_config, "eval", index=index, tasks=listed)
-        return wrap_for_policy(env, config.policy)
+        return policy.wrap_env(make_env(env_config, "eval", index=index, tasks=listed))
 
     judge = calibrations = None
     if use_judge and config.reward.judge is not None:

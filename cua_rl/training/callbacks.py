@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
+from stable_baselines3.common.vec_env import VecEnvWrapper
 
 from cua_rl.core import is_success
 from cua_rl.envs.make import make_env
@@ -107,7 +107,7 @@ class TrackProgress(RunCallback):
         )
 
     def _on_step(self) -> bool:
-        self.bar.update(self.training_env.num_envs)
+        self.bar.update(int(self.model.num_timesteps) - self.bar.n)
         return True
 
     def on_update_end(self) -> bool:
@@ -124,9 +124,13 @@ class TrackProgress(RunCallback):
             self.bar.close()
 
 
-def _scorer(venv: VecEnv) -> EpisodeScorer | None:
-    """The scoring wrapper in a VecEnv stack (for its judge batch sizes)."""
-    env: Any = venv
+def _scorer(model: Any) -> EpisodeScorer | None:
+    """The model's episode scorer (for its judge batch sizes): the VLM learner's own, or the
+    scoring wrapper in its VecEnv stack."""
+    own = getattr(model, "scorer", None)
+    if isinstance(own, EpisodeScorer):
+        return own
+    env: Any = model.get_env()
     while isinstance(env, VecEnvWrapper):
         if isinstance(env, EpisodeScorer):
             return env
@@ -207,7 +211,7 @@ class LogMetrics(RunCallback):
             log.record(f"reward/{name}", float(np.mean(values)))
         for key, value in m.train_metrics.items():
             log.record(key, value)
-        batcher = _scorer(m.get_env())
+        batcher = _scorer(m)
         judged = self.parts is not None and self.parts.judge is not None
         if judged and batcher is not None and len(batcher.batches) > self._batches_seen:
             new = batcher.batches[self._batches_seen :]
@@ -245,13 +249,18 @@ class EvaluateHeldOut(RunCallback):
 
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
+        agent = getattr(self.model, "evaluation_agent", None)
         if self.env is None:
             env = make_env(self.config.env, "eval", index=eval_env_index(self.config))
-            self.env = wrap_for_policy(env, self.config.policy)
+            self.env = env if callable(agent) else wrap_for_policy(env, self.config.policy)
         deterministic = self.config.eval.deterministic
+        if callable(agent):  # the VLM learner: bare CUAEnv, action texts, episode history
+            policy = agent(deterministic)
+        else:
+            policy = lambda o: self.model.predict(o, deterministic=deterministic)[0]  # noqa: E731
         start = time.perf_counter()
         report = evaluate(
-            lambda o: self.model.predict(o, deterministic=deterministic)[0],
+            policy,
             self.env,
             held_out_tasks(self.config, self.config.eval.episodes),
             self.parts.judge,

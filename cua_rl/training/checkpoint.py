@@ -11,6 +11,11 @@ What a resume does *not* restore: the sub-envs. Episodes running when the run st
 (resumed envs start fresh episodes), and the env generators are reseeded from the config seed
 plus the update count, so a resumed run is not bit-identical to an uninterrupted one; the
 parameters, optimizer and counters at the checkpoint are.
+
+A VLM run (``policy.kind: vlm``) stores only the trainable parameters (the LoRA adapters and
+the value head, or the language model under full fine-tuning): the base weights come from
+``policy.vlm.model`` when the policy is rebuilt. Its success-replay buffer is not stored (a
+resumed group-relative run starts it empty), and its collector is reseeded like the envs.
 """
 
 from __future__ import annotations
@@ -71,7 +76,9 @@ def save_checkpoint(
     config_hash: str,
     keep_last: int = 3,
 ) -> Path:
-    """Write the state of a :class:`~cua_rl.training.ppo_sb3.WeightedPPO` atomically.
+    """Write the state of a :class:`~cua_rl.training.ppo_sb3.WeightedPPO` (or of a
+    :class:`~cua_rl.training.vlm_trainer.VLMLearner`: its ``checkpoint_state``, the trainable
+    parameters only) atomically.
 
     Args:
         model: The model (after an update).
@@ -84,13 +91,20 @@ def save_checkpoint(
     Returns:
         The checkpoint's path.
     """
+    own = getattr(model, "checkpoint_state", None)
+    if callable(own):  # the VLM learner: trainable parameters only, its own optimizer
+        parts = own()
+    else:
+        parts = {
+            "policy": model.policy.state_dict(),
+            "optimizer": model.policy.optimizer.state_dict(),
+            "n_updates": int(model._n_updates),
+        }
     state = {
         "format": FORMAT,
-        "policy": model.policy.state_dict(),
-        "optimizer": model.policy.optimizer.state_dict(),
+        **parts,
         "num_timesteps": int(model.num_timesteps),
         "updates_done": int(model.updates_done),
-        "n_updates": int(model._n_updates),
         "stats": dict(model.stats),
         "logger_step": int(logger_step),
         "rng": _rng_state(),
@@ -167,11 +181,15 @@ def restore_checkpoint(model: Any, state: dict[str, Any], expected_hash: str) ->
             f"{expected_hash}: env, policy, reward or ppo settings changed (only total_timesteps, "
             f"vec_env, ray, device, logging, checkpoint and eval may change on resume)"
         )
-    model.policy.load_state_dict(state["policy"])
-    model.policy.optimizer.load_state_dict(state["optimizer"])
+    own = getattr(model, "load_checkpoint_state", None)
+    if callable(own):
+        own(state)
+    else:
+        model.policy.load_state_dict(state["policy"])
+        model.policy.optimizer.load_state_dict(state["optimizer"])
+        model._n_updates = state["n_updates"]
     model.num_timesteps = state["num_timesteps"]
     model.updates_done = state["updates_done"]
-    model._n_updates = state["n_updates"]
     model.stats.clear()
     model.stats.update(state["stats"])
     _set_rng_state(state["rng"])

@@ -39,22 +39,81 @@ from cua_rl.errors import ConfigError
 __all__ = [
     "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
     "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
-    "TrainConfig", "config_hash", "load_config",
+    "TrainConfig", "VLMPolicySection", "VLMUpdateSection", "config_hash", "load_config",
 ]  # fmt: skip
-
 
 
 # -- sections --------------------------------------------------------------------------------------
 
 
 @dataclass(frozen=True)
+class VLMPolicySection:
+    """The VLM policy (``policy.kind: vlm``): a Qwen2-VL / Qwen2.5-VL actor-critic
+    (:class:`cua_rl.policies.vlm.VLMPolicyConfig`; the device is ``ppo.device``)."""
+
+    SECTION: ClassVar[str] = "policy.vlm"
+
+    #: Local checkpoint folder (relative to the config file) or hub id (offline: the local cache).
+    model: str = ""
+    #: Train LoRA adapters (peft); false = full fine-tuning of the language model.
+    lora: bool = True
+    #: LoRA rank (RL4VLM: 128).
+    lora_r: int = 128
+    #: LoRA scaling numerator (RL4VLM: 256).
+    lora_alpha: int = 256
+    #: Regex of the modules that get adapters; null = every linear layer of the language model.
+    lora_target: str | None = None
+    #: With full fine-tuning, also train the vision tower.
+    train_vision: bool = False
+    #: Hidden widths of the value MLP (RL4VLM: 1024, 512); [] = a linear head.
+    value_hidden: tuple[int, ...] = (1024, 512)
+    #: Lower bound on the screenshot's area (pixels) after resizing.
+    min_pixels: int = 256 * 28 * 28
+    #: Upper bound on the screenshot's area (pixels) after resizing.
+    max_pixels: int = 1280 * 28 * 28
+    #: Past actions listed in the prompt.
+    history_len: int = 4
+    #: Generation length limit (tokens).
+    max_new_tokens: int = 128
+    #: Temperature of the policy distribution (sampling and log-probs).
+    temperature: float = 1.0
+    #: Weight of the thought tokens' log-probs (RL4VLM: 0.2-0.5).
+    thought_factor: float = 0.5
+    #: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.
+    dtype: str = "auto"
+    #: Recompute activations in the backward pass (saves memory on GPU).
+    gradient_checkpointing: bool = False
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "model", bool(self.model), "is required (a checkpoint folder or hub id)")
+        try:
+            self.policy_config("cpu", "unchecked")
+        except ConfigError as error:
+            raise ConfigError(f"{self.SECTION}: {error}") from None
+
+    def policy_config(self, device: str, model: str | None = None) -> Any:
+        """The :class:`~cua_rl.policies.vlm.VLMPolicyConfig` (``model``: the resolved path)."""
+        from cua_rl.policies.vlm_config import VLMPolicyConfig
+
+        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        kwargs["model"] = model if model is not None else self.model
+        if kwargs["lora_target"] is None:
+            kwargs.pop("lora_target")
+        return VLMPolicyConfig(**kwargs, device=device)
+
+
+@dataclass(frozen=True)
 class PolicyConfig:
-    """The compact policy: observation preprocessing, action discretisation and network sizes."""
+    """The policy: the compact CNN (SB3; the keys below) or a VLM (``kind: vlm`` and the
+    ``vlm`` subsection; the CNN keys are then unused)."""
 
     SECTION: ClassVar[str] = "policy"
 
-    #: Policy family (only the compact CNN for SB3 today).
-    kind: Literal["cnn"] = "cnn"
+    #: Policy family: the compact CNN trained with SB3, or a Qwen2-VL policy (policy.vlm).
+    kind: Literal["cnn", "vlm"] = "cnn"
+    #: The VLM policy (kind vlm).
+    vlm: VLMPolicySection | None = None
     #: (width, height) the screenshot is resized to.
     resize: tuple[int, int] = (96, 60)
     #: Resize filter (box keeps thin lines visible when shrinking a lot).
@@ -92,6 +151,8 @@ class PolicyConfig:
             check(self, name, min(getattr(self, name), default=1) >= 1, "must be positive")
         for name in ("cnn_features", "text_features"):
             check(self, name, getattr(self, name) >= 1, "must be >= 1")
+        check(self, "vlm", (self.kind == "vlm") == (self.vlm is not None),
+               "is needed with kind vlm and only then")  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -120,6 +181,58 @@ class RayConfig:
         check(self, "object_store_mb", self.object_store_mb >= 75, "must be >= 75")
         check(self, "step_timeout_s", self.step_timeout_s > 0, "must be > 0")
         check(self, "max_restarts", self.max_restarts >= 0, "must be >= 0")
+
+
+@dataclass(frozen=True)
+class VLMUpdateSection:
+    """VLM-only update settings (``policy.kind: vlm``); the shared ones come from ``ppo``:
+    learning_rate, n_epochs, batch_size (the minibatch), gamma, gae_lambda, clip_range, vf_coef,
+    ent_coef, target_kl, max_grad_norm, normalize_advantage (see
+    :class:`cua_rl.training.vlm.VLMTrainConfig`)."""
+
+    SECTION: ClassVar[str] = "ppo.vlm"
+
+    #: ppo: GAE with the value head; group: group-relative advantages, no value head.
+    algorithm: Literal["ppo", "group"] = "ppo"
+    #: group: rollouts of the same task start per group (k).
+    group_size: int = 4
+    #: Upper clip range 1 + clip_high (clip-higher, ARPO/DAPO); null = clip_range.
+    clip_high: float | None = None
+    #: ppo: clip the value around the old value by this much (RL4VLM); null = unclipped.
+    clip_value: float | None = None
+    #: Weight of the KL penalty to the base model (needs LoRA); 0 = none.
+    kl_coef: float = 0.0
+    #: group: divide advantages by the group's std (false: Dr. GRPO, mean-centred only).
+    group_std: bool = True
+    #: group: what a group with no reward spread does: skip it, or replay a stored success.
+    degenerate_groups: Literal["skip", "replay"] = "skip"
+    #: group: an episode return above this is a success (kept for replay).
+    success_threshold: float = 0.1
+    #: group: successful episodes kept per task for replay.
+    replay_per_task: int = 4
+    #: Where actions are generated: in this process (transformers) or by an OpenAI-compatible
+    #: server (vLLM) that gets the adapter after every update (ppo.vlm.server).
+    generation: Literal["local", "served"] = "local"
+    #: served: ServedGenerator settings (base_url, ...; see docs/vlm.md).
+    server: dict[str, Any] = field(default_factory=dict)
+    #: served: recompute the old log-probs with the learner (true) or use the server's.
+    recompute_log_probs: bool = True
+    #: Steps per generation batch (envs waiting for an action are batched up to this).
+    generation_batch: int = 8
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "group_size", self.group_size >= 2, "must be >= 2")
+        for name in ("clip_high", "clip_value"):
+            v = getattr(self, name)
+            check(self, name, v is None or v > 0, "must be > 0 or null")
+        check(self, "kl_coef", self.kl_coef >= 0, "must be >= 0")
+        check(self, "replay_per_task", self.replay_per_task >= 1, "must be >= 1")
+        check(self, "generation_batch", self.generation_batch >= 1, "must be >= 1")
+        ok = self.generation == "served" or not self.server
+        check(self, "server", ok, "is for generation: served")
+        ok = self.generation != "served" or "base_url" in self.server
+        check(self, "server", ok, "generation: served needs server.base_url")
 
 
 @dataclass(frozen=True)
@@ -169,6 +282,8 @@ class PPOConfig:
     unscorable_window: int = 64
     #: Ray settings (vec_env: ray).
     ray: RayConfig = field(default_factory=RayConfig)
+    #: VLM-only update settings (policy.kind vlm).
+    vlm: VLMUpdateSection | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -423,9 +538,18 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         check_fields(self)
+        vlm = self.policy.kind == "vlm"
+        check(self.ppo, "vlm", vlm or self.ppo.vlm is None, "is for policy.kind vlm")
+        if vlm:
+            return
         (cols, rows), (width, height) = self.policy.grid, self.env.screen
         ok = cols <= width and rows <= height
         check(self.policy, "grid", ok, f"must not be finer than the screen {self.env.screen}")
+
+    @property
+    def vlm_update(self) -> VLMUpdateSection:
+        """The ``ppo.vlm`` section (defaults when absent)."""
+        return self.ppo.vlm if self.ppo.vlm is not None else VLMUpdateSection()
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
         """A path of the config made absolute against :attr:`base_dir`."""

@@ -68,22 +68,25 @@ class EnvFactory:
         split: Which tasks the env draws.
         backend: The ``"module:attribute"`` of the backend's spec (default: looked up).
         index: The sub-env's number (``osworld``: server URL ``index``; ``x11``: its desktop).
+        wrap: Add the compact policy's wrappers (:func:`wrap_for_policy`); False gives the
+            bare CUAEnv (screenshots and action strings: the VLM policy).
     """
 
     config: TrainConfig
     split: Literal["train", "eval"] = "train"
     backend: str = field(default="")
     index: int = 0
+    wrap: bool = True
 
     def __post_init__(self) -> None:
         if not self.backend:
             object.__setattr__(self, "backend", backend_ref(self.config.env.backend))
 
-    def __call__(self) -> DiscretizeDesktopAction:
-        """A fresh wrapped sub-env."""
+    def __call__(self) -> gym.Env[Any, Any]:
+        """A fresh sub-env (wrapped for the compact policy unless ``wrap`` is False)."""
         register_backend(self.config.env.backend, self.backend, replace=True)
         env = make_env(self.config.env, self.split, index=self.index)
-        return wrap_for_policy(env, self.config.policy)
+        return wrap_for_policy(env, self.config.policy) if self.wrap else env
 
 
 class EnvWorker:
@@ -118,6 +121,12 @@ class EnvWorker:
             info["terminal_observation"] = obs
             obs, self.reset_info = self.env.reset()
         return obs, float(reward), done, info, self.reset_info
+
+    def step_only(self, action: Any) -> tuple[Any, float, bool, bool, dict[str, Any]]:
+        """One step without the automatic reset (gymnasium's 5-tuple): the caller decides
+        when, and with which task, the next episode starts."""
+        obs, reward, terminated, truncated, info = self.env.step(action)
+        return obs, float(reward), bool(terminated), bool(truncated), info
 
     def call(self, name: str, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
         """Call a method of the env."""

@@ -58,7 +58,10 @@ from cua_rl.core import EpisodeEnd
 from cua_rl.errors import ConfigError
 from cua_rl.training.gae import compute_gae
 
-__all__ = ["WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "episode_weight"]
+__all__ = [
+    "WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "episode_summary",
+    "episode_weight",
+]  # fmt: skip
 
 
 def episode_weight(info: dict[str, Any]) -> float:
@@ -69,6 +72,33 @@ def episode_weight(info: dict[str, Any]) -> float:
     """
     end = info.get("episode_end")
     return end.effective_weight if isinstance(end, EpisodeEnd) else 1.0
+
+
+def episode_summary(info: dict[str, Any], reward: float) -> dict[str, Any]:
+    """The record of an ended episode that the run's callbacks log (both trainers).
+
+    Args:
+        info: The episode's final-step info (with ``episode_end`` for a CUAEnv).
+        reward: The reward the env returned on that step (ignored when unscorable).
+
+    Returns:
+        ``reward`` (None when unscorable), ``weight``, ``length``, ``ground_truth``,
+        ``components``, ``end_reason``, ``unscorable_reason``, ``action_error``.
+    """
+    end = info.get("episode_end")
+    end = end if isinstance(end, EpisodeEnd) else None
+    scorable = end is None or end.scorable
+    return {
+        "reward": reward if scorable else None,
+        "weight": episode_weight(info),
+        "length": end.length if end is not None and end.trajectory is not None
+        else int(info.get("step", 0)),
+        "ground_truth": None if end is None or end.env_error else end.ground_truth,
+        "components": {} if end is None else dict(end.components),
+        "end_reason": None if end is None else end.end_reason,
+        "unscorable_reason": None if end is None else end.unscorable_reason,
+        "action_error": info.get("action_error") is not None,
+    }  # fmt: skip
 
 
 class WeightedBatch(NamedTuple):
@@ -258,19 +288,7 @@ class WeightedPPO(PPO):
         if weight != 1.0 and stale > 0:
             self.stats["stale_episodes"] += 1
             self.stats["stale_steps"] += stale
-        self.finished.append(
-            {
-                "reward": reward if scorable else None,
-                "weight": weight,
-                "length": end.length if end is not None and end.trajectory is not None
-                else int(info.get("step", 0)),
-                "ground_truth": None if end is None or end.env_error else end.ground_truth,
-                "components": {} if end is None else dict(end.components),
-                "end_reason": None if end is None else end.end_reason,
-                "unscorable_reason": None if end is None else end.unscorable_reason,
-                "action_error": info.get("action_error") is not None,
-            }
-        )
+        self.finished.append(episode_summary(info, reward))
 
     def pop_finished(self) -> list[dict[str, Any]]:
         """The episode summaries collected since the last call (and forget them)."""

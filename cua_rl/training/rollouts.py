@@ -36,9 +36,12 @@ from cua_rl.errors import BackendError, ConfigError, DependencyNotInstalled
 from cua_rl.rewards.base import RewardSource
 from cua_rl.rewards.scoring import EpisodeFilter
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.envs import EnvFactory, EnvWorker, envs_needed
+from cua_rl.training.envs import EnvFactory, EnvWorker, envs_needed, evaluates
 
-__all__ = ["ProcessVecEnv", "RayVecEnv", "RestartingVecEnv", "WorkerFailed", "make_vec_env"]
+__all__ = [
+    "InProcessVecEnv", "ProcessVecEnv", "RayVecEnv", "RestartingVecEnv", "WorkerFailed",
+    "make_env_workers", "make_vec_env",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -62,39 +65,57 @@ def make_vec_env(
         BackendError: Ray cannot start or reach its cluster.
         DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
     """
+    venv = make_env_workers(config)
+    return VecMonitor(ScoreEpisodesVec(venv, reward, extra_rewards, episode_filter))
+
+
+def make_env_workers(
+    config: TrainConfig, *, wrap: bool = True, first_index: int = 0, ranks: int = 1
+) -> VecEnv:
+    """The ``ppo.n_envs`` training sub-envs of a config, unscored, in ``ppo.vec_env`` workers.
+
+    Args:
+        config: The run's config.
+        wrap: Wrap each CUAEnv for the compact policy; False keeps bare CUAEnvs (the VLM
+            policy), and ``vec_env: dummy`` then runs them in an :class:`InProcessVecEnv`.
+        first_index: The env index of the first sub-env (a data-parallel rank ``r`` uses
+            ``r * n_envs``), for backends with one server or desktop per env.
+        ranks: Data-parallel ranks, each with ``n_envs`` envs (for the env-count check).
+
+    Raises:
+        ConfigError: The backend is not implemented yet, or has fewer envs than needed.
+        BackendError: Ray cannot start or reach its cluster.
+        DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
+    """
     from cua_rl.envs.backends.osworld import env_count
 
     limit = env_count(config.env)
-    needed = envs_needed(config)
+    needed = envs_needed(config) + (ranks - 1) * config.ppo.n_envs
     if limit is not None and needed > limit:
         what = "urls" if config.env.backend == "osworld" else "desktops"
+        per = f" on each of {ranks} ranks" if ranks > 1 else ""
         also = (" plus 1 for the evaluation while training (its own, so that it never resets a "
                 "training env's desktop mid-episode; or set eval.every: 0, at_start and at_end: "
-                "false)") if needed > config.ppo.n_envs else ""  # fmt: skip
-        raise ConfigError(f"ppo.n_envs: {config.ppo.n_envs} training envs{also} need {needed}, "
-                          f"but env.backend_kwargs.{what} gives {limit} (one env each)")
-    fns = [EnvFactory(config, "train", index=i) for i in range(config.ppo.n_envs)]
+                "false)") if evaluates(config) else ""  # fmt: skip
+        raise ConfigError(f"ppo.n_envs: {config.ppo.n_envs} training envs{per}{also} need "
+                          f"{needed}, but env.backend_kwargs.{what} gives {limit} (one env each)")
+    fns = [EnvFactory(config, "train", index=first_index + i, wrap=wrap)
+           for i in range(config.ppo.n_envs)]  # fmt: skip
     kind = config.ppo.vec_env
-    venv: VecEnv
+    ray_cfg = config.ppo.ray
+    restarts = {"step_timeout_s": ray_cfg.step_timeout_s, "max_restarts": ray_cfg.max_restarts}
     if kind == "dummy":
-        venv = DummyVecEnv(fns)  # type: ignore[arg-type]
-    elif kind == "subproc":
+        return DummyVecEnv(fns) if wrap else InProcessVecEnv(fns, **restarts)  # type: ignore[arg-type]
+    if kind == "subproc":
         fns[0]().close()  # fail here, with the real message, rather than in a child
-        venv = ProcessVecEnv(
-            fns, step_timeout_s=config.ppo.ray.step_timeout_s,
-            max_restarts=config.ppo.ray.max_restarts,
-        )  # fmt: skip
-    else:
-        ray_cfg = config.ppo.ray
-        venv = RayVecEnv(
-            fns,
-            address=ray_cfg.address,
-            num_cpus=ray_cfg.num_cpus or config.ppo.n_envs,
-            object_store_mb=ray_cfg.object_store_mb,
-            step_timeout_s=ray_cfg.step_timeout_s,
-            max_restarts=ray_cfg.max_restarts,
-        )
-    return VecMonitor(ScoreEpisodesVec(venv, reward, extra_rewards, episode_filter))
+        return ProcessVecEnv(fns, **restarts)
+    return RayVecEnv(
+        fns,
+        address=ray_cfg.address,
+        num_cpus=ray_cfg.num_cpus or config.ppo.n_envs,
+        object_store_mb=ray_cfg.object_store_mb,
+        **restarts,
+    )
 
 
 def _require_ray() -> Any:
@@ -195,8 +216,11 @@ class RestartingVecEnv(VecEnv):
     def _call(self, i: int, name: str, *args: Any) -> Any:
         return self._receive(i, self._send(i, name, args), self.step_timeout_s)
 
-    def _restart(self, i: int, why: str) -> tuple[Any, dict[str, Any]]:
-        """Replace worker ``i`` by a fresh one and reset it; returns its first (obs, info)."""
+    def _restart(
+        self, i: int, why: str, seed: int | None = None, options: dict[str, Any] | None = None
+    ) -> tuple[Any, dict[str, Any]]:
+        """Replace worker ``i`` by a fresh one and reset it (with ``seed`` and ``options``);
+        returns its first (obs, info). A reset that fails counts as one more restart."""
         while True:
             self.restarts[i] += 1
             if self.restarts[i] > self.max_restarts:
@@ -208,28 +232,98 @@ class RestartingVecEnv(VecEnv):
             self._kill(i)
             try:
                 self._spawn(i)
-                return self._call(i, "reset", None, {})  # type: ignore[no-any-return]
+                return self._call(i, "reset", seed, options or {})  # type: ignore[no-any-return]
             except WorkerFailed as error:  # a worker that fails to start: try again
                 why = str(error)
 
     def _gather(self, name: str, args: Sequence[tuple[Any, ...]]) -> list[Any]:
         """One call per worker, all sent first; a failed one is a WorkerFailed in the list."""
-        handles: list[Any] = []
-        for i, a in enumerate(args):
+        found = self._gather_some(name, dict(enumerate(args)))
+        return [found[i] for i in range(len(args))]
+
+    def _gather_some(self, name: str, args: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
+        """One call per named worker, all sent first; a failed one is a WorkerFailed."""
+        handles: dict[int, Any] = {}
+        for i, a in args.items():
             try:
-                handles.append(self._send(i, name, a))
+                handles[i] = self._send(i, name, a)
             except WorkerFailed as error:
-                handles.append(error)
+                handles[i] = error
         deadline = time.monotonic() + self.step_timeout_s
-        out: list[Any] = []
-        for i, handle in enumerate(handles):
+        out: dict[int, Any] = {}
+        for i, handle in handles.items():
             try:
                 if isinstance(handle, WorkerFailed):
                     raise handle
-                out.append(self._receive(i, handle, deadline - time.monotonic()))
+                out[i] = self._receive(i, handle, deadline - time.monotonic())
             except WorkerFailed as error:
-                out.append(error)
+                out[i] = error
         return out
+
+    # -- episode control without auto-reset (the VLM trainer) ----------------------------------
+
+    def reset_envs(
+        self, requests: dict[int, tuple[int | None, dict[str, Any]]]
+    ) -> dict[int, tuple[Any, dict[str, Any]]]:
+        """Reset some sub-envs, each with its ``(seed, options)``, in parallel.
+
+        A worker that fails the reset is replaced and reset again with the same request
+        (within the restart budget).
+
+        Returns:
+            Sub-env index -> ``(observation, info)``.
+
+        Raises:
+            BackendError: A sub-env needed more than ``max_restarts`` restarts.
+        """
+        results = self._gather_some("reset", {i: (s, o) for i, (s, o) in requests.items()})
+        out = {}
+        for i, result in results.items():
+            if isinstance(result, WorkerFailed):
+                result = self._restart(i, str(result), *requests[i])
+            self._last_obs[i] = result[0]
+            out[i] = result
+        return out
+
+    def step_envs(
+        self, actions: dict[int, Any]
+    ) -> dict[int, tuple[Any, float, bool, bool, dict[str, Any]]]:
+        """Step some sub-envs in parallel, without the automatic reset.
+
+        A worker that dies, hangs or raises is replaced (not reset: the caller resets it when
+        it wants); its episode ends at once as truncated, with an unscorable
+        :meth:`EpisodeEnd.lost <cua_rl.core.EpisodeEnd.lost>` record in
+        ``info["episode_end"]`` and the last observation it returned.
+
+        Returns:
+            Sub-env index -> ``(observation, reward, terminated, truncated, info)``.
+        """
+        results = self._gather_some("step_only", {i: (a,) for i, a in actions.items()})
+        out = {}
+        for i, result in results.items():
+            if isinstance(result, WorkerFailed):
+                info = _dead_info(f"{self.worker_name} died: {result}", self._last_obs[i])
+                self._respawn(i, str(result))
+                out[i] = (self._last_obs[i], 0.0, False, True, info)
+            else:
+                self._last_obs[i] = result[0]
+                out[i] = result
+        return out
+
+    def _respawn(self, i: int, why: str) -> None:
+        """Replace worker ``i`` by a fresh one without resetting it."""
+        self.restarts[i] += 1
+        if self.restarts[i] > self.max_restarts:
+            raise BackendError(
+                f"{self.worker_name} of env {i} needed more than {self.max_restarts} "
+                f"restarts; last failure: {why}"
+            )
+        logger.warning("restarting the %s of env %d (%s)", self.worker_name, i, why)
+        self._kill(i)
+        try:
+            self._spawn(i)
+        except WorkerFailed as error:  # the next reset_envs restarts it again
+            logger.warning("the %s of env %d failed to start: %s", self.worker_name, i, error)
 
     # -- VecEnv API ------------------------------------------------------------------------------
 
@@ -306,6 +400,68 @@ class RestartingVecEnv(VecEnv):
     def get_images(self) -> Sequence[np.ndarray | None]:
         """Not supported: sub-envs render nothing here."""
         return [None] * self.num_envs
+
+
+class InProcessVecEnv(RestartingVecEnv):
+    """:class:`RestartingVecEnv` whose sub-envs live in this process (the VLM trainer's
+    ``vec_env: dummy``).
+
+    A call that raises counts as a failed worker: the env is closed and rebuilt, and its
+    episode ends unscorable, as with the other transports. A call cannot be interrupted in
+    this process, so ``step_timeout_s`` is not enforced here (use ``subproc`` or ``ray`` for
+    desktops that can hang).
+    """
+
+    worker_name = "in-process env"
+
+    def __init__(
+        self,
+        env_fns: Sequence[Callable[[], gym.Env[Any, Any]]],
+        *,
+        step_timeout_s: float = 120.0,
+        max_restarts: int = 20,
+    ) -> None:
+        self.workers: list[EnvWorker | None] = [None] * len(env_fns)
+        self._started = False
+        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
+        self._started = True
+
+    def _spawn(self, i: int) -> None:
+        if not self._started:  # the first build: its error, as it is, to the caller
+            self.workers[i] = EnvWorker(self.env_fns[i])
+            return
+        try:
+            self.workers[i] = EnvWorker(self.env_fns[i])
+        except Exception as error:  # an env that cannot be rebuilt: the caller retries
+            raise WorkerFailed(f"rebuilding the env failed: {type(error).__name__}: "
+                               f"{error}") from None  # fmt: skip
+
+    def _kill(self, i: int) -> None:
+        worker, self.workers[i] = self.workers[i], None
+        if worker is not None:
+            try:
+                worker.close()
+            except Exception as error:  # a broken env: it is being replaced anyway
+                logger.debug("closing in-process env %d: %s", i, error)
+
+    def _send(self, i: int, name: str, args: tuple[Any, ...]) -> Any:
+        worker = self.workers[i]
+        if worker is None:
+            raise WorkerFailed("the env is gone")
+        try:
+            return ("ok", getattr(worker, name)(*args))
+        except Exception as error:  # reported like a worker's error: the env is rebuilt
+            return ("error", f"{type(error).__name__}: {error}")
+
+    def _receive(self, i: int, handle: Any, timeout: float) -> Any:
+        status, value = handle
+        if status != "ok":
+            raise WorkerFailed(value)
+        return value
+
+    def worker_pids(self) -> list[int]:
+        """This process's id, once per sub-env."""
+        return [os.getpid()] * self.num_envs
 
 
 def _worker_main(conn: Any, env_fn: Any) -> None:

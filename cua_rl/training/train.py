@@ -3,8 +3,10 @@
 :func:`train` builds everything from a :class:`~cua_rl.training.config.TrainConfig`, refuses a
 run that cannot work before any env or model exists (:func:`~cua_rl.training.build.prepare_run`),
 evaluates the untrained policy on the held-out tasks, trains
-(:class:`~cua_rl.training.ppo_sb3.WeightedPPO`), evaluates periodically and at the end, writes
-checkpoints, and logs everything through the logging seam into the run folder::
+(:class:`~cua_rl.training.ppo_sb3.WeightedPPO` for the compact policy,
+:class:`~cua_rl.training.vlm_trainer.VLMLearner` for ``policy.kind: vlm``), evaluates
+periodically and at the end, writes checkpoints, and logs everything through the logging seam
+into the run folder::
 
     <logging.dir>/<run_name>/
         config.yaml            the config as it was run (also logged to wandb)
@@ -148,7 +150,8 @@ def train(
     callbacks: Sequence[RunCallback] = (),
     parts: RunParts | None = None,
 ) -> TrainResult:
-    """Train a compact policy with PPO as the config says.
+    """Train the config's policy: the compact one with PPO (SB3), or a VLM with PPO or
+    group-relative updates (:class:`~cua_rl.training.vlm_trainer.VLMLearner`).
 
     Args:
         config: The run.
@@ -194,16 +197,25 @@ def train(
         resume_step = None if state is None else int(state["logger_step"])
         log = Logger(_writers(config, run_dir, resume_step))
         closers.append(log)
-        from cua_rl.training.rollouts import make_vec_env
+        if config.policy.kind == "vlm":
+            from cua_rl.training.vlm_trainer import VLMLearner
 
-        venv = make_vec_env(config, parts.reward, parts.extra_rewards, parts.filter)
-        closers.append(venv)
-        model = build_model(config, venv)
+            model = VLMLearner(config, parts)
+            closers.append(model)
+        else:
+            from cua_rl.training.rollouts import make_vec_env
+
+            venv = make_vec_env(config, parts.reward, parts.extra_rewards, parts.filter)
+            closers.append(venv)
+            model = build_model(config, venv)
         digest = config_hash(config)
         if state is not None:
             restore_checkpoint(model, state, digest)
             # fresh envs: new task draws rather than a replay of the first ones
-            model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
+            if config.policy.kind == "vlm":
+                model.collector.reseed(model._seed(model.updates_done))
+            else:
+                model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
             logger.info("resumed %s at update %d", found, model.updates_done)
         result = _run(config, model, parts, log, closers, total, callbacks,
                       found if resume else None)  # fmt: skip

@@ -1,0 +1,639 @@
+"""The VLM trainer (``policy.kind: vlm``): rollouts of whole episodes, then a PPO or
+group-relative update of a :class:`~cua_rl.policies.vlm.VLMPolicy`.
+
+One iteration (:meth:`VLMLearner.learn`):
+
+1. **Rollout** (:class:`EpisodeCollector`). The training sub-envs are the same workers as the
+   compact policy's (``ppo.vec_env``: in this process, subprocesses or Ray actors, each
+   restarted when it dies: :func:`~cua_rl.training.rollouts.make_env_workers`), but bare
+   CUAEnvs stepped without the automatic reset: the collector decides which task each episode
+   runs. Episodes are *slots*: with ``ppo.vlm.algorithm: ppo`` each slot draws a training task;
+   with ``group`` the k slots of a group (``ppo.vlm.group_size``) share one task (the same task
+   start: a SimDesk task's seed fixes its screen). Idle envs take the next slot; every env
+   waiting for an action is answered in one batched generation (``ppo.vlm.generation_batch``
+   prompts at a time) from the prompt :meth:`~cua_rl.policies.vlm.VLMPolicy.build_prompt`
+   makes (instruction, screenshot, the episode's past actions). The env receives the generated
+   action text; an unparseable one is an invalid step there (``info["action_error"]``), never
+   a crash. New slots start while fewer than ``ppo.n_envs * ppo.n_steps`` steps were taken in
+   this rollout; then the running episodes (and the rest of every started group) finish, so
+   an update sees whole episodes and whole groups only (a rollout may pass that size by up to
+   ``n_envs`` episodes).
+2. **Scoring.** Episodes that end in the same vector step are scored together by the run's
+   reward sources and rollout filter (:class:`~cua_rl.envs.score.EpisodeScorer`: one judge
+   call), exactly as for the compact policy. The terminal reward goes on the episode's last
+   step; its weight is ``EpisodeEnd.effective_weight`` (0 = unscorable, the validator filter's
+   weight otherwise). An episode whose worker died is lost: weight 0, never a score.
+3. **Update** (:mod:`cua_rl.training.vlm`): :func:`~cua_rl.training.vlm.build_ppo_batch` (GAE)
+   or :func:`~cua_rl.training.vlm.build_group_batch`, then
+   :func:`~cua_rl.training.vlm.vlm_update`; the generator is then synced (a served model gets
+   the new adapter).
+
+Generation is in-process (transformers) by default; ``ppo.vlm.generation: served`` sends it to
+an OpenAI-compatible server (vLLM) through :class:`cua_rl.policies.vlm_served.ServedGenerator`.
+The learner computes the values (and, with ``recompute_log_probs``, the old log-probs) itself on
+the exact generated ids.
+
+The learner has the surface the run's callbacks read (``num_timesteps``, ``updates_done``,
+``stats``, ``finished``, ``pop_finished``, ``train_metrics``, ``get_env``), so ``cua-rl train``
+logs, evaluates, checkpoints and stops on unscorable episodes the same way for both policies.
+
+torch is needed to import this module; transformers, qwen_vl_utils and peft when a policy is
+built.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from collections import Counter, deque
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from cua_rl.core import Task
+from cua_rl.envs.score import EPISODE_END, EpisodeScorer, reward_of
+from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.training.ppo_sb3 import episode_summary
+
+try:
+    import torch
+except ImportError as exc:  # pragma: no cover - torch is in every test environment
+    raise DependencyNotInstalled("torch", "vlm") from exc
+
+__all__ = [
+    "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "load_trainable", "load_vlm_policy",
+    "resolve_model", "train_config_of",
+]  # fmt: skip
+
+logger = logging.getLogger(__name__)
+
+
+def train_config_of(config: Any) -> Any:
+    """The :class:`~cua_rl.training.vlm.VLMTrainConfig` of a run's ``ppo`` section."""
+    from cua_rl.training.vlm import VLMTrainConfig
+
+    ppo, v = config.ppo, config.vlm_update
+    return VLMTrainConfig(
+        algorithm=v.algorithm,
+        gamma=ppo.gamma,
+        gae_lambda=ppo.gae_lambda,
+        clip=ppo.clip_range,
+        clip_high=v.clip_high,
+        value_coef=ppo.vf_coef,
+        clip_value=v.clip_value,
+        entropy_coef=ppo.ent_coef,
+        kl_coef=v.kl_coef,
+        target_kl=ppo.target_kl,
+        n_epochs=ppo.n_epochs,
+        minibatch_size=ppo.batch_size,
+        max_grad_norm=ppo.max_grad_norm,
+        normalize_advantage=ppo.normalize_advantage,
+        group_std=v.group_std,
+        degenerate_groups=v.degenerate_groups,
+        success_threshold=v.success_threshold,
+        replay_per_task=v.replay_per_task,
+    )
+
+
+@dataclass
+class _Slot:
+    """One episode to run: its task and group."""
+
+    task: Task
+    group_id: int
+
+
+@dataclass
+class _Live:
+    """An episode running in one env."""
+
+    slot: _Slot
+    episode_id: int
+    obs: dict[str, Any]
+    history: list[str] = field(default_factory=list)
+    records: list[tuple[Any, float, float]] = field(default_factory=list)  # gen, log_prob, value
+
+
+@dataclass
+class Rollout:
+    """What one :meth:`EpisodeCollector.collect` gathered.
+
+    Attributes:
+        steps: Every step of the finished episodes, as the learner needs them.
+        finished: One summary per finished episode
+            (:func:`~cua_rl.training.ppo_sb3.episode_summary`).
+        n_steps: Environment steps taken.
+        gen_tokens: Tokens generated.
+        gen_s: Seconds spent generating (and scoring values on the learner).
+        env_s: Seconds spent in env resets and steps (and scoring episodes).
+        invalid_actions: Steps whose generated action could not be parsed.
+    """
+
+    steps: list[Any] = field(default_factory=list)
+    finished: list[dict[str, Any]] = field(default_factory=list)
+    n_steps: int = 0
+    gen_tokens: int = 0
+    gen_s: float = 0.0
+    env_s: float = 0.0
+    invalid_actions: int = 0
+
+
+class EpisodeCollector:
+    """Runs episodes of a VLM policy in env workers and records them (see the module docstring).
+
+    Args:
+        venv: The env workers (a :class:`~cua_rl.training.rollouts.RestartingVecEnv` of bare
+            CUAEnvs).
+        scorer: Scores ended episodes (the run's reward sources and filter).
+        tasks: The training tasks (slots draw from them).
+        policy: The learner's policy (prompts; values and recomputed log-probs).
+        generator: Generates the answers (the policy itself, or a served model).
+        group_size: Slots per task start; 1 = every episode its own task (PPO).
+        generation_batch: Prompts per generation call.
+        need_values: Compute values (PPO) when the generator does not give them.
+        recompute_log_probs: Replace the generator's log-probs with the learner's (served).
+        seed: Seed of the task draws and of the sampling.
+    """
+
+    def __init__(
+        self,
+        venv: Any,
+        scorer: EpisodeScorer,
+        tasks: Any,
+        policy: Any,
+        generator: Any,
+        *,
+        group_size: int = 1,
+        generation_batch: int = 8,
+        need_values: bool = True,
+        recompute_log_probs: bool = False,
+        seed: int = 0,
+    ) -> None:
+        if group_size < 1 or generation_batch < 1:
+            raise ConfigError(
+                f"group_size and generation_batch must be >= 1, got {group_size}, "
+                f"{generation_batch}"
+            )
+        self.venv = venv
+        self.scorer = scorer
+        self.tasks = tasks
+        self.policy = policy
+        self.generator = generator
+        self.group_size = group_size
+        self.generation_batch = generation_batch
+        self.need_values = need_values
+        self.recompute_log_probs = recompute_log_probs
+        self.reseed(seed)
+        self._next_episode = 0
+        self._next_group = 0
+
+    def reseed(self, seed: int) -> None:
+        """Reseed the task draws and the sampling."""
+        self.rng = np.random.default_rng(seed)
+
+    def _new_group(self) -> list[_Slot]:
+        task = self.tasks.sample(self.rng)
+        self._next_group += 1
+        return [_Slot(task, self._next_group)] * self.group_size
+
+    def collect(self, min_steps: int, on_step: Callable[[int], bool] | None = None) -> Rollout:
+        """Run episodes until at least ``min_steps`` steps were taken and every started
+        episode and group has finished.
+
+        Args:
+            min_steps: Steps after which no new group starts.
+            on_step: Called after each vector step with the steps it took; False stops
+                starting new groups (the running ones still finish).
+
+        Returns:
+            The rollout.
+        """
+        out = Rollout()
+        queue: deque[_Slot] = deque()
+        live: dict[int, _Live] = {}
+        starting = True
+        while True:
+            idle = [i for i in range(self.venv.num_envs) if i not in live]
+            requests: dict[int, _Slot] = {}
+            for i in idle:
+                if not queue and starting and out.n_steps < min_steps:
+                    queue.extend(self._new_group())
+                if not queue:
+                    break
+                requests[i] = queue.popleft()
+            if requests:
+                t0 = time.perf_counter()
+                reset = self.venv.reset_envs(
+                    {i: (None, {"task": slot.task}) for i, slot in requests.items()}
+                )
+                out.env_s += time.perf_counter() - t0
+                for i, slot in requests.items():
+                    self._next_episode += 1
+                    live[i] = _Live(slot, self._next_episode, reset[i][0])
+            if not live:
+                return out
+            actions = self._act(live, out)
+            t0 = time.perf_counter()
+            results = self.venv.step_envs(actions)
+            ended = [i for i, r in results.items() if r[2] or r[3]]
+            ends = self.scorer([results[i][4][EPISODE_END] for i in ended])
+            out.env_s += time.perf_counter() - t0
+            out.n_steps += len(results)
+            for i, result in results.items():
+                live[i].obs = result[0]
+            for i, end in zip(ended, ends, strict=True):
+                info = dict(results[i][4])
+                info[EPISODE_END] = end
+                self._finish(live.pop(i), end, info, out)
+            if on_step is not None and not on_step(len(results)):
+                starting = False
+
+    def _act(self, live: dict[int, _Live], out: Rollout) -> dict[int, str]:
+        """Generate the next action of every live episode, in batches."""
+        order = sorted(live)
+        actions: dict[int, str] = {}
+        t0 = time.perf_counter()
+        for start in range(0, len(order), self.generation_batch):
+            rows = order[start : start + self.generation_batch]
+            prompts = [
+                self.policy.build_prompt(
+                    live[i].obs["instruction"], live[i].obs["screenshot"], live[i].history
+                )
+                for i in rows
+            ]
+            seed = int(self.rng.integers(2**31 - 1))
+            generations = self.generator.generate(prompts, greedy=False, seed=seed)
+            log_probs = [g.log_prob for g in generations]
+            values = [g.value for g in generations]
+            served = self.generator is not self.policy
+            if served and (self.need_values or self.recompute_log_probs):
+                with torch.no_grad():
+                    ev = self.policy.evaluate_actions(
+                        [g.prompt for g in generations],
+                        [g.token_ids for g in generations],
+                        [g.n_thought for g in generations],
+                    )
+                values = ev.value.float().cpu().tolist()
+                if self.recompute_log_probs:
+                    log_probs = ev.log_prob.float().cpu().tolist()
+            if not self.need_values:
+                values = [0.0] * len(rows)
+            for i, gen, lp, value in zip(rows, generations, log_probs, values, strict=True):
+                live[i].records.append((gen, float(lp), float(value)))
+                live[i].history.append(gen.action_text)
+                actions[i] = gen.action_text
+                out.gen_tokens += len(gen.token_ids)
+                out.invalid_actions += not gen.valid
+        out.gen_s += time.perf_counter() - t0
+        return actions
+
+    def _finish(self, episode: _Live, end: Any, info: dict[str, Any], out: Rollout) -> None:
+        """Turn an ended episode into steps (terminal reward on the last) and a summary."""
+        from cua_rl.training.vlm import VLMStep
+
+        reward = reward_of(end)
+        weight = float(end.effective_weight)
+        last = len(episode.records) - 1
+        for k, (gen, log_prob, value) in enumerate(episode.records):
+            out.steps.append(
+                VLMStep(
+                    prompt=gen.prompt,
+                    token_ids=tuple(gen.token_ids),
+                    n_thought=gen.n_thought,
+                    log_prob=log_prob,
+                    value=value,
+                    reward=reward if k == last else 0.0,
+                    done=k == last,
+                    episode_id=episode.episode_id,
+                    group_id=episode.slot.group_id,
+                    task_id=episode.slot.task.id,
+                    weight=weight,
+                )
+            )
+        out.finished.append(episode_summary(info, reward))
+
+
+class VLMAgent:
+    """A VLM policy as an evaluation policy: observation -> action text, with the episode's
+    history (:func:`cua_rl.evaluation.run.run_episode` calls :meth:`begin_episode`).
+
+    Args:
+        policy: The :class:`~cua_rl.policies.vlm.VLMPolicy` (prompts).
+        generator: Generates (default the policy).
+        greedy: Argmax decoding (evaluation) instead of sampling.
+        seed: Seed of the sampling when not greedy.
+    """
+
+    def __init__(
+        self, policy: Any, generator: Any = None, *, greedy: bool = True, seed: int = 0
+    ) -> None:
+        self.policy = policy
+        self.generator = generator if generator is not None else policy
+        self.greedy = greedy
+        self.rng = np.random.default_rng(seed)
+        self._episode = threading.local()  # parallel runners: one episode per env thread
+
+    @property
+    def history(self) -> list[str]:
+        """This thread's episode: its action texts so far."""
+        if not hasattr(self._episode, "history"):
+            self._episode.history = []
+        return self._episode.history  # type: ignore[no-any-return]
+
+    def begin_episode(self) -> None:
+        """Forget this thread's last episode."""
+        self._episode.history = []
+
+    def __call__(self, observation: Any) -> str:
+        """The action text for a CUAEnv observation."""
+        history = self.history
+        prompt = self.policy.build_prompt(
+            observation["instruction"], observation["screenshot"], history
+        )
+        seed = None if self.greedy else int(self.rng.integers(2**31 - 1))
+        generation = self.generator.generate([prompt], greedy=self.greedy, seed=seed)[0]
+        history.append(generation.action_text)
+        return str(generation.action_text)
+
+
+def load_vlm_policy(
+    config: Any, state: dict[str, Any], *, device: str = "cpu", greedy: bool = True
+) -> tuple[Any, VLMAgent]:
+    """The policy of a VLM checkpoint (base from ``policy.vlm.model`` plus the stored
+    trainable parameters) and its evaluation agent (in-process generation).
+
+    Raises:
+        ConfigError: The checkpoint's parameters do not fit the config's policy.
+    """
+    from cua_rl.policies.vlm import VLMPolicy
+
+    section = config.policy.vlm
+    model = resolve_model(config, section.model)
+    policy = VLMPolicy(section.policy_config(device, model), seed=config.ppo.seed)
+    load_trainable(policy, state["policy"])
+    policy.eval()
+    return policy, VLMAgent(policy, greedy=greedy, seed=config.ppo.seed)
+
+
+def _make_generator(config: Any, policy: Any, run_dir: Any) -> Any:
+    v = config.vlm_update
+    if v.generation == "local":
+        return policy
+    try:
+        from cua_rl.policies.vlm_served import ServedGenerator
+    except ImportError as exc:  # pragma: no cover - part of the package
+        raise ConfigError(f"ppo.vlm.generation: served is unavailable ({exc})") from None
+    return ServedGenerator.from_config(dict(v.server), policy, run_dir=run_dir)
+
+
+class VLMLearner:
+    """A :class:`~cua_rl.policies.vlm.VLMPolicy`, its optimizer, env workers and collector.
+
+    Args:
+        config: The run's config (``policy.kind: vlm``).
+        parts: The run's reward parts (:func:`~cua_rl.training.build.prepare_run`).
+        dist: A :class:`~cua_rl.training.distributed.DistContext` (data-parallel ranks, each
+            with its own ``n_envs`` envs) or None.
+        policy: A policy built by the caller (tests); default built from ``policy.vlm``.
+
+    Attributes:
+        policy: The policy.
+        optimizer: Adam over its trainable parameters (``ppo.learning_rate``).
+        num_timesteps: Environment steps so far (this rank's; with ``dist``, all ranks').
+        updates_done: Updates so far.
+        stats: Exclusion counters (``episodes``, ``unscorable``, ``dropped``, ``downweighted``,
+            ``updates_skipped``).
+        finished: Summaries of the episodes finished since the last :meth:`pop_finished`.
+        train_metrics: The last update's metrics (``train/``, ``rollout/``, ``time/``).
+    """
+
+    def __init__(
+        self, config: Any, parts: Any, *, dist: Any = None, policy: Any = None
+    ) -> None:
+        from stable_baselines3.common.logger import configure as configure_logger
+
+        from cua_rl.envs.make import make_tasks
+        from cua_rl.training.rollouts import make_env_workers
+        from cua_rl.training.vlm import SuccessBuffer
+
+        if config.policy.kind != "vlm" or config.policy.vlm is None:
+            raise ConfigError("VLMLearner needs policy.kind: vlm")
+        self.config = config
+        self.dist = dist
+        rank = 0 if dist is None else dist.rank
+        world = 1 if dist is None else dist.world_size
+        self.train_config = train_config_of(config)
+        if policy is None:
+            from cua_rl.policies.vlm import VLMPolicy
+
+            section = config.policy.vlm
+            model = resolve_model(config, section.model)
+            device = config.ppo.device if dist is None else str(dist.device)
+            policy = VLMPolicy(section.policy_config(device, model), seed=config.ppo.seed)
+        self.policy = policy
+        if dist is not None:
+            dist.broadcast_parameters(policy)
+        self.optimizer = torch.optim.Adam(
+            policy.trainable_parameters(), lr=config.ppo.learning_rate
+        )
+        self.successes = SuccessBuffer(config.vlm_update.replay_per_task)
+        self.logger = configure_logger(None, [])  # SB3 callbacks read it; metrics go elsewhere
+        self.num_timesteps = 0
+        self.updates_done = 0
+        self.stats: Counter[str] = Counter()
+        self.finished: list[dict[str, Any]] = []
+        self.train_metrics: dict[str, float] = {}
+        self.generator = _make_generator(config, policy, config.run_dir)
+        self.venv = make_env_workers(
+            config, wrap=False, first_index=rank * config.ppo.n_envs, ranks=world
+        )
+        try:
+            self.scorer = EpisodeScorer(parts.reward, parts.extra_rewards, parts.filter)
+            group = self.train_config.algorithm == "group"
+            self.collector = EpisodeCollector(
+                self.venv,
+                self.scorer,
+                make_tasks(config.env, "train"),
+                policy,
+                self.generator,
+                group_size=config.vlm_update.group_size if group else 1,
+                generation_batch=config.vlm_update.generation_batch,
+                need_values=not group,
+                recompute_log_probs=config.vlm_update.recompute_log_probs,
+                seed=self._seed(0),
+            )
+        except BaseException:
+            self.venv.close()
+            raise
+
+    def _seed(self, updates: int) -> int:
+        rank = 0 if self.dist is None else self.dist.rank
+        return self.config.ppo.seed + 100_003 * updates + 7_919 * rank
+
+    # -- what the callbacks read --------------------------------------------------------------
+
+    def get_env(self) -> Any:
+        """The env workers."""
+        return self.venv
+
+    def pop_finished(self) -> list[dict[str, Any]]:
+        """The episode summaries collected since the last call (and forget them)."""
+        out, self.finished = self.finished, []
+        return out
+
+    def evaluation_agent(self, deterministic: bool = True) -> VLMAgent:
+        """The policy as an evaluation policy for bare CUAEnvs."""
+        return VLMAgent(self.policy, self.generator, greedy=deterministic, seed=self._seed(0))
+
+    # -- the loop -------------------------------------------------------------------------------
+
+    def learn(
+        self,
+        total_timesteps: int,
+        callback: Sequence[Any] = (),
+        reset_num_timesteps: bool = True,
+    ) -> VLMLearner:
+        """Collect and update until ``total_timesteps`` more steps were taken.
+
+        The callbacks are SB3 callbacks (:class:`~cua_rl.training.callbacks.RunCallback`):
+        ``on_training_start``, ``on_rollout_start``, ``on_step`` after each vector step,
+        ``on_rollout_end``, then ``on_update_end`` after each update (False stops).
+        """
+        from stable_baselines3.common.callbacks import CallbackList
+
+        from cua_rl.training.ppo_sb3 import _update_hooks
+        from cua_rl.training.vlm import build_group_batch, build_ppo_batch, vlm_update
+
+        if reset_num_timesteps:
+            self.num_timesteps = 0
+        total = self.num_timesteps + total_timesteps
+        callbacks = CallbackList(list(callback))
+        callbacks.init_callback(self)  # type: ignore[arg-type]
+        callbacks.on_training_start(locals(), globals())
+        size = self.config.ppo.rollout_size
+        world = 1 if self.dist is None else self.dist.world_size
+        stop = False
+
+        def on_step(n: int) -> bool:
+            nonlocal stop
+            self.num_timesteps += n * world
+            if not callbacks.on_step():
+                stop = True
+            return not stop
+
+        while self.num_timesteps < total and not stop:
+            callbacks.on_rollout_start()
+            rollout = self.collector.collect(size, on_step)
+            callbacks.on_rollout_end()
+            self._count(rollout)
+            t0 = time.perf_counter()
+            cfg = self.train_config
+            if cfg.algorithm == "ppo":
+                batch = build_ppo_batch(rollout.steps, cfg)
+            else:
+                batch = build_group_batch(rollout.steps, cfg, self.successes)
+            kept = int((batch.weights > 0).sum())
+            if self.dist is not None:
+                kept = int(self.dist.all_reduce_sum(float(kept)))
+            if kept == 0:
+                self.stats["updates_skipped"] += 1
+            kwargs = {} if self.dist is None else {"dist": self.dist}
+            metrics = vlm_update(
+                self.policy, self.optimizer, batch, cfg, seed=self._seed(self.updates_done),
+                **kwargs,
+            )  # fmt: skip
+            self.updates_done += 1
+            self.generator_sync()
+            update_s = time.perf_counter() - t0
+            metrics.update(self._rollout_metrics(rollout, update_s))
+            self.train_metrics = metrics
+            if not all(hook() for hook in _update_hooks(callbacks)):
+                break
+        callbacks.on_training_end()
+        return self
+
+    def generator_sync(self) -> None:
+        """Give the generator the updated policy (a served model loads the new adapter)."""
+        sync = getattr(self.generator, "sync", None)
+        if self.generator is not self.policy and callable(sync):
+            sync(self.policy, self.updates_done)
+
+    def _count(self, rollout: Rollout) -> None:
+        for summary in rollout.finished:
+            self.stats["episodes"] += 1
+            if summary["reward"] is None:
+                self.stats["unscorable"] += 1
+            elif summary["weight"] == 0.0:
+                self.stats["dropped"] += 1
+            elif summary["weight"] < 1.0:
+                self.stats["downweighted"] += 1
+        self.finished.extend(rollout.finished)
+
+    def _rollout_metrics(self, rollout: Rollout, update_s: float) -> dict[str, float]:
+        gen_tps = rollout.gen_tokens / rollout.gen_s if rollout.gen_s > 0 else float("nan")
+        return {
+            "rollout/steps": float(rollout.n_steps),
+            "rollout/gen_tokens": float(rollout.gen_tokens),
+            "rollout/invalid_action_rate": rollout.invalid_actions / max(rollout.n_steps, 1),
+            "time/gen_tokens_per_s": gen_tps,
+            "time/gen_s": rollout.gen_s,
+            "time/env_s": rollout.env_s,
+            "time/update_s": update_s,
+            "train/learning_rate": float(self.optimizer.param_groups[0]["lr"]),
+        }
+
+    # -- checkpoints ----------------------------------------------------------------------------
+
+    def checkpoint_state(self) -> dict[str, Any]:
+        """The trainable parameters (adapters or the language model, and the value head) and
+        the optimizer state, for :func:`~cua_rl.training.checkpoint.save_checkpoint`."""
+        names = {n for n, p in self.policy.named_parameters() if p.requires_grad}
+        policy = {k: v.detach().cpu() for k, v in self.policy.state_dict().items() if k in names}
+        return {"policy": policy, "optimizer": self.optimizer.state_dict(), "n_updates": 0}
+
+    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+        """Put the trainable parameters and optimizer state of a checkpoint back.
+
+        Raises:
+            ConfigError: The checkpoint's parameters are not this policy's trainable ones.
+        """
+        load_trainable(self.policy, state["policy"])
+        self.optimizer.load_state_dict(state["optimizer"])
+        self.generator_sync()
+
+    def close(self) -> None:
+        """Close the env workers and the generator."""
+        self.venv.close()
+        close = getattr(self.generator, "close", None)
+        if self.generator is not self.policy and callable(close):
+            close()
+
+
+def load_trainable(policy: Any, params: dict[str, Any]) -> None:
+    """Load a checkpoint's trainable parameters into a freshly built policy (same config).
+
+    Raises:
+        ConfigError: Names missing or extra, or shapes that differ (another policy config).
+    """
+    own = {n: p for n, p in policy.named_parameters() if p.requires_grad}
+    missing, extra = sorted(set(own) - set(params)), sorted(set(params) - set(own))
+    bad = [n for n in own if n in params and tuple(params[n].shape) != tuple(own[n].shape)]
+    if missing or extra or bad:
+        raise ConfigError(
+            f"the checkpoint's parameters do not fit this policy: {len(missing)} missing "
+            f"({missing[:3]}), {len(extra)} unexpected ({extra[:3]}), {len(bad)} of another "
+            f"shape ({bad[:3]}); was it written with another policy.vlm config?"
+        )
+    with torch.no_grad():
+        for name, param in own.items():
+            param.copy_(params[name].to(param.device, param.dtype))
+
+
+def resolve_model(config: Any, model: str) -> str:
+    """``policy.vlm.model`` as a path when it names an existing folder (relative to the
+    config's folder), else as it is (a hub id, read from the local cache when offline)."""
+    path = config.resolve(model)
+    return str(path) if path.exists() else model
