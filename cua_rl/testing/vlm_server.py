@@ -26,9 +26,10 @@ with transformers from a local folder (the tiny random one in tests) and peft ad
 
 Failures can be injected: the first N chat requests answered with an error status
 (``fail_first``, ``fail_status``, ``retry_after``), a delay before each chat answer
-(``delay_s``, to pass a client's timeout), and ``mode``: ``malformed`` (200 with a body that is
-not JSON) or ``no_token_ids`` (tokens as text, ignoring ``return_tokens_as_token_ids``). The
-server counts requests and records chat bodies.
+(``delay_s``, to pass a client's timeout), failed adapter loads (``fail_loads``), and
+``mode``: ``malformed`` (200 with a body that is not JSON) or ``no_token_ids`` (tokens as
+text, ignoring ``return_tokens_as_token_ids``). The server counts requests and records chat
+bodies.
 
 Example:
     >>> with VLLMTestServer("path/to/tiny-qwen2-vl") as server:  # doctest: +SKIP
@@ -115,6 +116,9 @@ class VLLMTestServer:
         fail_status: Status of those failures.
         retry_after: If set, a ``Retry-After`` header (seconds) on those failures.
         delay_s: Sleep this long before answering each chat request.
+        fail_loads: Answer the next N ``/v1/load_lora_adapter`` requests with
+            ``fail_load_status`` (404 = a server without the runtime LoRA API).
+        fail_load_status: Status of those failures.
 
     Attributes:
         requests: Chat requests received (failed ones included).
@@ -135,6 +139,8 @@ class VLLMTestServer:
         fail_status: int = 503,
         retry_after: float | None = None,
         delay_s: float = 0.0,
+        fail_loads: int = 0,
+        fail_load_status: int = 400,
     ) -> None:
         if mode not in _MODES:
             raise ConfigError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -169,6 +175,8 @@ class VLLMTestServer:
         self.fail_status = fail_status
         self.retry_after = retry_after
         self.delay_s = delay_s
+        self.fail_loads = fail_loads
+        self.fail_load_status = fail_load_status
         self.requests = 0
         self.model_requests = 0
         self.loads: list[str] = []
@@ -244,6 +252,10 @@ class VLLMTestServer:
 
     def load_adapter(self, body: dict[str, Any]) -> str:
         """``/v1/load_lora_adapter``: load a peft adapter folder under a name."""
+        with self._lock:
+            fail, self.fail_loads = self.fail_loads > 0, max(self.fail_loads - 1, 0)
+        if fail:
+            raise _HTTPError(self.fail_load_status, "injected load failure")
         name, path = body.get("lora_name"), body.get("lora_path")
         if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
             raise _HTTPError(400, "Both 'lora_name' and 'lora_path' must be provided.")

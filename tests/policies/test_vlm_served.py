@@ -233,6 +233,29 @@ def test_failures_raise_a_clear_error_naming_the_url(
         gen.close()
 
 
+@pytest.mark.parametrize(
+    ("status", "match"),
+    [(400, r"load_lora_adapter \(adapter 'load-v1'\) answered HTTP 400: .*injected load"),
+     (404, r"answered HTTP 404: .*VLLM_ALLOW_RUNTIME_LORA_UPDATING=True")],
+)  # fmt: skip
+def test_a_failed_adapter_load_keeps_the_previous_adapter(
+    policy: VLMPolicy, prompts: list[VLMPrompt], server: VLLMTestServer, tmp_path: Path,
+    status: int, match: str,
+) -> None:  # fmt: skip
+    gen = generator(policy, server.url, tmp_path, adapter_name="load")
+    gen.sync(policy, 0)
+    server.fail_loads, server.fail_load_status = 1, status
+    with pytest.raises(GenerationError, match=match) as info:
+        gen.sync(policy, 1)
+    assert server.url in str(info.value) and server.fail_loads == 0
+    assert gen.served_model == "load-v0" and gen.version == 0
+    gen.generate([prompts[0]], seed=0)
+    assert server.bodies[-1]["model"] == "load-v0"
+    gen.sync(policy, 1)  # the next try goes through
+    assert gen.served_model == "load-v1" and "load-v0" not in server.adapters
+    gen.close()
+
+
 def test_an_unknown_adapter_is_a_clear_error(
     policy: VLMPolicy, prompts: list[VLMPrompt], server: VLLMTestServer, tmp_path: Path
 ) -> None:
