@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "CuaRLError",
     "DependencyNotInstalled",
+    "GenerationError",
     "JudgeError",
     "JudgeUnavailable",
     "TaskSpecError",
@@ -46,6 +47,15 @@ class ActionParseError(ActionError, ValueError):
 
 class TaskSpecError(CuaRLError, ValueError):
     """A task specification is malformed (unknown family, missing or invalid field)."""
+
+
+class GenerationError(CuaRLError):
+    """A served policy could not generate (server unreachable, error status, malformed answer).
+
+    Raised by :class:`~cua_rl.policies.vlm_served.ServedGenerator`; the message names the
+    server's URL and what was wrong. Generation has no "unscorable" fallback: a rollout step
+    without an answer cannot be recorded, so the error stops the work that needed it.
+    """
 
 
 class JudgeError(CuaRLError):

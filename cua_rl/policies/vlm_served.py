@@ -1,0 +1,619 @@
+"""Generation through a vLLM-style OpenAI-compatible server, with the LoRA adapter pushed to it.
+
+:class:`ServedGenerator` is a *generator* (``generate(prompts, *, greedy, seed)`` and
+``sync(policy, version)``) like :class:`~cua_rl.policies.vlm.VLMPolicy` itself, for users who run
+rollouts on a vLLM server while the learner trains in-process. See ``docs/vlm.md``, section
+"Generation through a server (vLLM)", for how to start the server.
+
+Requests. One ``POST {base_url}/chat/completions`` per prompt, at most ``max_concurrency`` in
+flight (a thread pool). The user turn is the prompt's images (``VLMPrompt.images``, already
+resized to the policy's pixel bounds, as lossless PNG data URLs) then ``VLMPrompt.user_text``;
+the server applies the checkpoint's chat template, which gives the same prompt text as
+:meth:`VLMPolicy.build_prompt`. The body sets every sampling field explicitly, because vLLM
+otherwise applies the checkpoint's ``generation_config.json`` defaults (Qwen2-VL-Instruct ships
+``top_k``, ``top_p`` and ``repetition_penalty`` there): ``temperature`` = the policy's (0 =
+greedy), ``top_p`` 1, ``top_k`` -1, ``min_p`` 0, ``repetition_penalty`` 1, ``presence_penalty``
+and ``frequency_penalty`` 0, ``max_tokens`` = ``max_new_tokens``, ``n`` 1, a ``seed`` per
+prompt (``seed`` given: derived from ``(seed, index)`` with ``numpy.random.SeedSequence``, so
+the same prompt twice in a batch, as a group-relative update samples it, gets two different
+answers), ``logprobs: true``, ``top_logprobs: 0`` and vLLM's ``return_tokens_as_token_ids:
+true``.
+
+Answers. The generated ids are read from ``choices[0].logprobs.content[j].token``, which vLLM
+writes ``"token_id:<N>"`` with ``return_tokens_as_token_ids`` (vLLM protocol docs); an answer
+without them is refused (:class:`~cua_rl.errors.GenerationError`), never re-tokenised from text.
+vLLM keeps the end-of-turn token it stopped on as the last generated id (its text is dropped,
+its log-prob kept), which is what :meth:`VLMPolicy.generate` keeps; the client checks it:
+``finish_reason`` ``stop`` must end on one of the policy's end-of-turn ids, ``length`` must be
+``max_new_tokens`` ids, and no end-of-turn id may come earlier. ``skip_special_tokens`` only
+changes ``message.content``, which is not used. Each :class:`~cua_rl.policies.vlm.Generation`
+is built as :meth:`VLMPolicy.generate` builds it (text decoded from the ids with the local
+tokenizer, special tokens skipped; thought split with
+:func:`~cua_rl.policies.vlm.thought_token_count`; weighted log-prob; :func:`parse_answer`), with
+``value = nan``: the trainer computes values (and, when asked, the old log-probs) with
+:meth:`VLMPolicy.evaluate_actions` on the exact ids.
+
+Log-probs are the server's: computed in its dtype (bf16 on GPU) by its kernels, so they differ
+from the learner's float32 pass by more than the in-process 1e-4; and vLLM's default
+``--logprobs-mode raw_logprobs`` gives log-probs of the *unscaled* distribution (before
+temperature), so with a policy temperature other than 1 the server must run with
+``--logprobs-mode processed_logprobs`` (the distribution sampling drew from). Greedy requests
+(temperature 0) get log-probs of ``softmax(logits)`` (vLLM does not scale greedy logits),
+while :meth:`VLMPolicy.generate` reports ``softmax(logits / temperature)``: the same only at
+temperature 1. The client checks what it can (finite, at most 0); for exact old log-probs the
+trainer recomputes them locally (its ``recompute`` option).
+
+Adapters (:meth:`ServedGenerator.sync`). After every update the trainer calls ``sync(policy,
+version)``: the LoRA adapter is saved with peft's ``save_pretrained`` into
+``adapter_dir/<adapter_name>-v<version>`` (written under a temporary name, then renamed),
+loaded with ``POST {base_url}/load_lora_adapter {"lora_name", "lora_path"}`` (vLLM's runtime
+LoRA API: the server needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, ``--enable-lora`` and a
+``--max-lora-rank`` of at least ``lora_r``, and must see ``adapter_dir`` at the same path), the
+previous version is unloaded (``/unload_lora_adapter``) and its folder deleted, and later
+requests name the new adapter as ``model``. :meth:`generate` refuses to run before the first
+``sync``, so rollouts never silently come from the bare base model. Full fine-tuning is
+refused: vLLM has no HTTP API to replace a model's weights.
+
+Transport is :func:`cua_rl._http.exchange` (stdlib, a total deadline per attempt, a body cap)
+with retries with exponential backoff and jitter on connection failures, timeouts, 429 and 5xx
+(honouring ``Retry-After``), as :class:`~cua_rl.judges.openai_compat.OpenAIJudge`. Any other
+status, a body that is not the expected JSON, or missing token ids raise
+:class:`~cua_rl.errors.GenerationError` at once, naming the URL.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import http.client
+import json
+import logging
+import math
+import os
+import random
+import shutil
+import threading
+import urllib.parse
+from collections.abc import Sequence
+from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from cua_rl._http import ConnectFailed, Expired, TooLarge, describe, exchange
+from cua_rl._io import atomic_folder
+from cua_rl.errors import ConfigError, GenerationError
+from cua_rl.judges.prompts import png_data_url
+from cua_rl.policies.vlm import Generation, VLMPrompt, parse_answer, thought_token_count
+
+__all__ = ["ServedGenerator", "generation_from_ids"]
+
+logger = logging.getLogger(__name__)
+
+_TOKEN_PREFIX = "token_id:"
+_LOGPROB_SLACK = 1e-4  # a log-prob above this is not a log-prob
+
+
+def generation_from_ids(
+    prompt: VLMPrompt,
+    token_ids: Sequence[int],
+    log_probs: np.ndarray,
+    *,
+    tokenizer: Any,
+    thought_factor: float,
+    value: float = float("nan"),
+) -> Generation:
+    """A :class:`Generation` from exact ids and their log-probs, as ``VLMPolicy.generate`` builds
+    it (decoded text with special tokens skipped, thought split, weighted log-prob, parse)."""
+    ids = [int(i) for i in token_ids]
+    lps = np.asarray(log_probs, dtype=np.float32)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    n_thought = thought_token_count(tokenizer, ids)
+    weighted = thought_factor * float(lps[:n_thought].sum()) + float(lps[n_thought:].sum())
+    action_text, action, error = parse_answer(text)
+    return Generation(
+        prompt=prompt,
+        text=text,
+        token_ids=tuple(ids),
+        log_probs=lps,
+        n_thought=n_thought,
+        log_prob=weighted,
+        value=value,
+        action_text=action_text,
+        action=action,
+        parse_error=error,
+    )
+
+
+class _Refused(Exception):
+    """An answer that is not what the client needs (the message says what was received)."""
+
+
+def _parse_choice(
+    data: bytes, *, eos_ids: frozenset[int], vocab_size: int, max_tokens: int
+) -> tuple[list[int], np.ndarray]:
+    """The generated ids and log-probs of the first choice of a chat-completions answer.
+
+    Args:
+        data: The response body.
+        eos_ids: The policy's end-of-turn ids.
+        vocab_size: Ids must be in ``[0, vocab_size)``.
+        max_tokens: The request's ``max_tokens``.
+
+    Returns:
+        ``(ids, log_probs)``.
+
+    Raises:
+        _Refused: The body is not JSON of the expected shape, carries no ``token_id:<N>``
+            tokens, or its ids, log-probs or ``finish_reason`` do not agree (the message says
+            what was received).
+    """
+    try:
+        answer = json.loads(data.decode("utf-8"))
+        choice = answer["choices"][0]
+        logprobs = choice["logprobs"]
+        content = None if logprobs is None else logprobs["content"]
+        finish = choice.get("finish_reason")
+    except (ValueError, KeyError, IndexError, TypeError, RecursionError) as exc:
+        raise _Refused(f"not a chat completion with choices ({describe(exc)})") from None
+    if not isinstance(content, list) or not content:
+        raise _Refused(
+            f"choices[0].logprobs.content is {json.dumps(content)[:80]}, not a "
+            "non-empty list of token log-probs"
+        )
+    ids: list[int] = []
+    lps: list[float] = []
+    for j, entry in enumerate(content):
+        token = entry.get("token") if isinstance(entry, dict) else None
+        if not (isinstance(token, str) and token.startswith(_TOKEN_PREFIX)):
+            raise _Refused(
+                f"token {j} is {token!r}, not 'token_id:<N>': the server did not return token "
+                "ids (return_tokens_as_token_ids is a vLLM extension; is this vLLM?)"
+            )
+        try:
+            token_id = int(token[len(_TOKEN_PREFIX) :])
+            logprob = float(entry["logprob"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise _Refused(f"token {j} ({token!r}) is malformed: {describe(exc)}") from None
+        if not 0 <= token_id < vocab_size:
+            raise _Refused(f"token {j} has id {token_id}, outside the vocabulary [0, {vocab_size})")
+        if not (math.isfinite(logprob) and logprob <= _LOGPROB_SLACK):
+            raise _Refused(f"token {j} has log-prob {logprob!r}, not a finite value <= 0")
+        ids.append(token_id)
+        lps.append(min(logprob, 0.0))
+    early = [j for j, t in enumerate(ids[:-1]) if t in eos_ids]
+    if early:
+        raise _Refused(
+            f"end-of-turn id {ids[early[0]]} at token {early[0]} of {len(ids)}: the "
+            "server did not stop at it"
+        )
+    if finish == "stop" and ids[-1] not in eos_ids:
+        raise _Refused(
+            f"finish_reason 'stop' but the last id {ids[-1]} is not an end-of-turn id "
+            f"{sorted(eos_ids)} (a stop string or other stop ids on the server?)"
+        )
+    if finish == "length" and len(ids) != max_tokens:
+        raise _Refused(f"finish_reason 'length' after {len(ids)} ids, not max_tokens={max_tokens}")
+    if finish not in ("stop", "length"):
+        raise _Refused(f"finish_reason is {finish!r}, not 'stop' or 'length'")
+    if len(ids) > max_tokens:
+        raise _Refused(f"{len(ids)} ids, more than max_tokens={max_tokens}")
+    return ids, np.asarray(lps, dtype=np.float32)
+
+
+class ServedGenerator:
+    """Generate a :class:`VLMPolicy`'s answers on a vLLM server (see the module docstring).
+
+    Args:
+        policy: The learner's policy (LoRA): its tokenizer, end-of-turn ids, temperature,
+            ``max_new_tokens`` and ``thought_factor`` are used.
+        base_url: The API base, e.g. ``http://gpu-host:8000/v1`` (``/v1`` is appended when
+            missing).
+        model: The base model's served name (``--served-model-name``, else the path vLLM was
+            started with).
+        adapter_dir: Folder the adapters are saved into; the server must read it at the same
+            path (a shared file system).
+        adapter_name: Prefix of the adapter names (``<adapter_name>-v<version>``).
+        timeout_s: Total deadline of one generation attempt.
+        sync_timeout_s: Total deadline of one adapter load or unload.
+        max_retries: Retries of a request after a transient failure.
+        backoff_s: First backoff wait; doubles per retry, times a jitter in [0.5, 1].
+        max_backoff_s: Cap on one backoff wait (and on a ``Retry-After``).
+        max_concurrency: Requests in flight at once.
+        max_response_bytes: Largest answer body read.
+        api_key_env: Environment variable holding a bearer token (vLLM ``--api-key``), or None.
+        seed: Seed of the backoff jitter.
+
+    Raises:
+        ConfigError: For full fine-tuning (``lora=False``) or a bad setting.
+        GenerationError: If ``GET /models`` fails or does not list ``model`` (checked once,
+            here).
+    """
+
+    def __init__(
+        self,
+        policy: Any,
+        base_url: str,
+        *,
+        model: str,
+        adapter_dir: str | os.PathLike[str],
+        adapter_name: str = "cua-rl",
+        timeout_s: float = 120.0,
+        sync_timeout_s: float = 300.0,
+        max_retries: int = 3,
+        backoff_s: float = 1.0,
+        max_backoff_s: float = 30.0,
+        max_concurrency: int = 16,
+        max_response_bytes: int = 16 * 1024 * 1024,
+        api_key_env: str | None = None,
+        seed: int = 0,
+    ) -> None:
+        if not policy.config.lora:
+            raise ConfigError(
+                "served generation needs a LoRA policy (lora=True): with full fine-tuning the "
+                "updated weights cannot be pushed to a vLLM server over HTTP; generate "
+                "in-process instead"
+            )
+        parts = urllib.parse.urlsplit(base_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
+        if timeout_s <= 0 or sync_timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:
+            raise ConfigError(
+                f"timeouts must be > 0 and backoff times >= 0, got timeout_s={timeout_s}, "
+                f"sync_timeout_s={sync_timeout_s}, backoff_s={backoff_s}, "
+                f"max_backoff_s={max_backoff_s}"
+            )
+        for name, value, low in (
+            ("max_retries", max_retries, 0),
+            ("max_concurrency", max_concurrency, 1),
+            ("max_response_bytes", max_response_bytes, 1024),
+        ):
+            if not (isinstance(value, int) and value >= low):
+                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        if not adapter_name or "/" in adapter_name:
+            raise ConfigError(f"adapter_name must be a non-empty name, got {adapter_name!r}")
+        self._api_key: str | None = None
+        if api_key_env is not None:
+            self._api_key = os.environ.get(api_key_env) or None
+            if self._api_key is None:
+                raise ConfigError(f"api_key_env names {api_key_env!r}, which is not set or empty")
+        self.tokenizer = policy.tokenizer
+        self.eos_ids = frozenset(policy.eos_ids)
+        self.vocab_size = int(policy.lm.config.get_text_config().vocab_size)
+        self.temperature = float(policy.config.temperature)
+        self.max_tokens = int(policy.config.max_new_tokens)
+        self.thought_factor = float(policy.config.thought_factor)
+        self.model = model
+        self.adapter_dir = Path(adapter_dir).resolve()
+        self.adapter_name = adapter_name
+        self.timeout_s = float(timeout_s)
+        self.sync_timeout_s = float(sync_timeout_s)
+        self.max_retries = max_retries
+        self.backoff_s = float(backoff_s)
+        self.max_backoff_s = float(max_backoff_s)
+        self.max_concurrency = max_concurrency
+        self.max_response_bytes = max_response_bytes
+        self._https = parts.scheme == "https"
+        self._host = parts.hostname
+        self._port = parts.port
+        prefix = parts.path.rstrip("/")
+        if not prefix.endswith("/v1"):
+            prefix += "/v1"
+        self._prefix = prefix
+        self.base_url = f"{parts.scheme}://{parts.netloc}{prefix}"
+        self._rng = random.Random(seed)
+        self._lock = threading.Lock()
+        self._pool: ThreadPoolExecutor | None = None
+        self.served_model: str | None = None  # the adapter requests name, after sync
+        self.version: int | None = None
+        self.n_attempts = 0
+        self.n_retries = 0
+        self.n_unload_failures = 0
+        served = self.served_models()
+        if model not in served:
+            shown = served[:10] + (["..."] if len(served) > 10 else [])
+            raise GenerationError(
+                f"generation server at {self.base_url} does not serve model {model!r}; it "
+                f"serves {shown}"
+            )
+
+    # -- the generator interface -------------------------------------------------------------
+
+    def generate(
+        self, prompts: Sequence[VLMPrompt], *, greedy: bool = False, seed: int | None = None
+    ) -> list[Generation]:
+        """One answer per prompt, in order, generated by the server with the synced adapter.
+
+        Args:
+            prompts: Prompts from :meth:`VLMPolicy.build_prompt`.
+            greedy: Temperature 0 (argmax) instead of sampling at the policy's temperature.
+            seed: Seeds the requests (prompt ``i`` gets a seed derived from ``(seed, i)``);
+                None lets the server draw.
+
+        Returns:
+            The generations, ``value`` nan.
+
+        Raises:
+            GenerationError: Before the first :meth:`sync`; or when a request fails after its
+                retries, or is answered with an error status (404: unknown model or adapter),
+                a malformed body or no token ids (the message names the URL).
+        """
+        if self.served_model is None:
+            raise GenerationError(
+                f"call sync(policy, version) before generating on {self.base_url}: without "
+                "it the server would answer with the base model, not the policy's adapters"
+            )
+        if not prompts:
+            return []
+        seeds: list[int | None] = [None] * len(prompts)
+        if seed is not None:
+            states = [
+                np.random.SeedSequence([seed, i]).generate_state(1)[0] for i in range(len(prompts))
+            ]
+            seeds = [int(s) for s in states]
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="vlm-http")
+        abort = threading.Event()
+        model = self.served_model
+        futures: list[Future[Generation]] = [
+            self._pool.submit(self._generate_one, p, model, greedy, s, abort)
+            for p, s in zip(prompts, seeds, strict=True)
+        ]
+        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
+        failed = [f for f in futures if f in done and f.exception() is not None]
+        if failed:
+            abort.set()  # wakes the workers waiting to retry
+            for f in futures:
+                f.cancel()
+            raise failed[0].exception()  # type: ignore[misc]
+        return [f.result() for f in futures]
+
+    def sync(self, policy: Any, version: int) -> None:
+        """Push the policy's LoRA adapter to the server as ``<adapter_name>-v<version>``.
+
+        Saves the adapter (atomically) under ``adapter_dir``, loads it on the server, unloads
+        and deletes the previous version, and makes later requests use it. A stale adapter of
+        the same name (an earlier run) is unloaded first.
+
+        Args:
+            policy: The updated policy (LoRA).
+            version: The update count (an integer >= 0).
+
+        Raises:
+            ConfigError: For full fine-tuning or a bad version.
+            GenerationError: If the server does not load the adapter (names the URL and the
+                server's message); the previous adapter stays in use.
+        """
+        if not policy.config.lora:
+            raise ConfigError(
+                "sync needs a LoRA policy (lora=True): full fine-tuning weights "
+                "cannot be pushed to a vLLM server"
+            )
+        if not (isinstance(version, int) and not isinstance(version, bool) and version >= 0):
+            raise ConfigError(f"version must be an integer >= 0, got {version!r}")
+        name = f"{self.adapter_name}-v{version}"
+        folder = self.adapter_dir / name
+        with atomic_folder(folder, overwrite=True) as tmp:
+            policy.model.save_pretrained(str(tmp))
+        if name in self.served_models():
+            self._adapter_call("unload_lora_adapter", {"lora_name": name})
+        self._adapter_call("load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
+        previous = self.served_model
+        self.served_model = name
+        self.version = version
+        logger.info("adapter %s loaded on %s from %s", name, self.base_url, folder)
+        if previous is not None and previous != name:
+            try:
+                self._adapter_call("unload_lora_adapter", {"lora_name": previous})
+            except GenerationError as exc:  # the new adapter is in use; the old one lingers
+                with self._lock:
+                    self.n_unload_failures += 1
+                logger.warning("could not unload the previous adapter: %s", exc)
+                return
+            shutil.rmtree(self.adapter_dir / previous, ignore_errors=True)
+
+    # -- server calls ------------------------------------------------------------------------
+
+    def served_models(self) -> list[str]:
+        """The ids ``GET /models`` lists (base models and loaded adapters); one attempt.
+
+        Raises:
+            GenerationError: The server is unreachable or answers something else than an
+                OpenAI model list (names the URL).
+        """
+        url = f"{self.base_url}/models"
+        try:
+            answer = self._exchange("GET", "/models", None, self.timeout_s)
+        except (Expired, TooLarge, ConnectFailed, OSError, http.client.HTTPException) as exc:
+            cause = describe(exc.error) if isinstance(exc, ConnectFailed) else describe(exc)
+            raise GenerationError(
+                f"generation server at {self.base_url} is unreachable: {cause} (GET {url})"
+            ) from None
+        if answer.status != 200:
+            snippet = answer.body[:200].decode("utf-8", "replace")
+            raise GenerationError(
+                f"generation server at {self.base_url}: GET {url} answered "
+                f"HTTP {answer.status}: {snippet!r}. Check base_url (the API "
+                "base, ending in /v1)"
+            )
+        try:
+            return [str(m["id"]) for m in json.loads(answer.body.decode("utf-8"))["data"]]
+        except (ValueError, KeyError, TypeError, RecursionError):
+            snippet = answer.body[:100].decode("utf-8", "replace")
+            raise GenerationError(
+                f"generation server at {self.base_url}: GET {url} answered "
+                f"a body that is not an OpenAI model list: {snippet!r}"
+            ) from None
+
+    def body(self, prompt: VLMPrompt, model: str, greedy: bool, seed: int | None) -> dict[str, Any]:
+        """The JSON body sent for one prompt (see the module docstring)."""
+        content: list[dict[str, Any]] = [
+            {"type": "image_url", "image_url": {"url": png_data_url(image)}}
+            for image in prompt.images
+        ]
+        content.append({"type": "text", "text": prompt.user_text})
+        body: dict[str, Any] = {
+            "model": model,
+            "messages": [{"role": "user", "content": content}],
+            "n": 1,
+            "max_tokens": self.max_tokens,
+            "temperature": 0.0 if greedy else self.temperature,
+            "top_p": 1.0,
+            "top_k": -1,
+            "min_p": 0.0,
+            "repetition_penalty": 1.0,
+            "presence_penalty": 0.0,
+            "frequency_penalty": 0.0,
+            "logprobs": True,
+            "top_logprobs": 0,
+            "return_tokens_as_token_ids": True,
+        }
+        if seed is not None:
+            body["seed"] = seed
+        return body
+
+    def _generate_one(
+        self,
+        prompt: VLMPrompt,
+        model: str,
+        greedy: bool,
+        seed: int | None,
+        abort: threading.Event,
+    ) -> Generation:
+        if not prompt.user_text:
+            raise ConfigError(
+                "served generation needs VLMPrompt.user_text (build prompts with "
+                "VLMPolicy.build_prompt)"
+            )
+        payload = json.dumps(self.body(prompt, model, greedy, seed)).encode("utf-8")
+        data = self._request("chat/completions", payload, self.timeout_s, abort, f"model {model!r}")
+        try:
+            ids, lps = _parse_choice(
+                data, eos_ids=self.eos_ids, vocab_size=self.vocab_size, max_tokens=self.max_tokens
+            )
+        except _Refused as exc:
+            snippet = data[:200].decode("utf-8", "replace")
+            raise GenerationError(
+                f"generation server at {self.base_url}: refused the answer to POST "
+                f"{self.base_url}/chat/completions: {exc}: {snippet!r}"
+            ) from None
+        return generation_from_ids(
+            prompt, ids, lps, tokenizer=self.tokenizer, thought_factor=self.thought_factor
+        )
+
+    def _adapter_call(self, endpoint: str, body: dict[str, Any]) -> None:
+        what = f"adapter {body['lora_name']!r}"
+        self._request(
+            endpoint, json.dumps(body).encode("utf-8"), self.sync_timeout_s, threading.Event(), what
+        )
+
+    def _headers(self) -> dict[str, str]:
+        headers = {"Content-Type": "application/json", "Accept": "application/json"}
+        if self._api_key is not None:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        return headers
+
+    def _exchange(self, method: str, path: str, payload: bytes | None, timeout_s: float) -> Any:
+        return exchange(
+            self._host,
+            self._port,
+            method,
+            self._prefix + path,
+            payload,  # type: ignore[arg-type]
+            self._headers(),
+            timeout_s=timeout_s,
+            max_bytes=self.max_response_bytes,
+            https=self._https,
+        )
+
+    def _request(
+        self, endpoint: str, payload: bytes, timeout_s: float, abort: threading.Event, what: str
+    ) -> bytes:
+        """POST with retries on transient failures; the 200 body, else GenerationError."""
+        url = f"{self.base_url}/{endpoint}"
+        last = "no attempt made"
+        retry_after: str | None = None
+        for attempt in range(self.max_retries + 1):
+            if attempt > 0:
+                self._wait(attempt - 1, retry_after, abort)
+            if abort.is_set():
+                raise GenerationError(
+                    f"POST {url} ({what}) abandoned: another request of the batch failed"
+                )
+            retry_after = None
+            with self._lock:
+                self.n_attempts += 1
+                self.n_retries += int(attempt > 0)
+            try:
+                answer = self._exchange("POST", "/" + endpoint, payload, timeout_s)
+            except Expired:
+                last = f"timed out after {timeout_s:g} s"
+                continue
+            except TooLarge:
+                raise GenerationError(
+                    f"POST {url} ({what}) answered more than "
+                    f"max_response_bytes={self.max_response_bytes} bytes"
+                ) from None
+            except ConnectFailed as exc:
+                last = f"cannot connect: {describe(exc.error)}"
+                continue
+            except (OSError, http.client.HTTPException) as exc:
+                last = f"connection lost: {describe(exc)}"
+                continue
+            if answer.status == 200:
+                return bytes(answer.body)
+            snippet = answer.body[:300].decode("utf-8", "replace")
+            last = f"HTTP {answer.status}: {snippet}"
+            if answer.status == 429 or answer.status >= 500:
+                retry_after = answer.headers.get("retry-after")
+                continue
+            hint = ""
+            if answer.status == 404 and endpoint == "chat/completions":
+                hint = (
+                    " (unknown model or adapter: was the adapter unloaded or the server restarted?)"
+                )
+            elif answer.status == 404:
+                hint = (
+                    " (no runtime LoRA API: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
+                )
+            raise GenerationError(
+                f"generation server at {self.base_url}: POST {url} ({what}) answered {last}{hint}"
+            )
+        raise GenerationError(
+            f"generation server at {self.base_url}: POST {url} ({what}) "
+            f"failed after {self.max_retries + 1} attempts: {last}"
+        )
+
+    def _wait(self, attempt: int, retry_after: str | None, abort: threading.Event) -> None:
+        with self._lock:
+            jitter = self._rng.uniform(0.5, 1.0)
+        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * jitter
+        if retry_after is not None:
+            with contextlib.suppress(ValueError):
+                delay = max(delay, min(float(retry_after), self.max_backoff_s))
+        abort.wait(delay)
+
+    # -- housekeeping ------------------------------------------------------------------------
+
+    def summary(self) -> dict[str, float]:
+        """Counters for the logger under ``rollout/``."""
+        return {
+            "rollout/served_attempts": float(self.n_attempts),
+            "rollout/served_retries": float(self.n_retries),
+            "rollout/served_unload_failures": float(self.n_unload_failures),
+        }
+
+    def close(self) -> None:
+        """Stop the worker threads (idempotent)."""
+        if self._pool is not None:
+            self._pool.shutdown(wait=True, cancel_futures=True)
+            self._pool = None
+
+    def __enter__(self) -> ServedGenerator:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"ServedGenerator({self.base_url!r}, model={self.served_model or self.model!r})"

@@ -1,0 +1,539 @@
+"""A real, local vLLM-style server for tests of served VLM generation (a transformers model).
+
+:class:`VLLMTestServer` is a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port,
+background thread, context manager) implementing the subset of vLLM's OpenAI-compatible API
+that :class:`~cua_rl.policies.vlm_served.ServedGenerator` uses, backed by a real Qwen2-VL loaded
+with transformers from a local folder (the tiny random one in tests) and peft adapters:
+
+* ``GET /v1/models``: the base model and the loaded adapters (``parent`` = the base), as vLLM
+  lists them.
+* ``POST /v1/chat/completions``: the chat template of the checkpoint is applied to the
+  messages (``image_url`` parts must be base64 PNG/JPEG data URLs, then ``text`` parts), the
+  processor and ``generate`` run (one request at a time, under a lock), and each choice carries
+  ``logprobs.content[j] = {"token", "logprob", "bytes", "top_logprobs"}`` with ``token``
+  ``"token_id:<N>"`` when the request sets ``return_tokens_as_token_ids``, ``finish_reason``
+  (``stop`` on an end-of-turn id, kept as the last token like vLLM; ``length`` at
+  ``max_tokens``) and ``usage``. Sampling draws from ``softmax(logits / temperature)`` (no
+  top-k / top-p: ``top_p`` must be 1 and ``top_k`` -1 or 0) and the log-probs are of that
+  distribution, as vLLM's ``--logprobs-mode processed_logprobs``; ``temperature`` 0 is greedy
+  with log-probs of ``softmax(logits)`` (vLLM does not scale greedy logits). ``seed`` seeds
+  the request (choice ``i`` of ``n`` uses ``seed + i``).
+* ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and ``POST
+  /v1/unload_lora_adapter`` ``{"lora_name"}`` (vLLM's runtime LoRA API): a peft adapter saved
+  with ``save_pretrained`` is loaded from the path; a request whose ``model`` is the adapter's
+  name generates with it, one naming the base without adapters; an unknown ``model`` is a 404
+  like vLLM's.
+
+Failures can be injected: the first N chat requests answered with an error status
+(``fail_first``, ``fail_status``, ``retry_after``), a delay before each chat answer
+(``delay_s``, to pass a client's timeout), failed adapter loads (``fail_loads``), and
+``mode``: ``malformed`` (200 with a body that is not JSON) or ``no_token_ids`` (tokens as
+text, ignoring ``return_tokens_as_token_ids``). The server counts requests and records chat
+bodies.
+
+Example:
+    >>> with VLLMTestServer("path/to/tiny-qwen2-vl") as server:  # doctest: +SKIP
+    ...     base_url = server.url  # "http://127.0.0.1:<port>/v1"
+"""
+
+from __future__ import annotations
+
+import base64
+import contextlib
+import io
+import json
+import logging
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
+from typing import Any, Literal
+
+from PIL import Image
+
+from cua_rl._vlm import load_qwen_vl, require_vlm
+from cua_rl.errors import ConfigError, DependencyNotInstalled
+
+__all__ = ["VLLMTestServer", "VLLMTestServerMode"]
+
+logger = logging.getLogger(__name__)
+
+VLLMTestServerMode = Literal["ok", "malformed", "no_token_ids"]
+_MODES = ("ok", "malformed", "no_token_ids")
+
+
+class _HTTPError(Exception):
+    """An error answer: status and message (vLLM's error body)."""
+
+    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
+        super().__init__(message)
+        self.status = status
+        self.kind = kind
+
+
+def _decode_image(url: str) -> Image.Image:
+    if not url.startswith("data:image/") or "base64," not in url:
+        raise _HTTPError(400, f"only base64 data URLs are supported, got {url[:40]!r}")
+    data = base64.b64decode(url.split("base64,", 1)[1])
+    with Image.open(io.BytesIO(data)) as img:
+        return img.convert("RGB")
+
+
+def _qwen_messages(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Image]]:
+    """OpenAI chat messages -> the Qwen processor's messages and the images in order."""
+    if not isinstance(messages, list) or not messages:
+        raise _HTTPError(400, "messages must be a non-empty list")
+    out: list[dict[str, Any]] = []
+    images: list[Image.Image] = []
+    for message in messages:
+        content = message["content"]
+        if isinstance(content, str):
+            out.append({"role": message["role"], "content": content})
+            continue
+        parts: list[dict[str, Any]] = []
+        for part in content:
+            if part["type"] == "image_url":
+                image = _decode_image(part["image_url"]["url"])
+                images.append(image)
+                parts.append({"type": "image", "image": image})
+            elif part["type"] == "text":
+                parts.append({"type": "text", "text": part["text"]})
+            else:
+                raise _HTTPError(400, f"unsupported content part type {part['type']!r}")
+        out.append({"role": message["role"], "content": parts})
+    return out, images
+
+
+class VLLMTestServer:
+    """A vLLM-style server on 127.0.0.1 backed by a transformers Qwen2-VL (context manager).
+
+    Args:
+        model_path: Local checkpoint folder (loaded on CPU in float32).
+        served_name: The base model's name in ``/v1/models`` and requests (vLLM's
+            ``--served-model-name``; default: ``model_path``).
+        mode: ``ok``, ``malformed`` or ``no_token_ids`` (see the module docstring).
+        fail_first: Answer the first N chat requests with ``fail_status``.
+        fail_status: Status of those failures.
+        retry_after: If set, a ``Retry-After`` header (seconds) on those failures.
+        delay_s: Sleep this long before answering each chat request.
+        fail_loads: Answer the next N ``/v1/load_lora_adapter`` requests with
+            ``fail_load_status`` (404 = a server without the runtime LoRA API).
+        fail_load_status: Status of those failures.
+
+    Attributes:
+        requests: Chat requests received (failed ones included).
+        model_requests: ``GET /v1/models`` requests received.
+        loads: Adapter names loaded, in order. unloads: Adapter names unloaded, in order.
+        adapters: The loaded adapters, ``{name: path}``.
+        bodies: JSON bodies of the chat requests, in arrival order.
+        max_in_flight: Most chat requests handled at the same time.
+    """
+
+    def __init__(
+        self,
+        model_path: str | Path,
+        *,
+        served_name: str | None = None,
+        mode: VLLMTestServerMode = "ok",
+        fail_first: int = 0,
+        fail_status: int = 503,
+        retry_after: float | None = None,
+        delay_s: float = 0.0,
+        fail_loads: int = 0,
+        fail_load_status: int = 400,
+    ) -> None:
+        if mode not in _MODES:
+            raise ConfigError(f"mode must be one of {_MODES}, got {mode!r}")
+        torch, _, _ = require_vlm()
+        try:
+            import peft
+        except ImportError as exc:
+            raise DependencyNotInstalled("peft", "vlm") from exc
+        self._torch = torch
+        self._peft_lib = peft
+        self.model_path = str(model_path)
+        self.served_name = served_name or self.model_path
+        model, processor = load_qwen_vl(
+            self.model_path,
+            device=torch.device("cpu"),
+            dtype="float32",
+            what="test server",
+            error=ConfigError,
+        )
+        self._base = model
+        self._peft: Any = None  # the PeftModel, once an adapter is loaded
+        self.processor = processor
+        self.tokenizer = processor.tokenizer
+        eos = model.generation_config.eos_token_id
+        eos_ids = set(eos if isinstance(eos, list) else [] if eos is None else [eos])
+        eos_ids.add(self.tokenizer.eos_token_id)
+        self.eos_ids = sorted(int(i) for i in eos_ids)
+        pad = self.tokenizer.pad_token_id
+        self._pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
+        self.mode = mode
+        self.fail_first = fail_first
+        self.fail_status = fail_status
+        self.retry_after = retry_after
+        self.delay_s = delay_s
+        self.fail_loads = fail_loads
+        self.fail_load_status = fail_load_status
+        self.requests = 0
+        self.model_requests = 0
+        self.loads: list[str] = []
+        self.unloads: list[str] = []
+        self.adapters: dict[str, str] = {}
+        self.bodies: list[dict[str, Any]] = []
+        self.in_flight = 0
+        self.max_in_flight = 0
+        self._seed_counter = 0
+        self._lock = threading.Lock()  # counters
+        self._model_lock = threading.Lock()  # one generation / adapter change at a time
+        self._stopping = threading.Event()
+        self._httpd: ThreadingHTTPServer | None = None
+        self._thread: threading.Thread | None = None
+
+    # -- lifecycle -----------------------------------------------------------------------------
+
+    @property
+    def port(self) -> int:
+        """The bound port (after :meth:`start`)."""
+        if self._httpd is None:
+            raise RuntimeError("VLLMTestServer is not running")
+        return int(self._httpd.server_address[1])
+
+    @property
+    def url(self) -> str:
+        """Base URL for clients: ``http://127.0.0.1:<port>/v1``."""
+        return f"http://127.0.0.1:{self.port}/v1"
+
+    def start(self) -> VLLMTestServer:
+        """Bind 127.0.0.1 on an ephemeral port and serve in a daemon thread."""
+        if self._httpd is not None:
+            return self
+        self._stopping.clear()
+        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
+        httpd.daemon_threads = True
+        self._httpd = httpd
+        self._thread = threading.Thread(
+            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
+        )
+        self._thread.start()
+        return self
+
+    def stop(self) -> None:
+        """Stop serving and close the socket (idempotent); delayed handlers wake up."""
+        self._stopping.set()
+        httpd, self._httpd = self._httpd, None
+        thread, self._thread = self._thread, None
+        if httpd is not None:
+            httpd.shutdown()
+            httpd.server_close()
+        if thread is not None:
+            thread.join(timeout=5.0)
+
+    def __enter__(self) -> VLLMTestServer:
+        return self.start()
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    # -- the API -------------------------------------------------------------------------------
+
+    def models(self) -> dict[str, Any]:
+        """The ``/v1/models`` answer."""
+        data = [
+            {"id": self.served_name, "object": "model", "root": self.model_path, "parent": None}
+        ]
+        data += [
+            {"id": name, "object": "model", "root": path, "parent": self.served_name}
+            for name, path in self.adapters.items()
+        ]
+        return {"object": "list", "data": data}
+
+    def load_adapter(self, body: dict[str, Any]) -> str:
+        """``/v1/load_lora_adapter``: load a peft adapter folder under a name."""
+        with self._lock:
+            fail, self.fail_loads = self.fail_loads > 0, max(self.fail_loads - 1, 0)
+        if fail:
+            raise _HTTPError(self.fail_load_status, "injected load failure")
+        name, path = body.get("lora_name"), body.get("lora_path")
+        if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
+            raise _HTTPError(400, "Both 'lora_name' and 'lora_path' must be provided.")
+        with self._model_lock:
+            if name in self.adapters:
+                raise _HTTPError(400, f"The lora adapter '{name}' has already been loaded.")
+            if not (Path(path) / "adapter_config.json").is_file():
+                raise _HTTPError(400, f"No adapter found for {path}")
+            if self._peft is None:
+                self._peft = self._peft_lib.PeftModel.from_pretrained(
+                    self._base, path, adapter_name=name
+                )
+            else:
+                self._peft.load_adapter(path, adapter_name=name)
+            self._peft.eval()
+            self.adapters[name] = path
+            self.loads.append(name)
+        return f"Success: LoRA adapter '{name}' added successfully."
+
+    def unload_adapter(self, body: dict[str, Any]) -> str:
+        """``/v1/unload_lora_adapter``: forget an adapter."""
+        name = body.get("lora_name")
+        with self._model_lock:
+            if name not in self.adapters:
+                raise _HTTPError(
+                    404, f"The lora adapter '{name}' cannot be found.", "NotFoundError"
+                )
+            del self.adapters[name]
+            self._peft.delete_adapter(name)
+            self.unloads.append(name)
+        return f"Success: LoRA adapter '{name}' removed successfully."
+
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """``/v1/chat/completions`` for one request body (see the module docstring)."""
+        model = body.get("model")
+        if model != self.served_name and model not in self.adapters:
+            raise _HTTPError(404, f"The model `{model}` does not exist.", "NotFoundError")
+        if float(body.get("top_p", 1.0)) != 1.0 or int(body.get("top_k", -1)) not in (-1, 0):
+            raise _HTTPError(400, "this test server samples without top-p / top-k only")
+        messages, images = _qwen_messages(body["messages"])
+        temperature = float(body.get("temperature", 1.0))
+        max_tokens = int(body.get("max_tokens", 16))
+        n = int(body.get("n", 1))
+        want_logprobs = bool(body.get("logprobs"))
+        top_n = int(body.get("top_logprobs") or 0)
+        as_ids = bool(body.get("return_tokens_as_token_ids")) and self.mode != "no_token_ids"
+        skip_special = bool(body.get("skip_special_tokens", True))
+        text = self.processor.apply_chat_template(
+            messages, tokenize=False, add_generation_prompt=True
+        )
+        inputs = self.processor(text=[text], images=images or None, return_tensors="pt")
+        n_prompt = int(inputs["input_ids"].shape[1])
+        seed = body.get("seed")
+        choices = []
+        n_completion = 0
+        for index in range(n):
+            if seed is None:
+                with self._lock:
+                    self._seed_counter += 1
+                    choice_seed = 1_000_003 * self._seed_counter
+            else:
+                choice_seed = int(seed) + index
+            ids, lps, tops = self._generate(
+                model, inputs, temperature, max_tokens, choice_seed, top_n
+            )
+            n_completion += len(ids)
+            stopped = bool(ids) and ids[-1] in self.eos_ids
+            choice: dict[str, Any] = {
+                "index": index,
+                "message": {
+                    "role": "assistant",
+                    "content": self.tokenizer.decode(ids, skip_special_tokens=skip_special),
+                },
+                "finish_reason": "stop" if stopped else "length",
+                "stop_reason": None,
+                "logprobs": None,
+            }
+            if want_logprobs:
+                choice["logprobs"] = {
+                    "content": [
+                        {
+                            "token": self._token(t, as_ids),
+                            "logprob": lp,
+                            "bytes": list(self._token(t, False).encode()),
+                            "top_logprobs": [
+                                {"token": self._token(k, as_ids), "logprob": v} for k, v in top
+                            ],
+                        }
+                        for t, lp, top in zip(ids, lps, tops, strict=True)
+                    ]
+                }
+            choices.append(choice)
+        return {
+            "id": f"chatcmpl-{self.requests}",
+            "object": "chat.completion",
+            "created": int(time.time()),
+            "model": model,
+            "choices": choices,
+            "usage": {
+                "prompt_tokens": n_prompt,
+                "completion_tokens": n_completion,
+                "total_tokens": n_prompt + n_completion,
+            },
+        }
+
+    def _token(self, token_id: int, as_id: bool) -> str:
+        if as_id:
+            return f"token_id:{token_id}"
+        return str(self.tokenizer.decode([token_id]))
+
+    def _generate(
+        self, model: str, inputs: Any, temperature: float, max_tokens: int, seed: int, top_n: int
+    ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
+        torch = self._torch
+        greedy = temperature == 0.0
+        sampling = (
+            {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
+            if greedy
+            else {"do_sample": True, "temperature": temperature, "top_k": 0, "top_p": 1.0}
+        )
+        scale = 1.0 if greedy else temperature
+        with self._model_lock, torch.no_grad(), torch.random.fork_rng(devices=[]):
+            torch.manual_seed(seed)
+            if model == self.served_name:
+                lm = self._base
+                context: Any = (
+                    self._peft.disable_adapter()
+                    if self._peft is not None
+                    else contextlib.nullcontext()
+                )
+            else:
+                self._peft.set_adapter(model)
+                lm = self._base  # the adapters are injected into the base model's modules
+                context = contextlib.nullcontext()
+            with context:
+                out = lm.generate(
+                    **inputs,
+                    max_new_tokens=max_tokens,
+                    output_logits=True,
+                    return_dict_in_generate=True,
+                    repetition_penalty=None,
+                    pad_token_id=self._pad_id,
+                    eos_token_id=self.eos_ids,
+                    **sampling,
+                )
+        new = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
+        ids: list[int] = []
+        lps: list[float] = []
+        tops: list[list[tuple[int, float]]] = []
+        for t, step in enumerate(out.logits):
+            token = int(new[t])
+            log_p = torch.log_softmax(step[0].float() / scale, dim=-1)
+            ids.append(token)
+            lps.append(float(log_p[token]))
+            if top_n > 0:
+                values, indices = log_p.topk(top_n)
+                tops.append([(int(i), float(v)) for i, v in zip(indices, values, strict=True)])
+            else:
+                tops.append([])
+            if token in self.eos_ids:
+                break
+        return ids, lps, tops
+
+    # -- request bookkeeping (handler threads) -------------------------------------------------
+
+    def _enter(self, body: dict[str, Any]) -> int:
+        with self._lock:
+            self.requests += 1
+            self.in_flight += 1
+            self.max_in_flight = max(self.max_in_flight, self.in_flight)
+            self.bodies.append(body)
+            return self.requests
+
+    def _leave(self) -> None:
+        with self._lock:
+            self.in_flight -= 1
+
+
+def _make_handler(server: VLLMTestServer) -> type[BaseHTTPRequestHandler]:
+    class Handler(BaseHTTPRequestHandler):
+        protocol_version = "HTTP/1.1"
+
+        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
+            logger.debug("vllm test server: " + format, *args)
+
+        def _send(
+            self,
+            status: int,
+            payload: bytes,
+            content_type: str,
+            extra: dict[str, str] | None = None,
+        ) -> None:
+            try:
+                self.send_response(status)
+                self.send_header("Content-Type", content_type)
+                self.send_header("Content-Length", str(len(payload)))
+                for key, value in (extra or {}).items():
+                    self.send_header(key, value)
+                self.end_headers()
+                self.wfile.write(payload)
+            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
+                pass
+
+        def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
+            self._send(status, json.dumps(obj).encode(), "application/json", extra)
+
+        def _error(
+            self,
+            status: int,
+            message: str,
+            kind: str = "BadRequestError",
+            extra: dict[str, str] | None = None,
+        ) -> None:
+            error = {
+                "object": "error",
+                "message": message,
+                "type": kind,
+                "param": None,
+                "code": status,
+            }
+            self._json(status, error, extra)
+
+        def do_GET(self) -> None:  # noqa: N802 - stdlib name
+            if self.path.rstrip("/") != "/v1/models":
+                self._error(404, f"no route {self.path}", "NotFoundError")
+                return
+            with server._lock:
+                server.model_requests += 1
+            self._json(200, server.models())
+
+        def do_POST(self) -> None:  # noqa: N802 - stdlib name
+            length = int(self.headers.get("Content-Length", 0))
+            raw = self.rfile.read(length)
+            path = self.path.rstrip("/")
+            try:
+                body = json.loads(raw)
+            except ValueError:
+                self._error(400, "request body is not JSON")
+                return
+            if path in ("/v1/load_lora_adapter", "/v1/unload_lora_adapter"):
+                try:
+                    if path == "/v1/load_lora_adapter":
+                        message = server.load_adapter(body)
+                    else:
+                        message = server.unload_adapter(body)
+                except _HTTPError as exc:
+                    self._error(exc.status, str(exc), exc.kind)
+                    return
+                self._send(200, message.encode(), "text/plain")
+                return
+            if path != "/v1/chat/completions":
+                self._error(404, f"no route {self.path}", "NotFoundError")
+                return
+            number = server._enter(body)
+            try:
+                if server.delay_s > 0 and server._stopping.wait(server.delay_s):
+                    return
+                if number <= server.fail_first:
+                    extra = (
+                        {"Retry-After": str(server.retry_after)}
+                        if server.retry_after is not None
+                        else None
+                    )
+                    self._error(server.fail_status, "injected failure", "ServiceUnavailable", extra)
+                    return
+                if server.mode == "malformed":
+                    self._send(200, b'{"choices": [ this is not json', "application/json")
+                    return
+                try:
+                    completion = server.completion(body)
+                except _HTTPError as exc:
+                    self._error(exc.status, str(exc), exc.kind)
+                    return
+                except (KeyError, TypeError, ValueError) as exc:
+                    self._error(400, f"bad request: {type(exc).__name__}: {exc}")
+                    return
+                self._json(200, completion)
+            finally:
+                server._leave()
+
+    return Handler
