@@ -69,6 +69,7 @@ __all__ = [
     "VLMPrompt",
     "action_start",
     "action_text_of",
+    "generation_from_ids",
     "parse_answer",
     "thought_token_count",
 ]
@@ -236,6 +237,37 @@ def parse_answer(text: str) -> tuple[str, Action | None, str | None]:
         return action_text, parse_action(action_text), None
     except ActionParseError as exc:
         return action_text, None, str(exc)
+
+
+def generation_from_ids(
+    prompt: VLMPrompt,
+    token_ids: Sequence[int],
+    log_probs: np.ndarray,
+    *,
+    tokenizer: Any,
+    thought_factor: float,
+    value: float = float("nan"),
+) -> Generation:
+    """A :class:`Generation` from exact ids and their log-probs, as ``VLMPolicy.generate`` builds
+    it (decoded text with special tokens skipped, thought split, weighted log-prob, parse)."""
+    ids = [int(i) for i in token_ids]
+    lps = np.asarray(log_probs, dtype=np.float32)
+    text = tokenizer.decode(ids, skip_special_tokens=True)
+    n_thought = thought_token_count(tokenizer, ids)
+    weighted = thought_factor * float(lps[:n_thought].sum()) + float(lps[n_thought:].sum())
+    action_text, action, error = parse_answer(text)
+    return Generation(
+        prompt=prompt,
+        text=text,
+        token_ids=tuple(ids),
+        log_probs=lps,
+        n_thought=n_thought,
+        log_prob=weighted,
+        value=value,
+        action_text=action_text,
+        action=action,
+        parse_error=error,
+    )
 
 
 class VLMPolicy(nn.Module):
@@ -454,26 +486,15 @@ class VLMPolicy(nn.Module):
         for row, prompt in enumerate(prompts):
             ids = [int(i) for i in new[row].tolist()]
             end = next((k + 1 for k, t in enumerate(ids) if t in self.eos_ids), len(ids))
-            ids = ids[:end]
-            lps = token_lp[row, :end].cpu().numpy().astype(np.float32)
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)
-            n_thought = thought_token_count(self.tokenizer, ids)
-            weighted = cfg.thought_factor * float(lps[:n_thought].sum()) + float(
-                lps[n_thought:].sum()
-            )
-            action_text, action, error = parse_answer(text)
+            lps = token_lp[row, :end].cpu().numpy()
             results.append(
-                Generation(
-                    prompt=prompt,
-                    text=text,
-                    token_ids=tuple(ids),
-                    log_probs=lps,
-                    n_thought=n_thought,
-                    log_prob=weighted,
+                generation_from_ids(
+                    prompt,
+                    ids[:end],
+                    lps,
+                    tokenizer=self.tokenizer,
+                    thought_factor=cfg.thought_factor,
                     value=float(values[row]),
-                    action_text=action_text,
-                    action=action,
-                    parse_error=error,
                 )
             )
         return results

@@ -84,45 +84,14 @@ from cua_rl._http import ConnectFailed, Expired, TooLarge, describe, exchange
 from cua_rl._io import atomic_folder
 from cua_rl.errors import ConfigError, GenerationError
 from cua_rl.judges.prompts import png_data_url
-from cua_rl.policies.vlm import Generation, VLMPrompt, parse_answer, thought_token_count
+from cua_rl.policies.vlm import Generation, VLMPrompt, generation_from_ids
 
-__all__ = ["ServedGenerator", "generation_from_ids"]
+__all__ = ["ServedGenerator"]
 
 logger = logging.getLogger(__name__)
 
 _TOKEN_PREFIX = "token_id:"
 _LOGPROB_SLACK = 1e-4  # a log-prob above this is not a log-prob
-
-
-def generation_from_ids(
-    prompt: VLMPrompt,
-    token_ids: Sequence[int],
-    log_probs: np.ndarray,
-    *,
-    tokenizer: Any,
-    thought_factor: float,
-    value: float = float("nan"),
-) -> Generation:
-    """A :class:`Generation` from exact ids and their log-probs, as ``VLMPolicy.generate`` builds
-    it (decoded text with special tokens skipped, thought split, weighted log-prob, parse)."""
-    ids = [int(i) for i in token_ids]
-    lps = np.asarray(log_probs, dtype=np.float32)
-    text = tokenizer.decode(ids, skip_special_tokens=True)
-    n_thought = thought_token_count(tokenizer, ids)
-    weighted = thought_factor * float(lps[:n_thought].sum()) + float(lps[n_thought:].sum())
-    action_text, action, error = parse_answer(text)
-    return Generation(
-        prompt=prompt,
-        text=text,
-        token_ids=tuple(ids),
-        log_probs=lps,
-        n_thought=n_thought,
-        log_prob=weighted,
-        value=value,
-        action_text=action_text,
-        action=action,
-        parse_error=error,
-    )
 
 
 class _Refused(Exception):

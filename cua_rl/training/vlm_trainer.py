@@ -378,15 +378,32 @@ def load_vlm_policy(
     return policy, VLMAgent(policy, greedy=greedy, seed=config.ppo.seed)
 
 
+#: ``ppo.vlm.server`` keys (the :class:`~cua_rl.policies.vlm_served.ServedGenerator` arguments).
+SERVER_KEYS = (
+    "base_url", "model", "adapter_dir", "adapter_name", "timeout_s", "sync_timeout_s",
+    "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "max_response_bytes",
+    "api_key_env",
+)  # fmt: skip
+
+
 def _make_generator(config: Any, policy: Any, run_dir: Any) -> Any:
+    """The policy itself (``generation: local``) or a served model (``ppo.vlm.server``; the
+    adapters go to ``<run folder>/adapters`` unless ``adapter_dir`` says otherwise)."""
     v = config.vlm_update
     if v.generation == "local":
         return policy
-    try:
-        from cua_rl.policies.vlm_served import ServedGenerator
-    except ImportError as exc:  # pragma: no cover - part of the package
-        raise ConfigError(f"ppo.vlm.generation: served is unavailable ({exc})") from None
-    return ServedGenerator.from_config(dict(v.server), policy, run_dir=run_dir)
+    from cua_rl.policies.vlm_served import ServedGenerator
+
+    kwargs = dict(v.server)
+    unknown = sorted(set(kwargs) - set(SERVER_KEYS))
+    if unknown:
+        raise ConfigError(f"ppo.vlm.server: unknown keys {unknown}; allowed: {list(SERVER_KEYS)}")
+    if "model" not in kwargs:
+        raise ConfigError("ppo.vlm.server.model: the base model's served name is required")
+    adapters = kwargs.pop("adapter_dir", None)
+    adapters = config.resolve(adapters) if adapters is not None else run_dir / "adapters"
+    return ServedGenerator(policy, kwargs.pop("base_url"), adapter_dir=adapters,
+                           seed=config.ppo.seed, **kwargs)  # fmt: skip
 
 
 class VLMLearner:
@@ -447,9 +464,14 @@ class VLMLearner:
         self.finished: list[dict[str, Any]] = []
         self.train_metrics: dict[str, float] = {}
         self.generator = _make_generator(config, policy, config.run_dir)
-        self.venv = make_env_workers(
-            config, wrap=False, first_index=rank * config.ppo.n_envs, ranks=world
-        )
+        try:
+            self.generator_sync()  # a served model gets the starting adapter (version 0)
+            self.venv = make_env_workers(
+                config, wrap=False, first_index=rank * config.ppo.n_envs, ranks=world
+            )
+        except BaseException:
+            self._close_generator()
+            raise
         try:
             self.scorer = EpisodeScorer(parts.reward, parts.extra_rewards, parts.filter)
             group = self.train_config.algorithm == "group"
@@ -466,7 +488,7 @@ class VLMLearner:
                 seed=self._seed(0),
             )
         except BaseException:
-            self.venv.close()
+            self.close()
             raise
 
     def _seed(self, updates: int) -> int:
@@ -556,10 +578,10 @@ class VLMLearner:
         return self
 
     def generator_sync(self) -> None:
-        """Give the generator the updated policy (a served model loads the new adapter)."""
-        sync = getattr(self.generator, "sync", None)
-        if self.generator is not self.policy and callable(sync):
-            sync(self.policy, self.updates_done)
+        """Give the generator the policy after ``updates_done`` updates (a served model loads
+        the new adapter; in-process generation needs nothing)."""
+        if self.generator is not self.policy:
+            self.generator.sync(self.policy, self.updates_done)
 
     def _count(self, rollout: Rollout) -> None:
         for summary in rollout.finished:
@@ -606,7 +628,12 @@ class VLMLearner:
 
     def close(self) -> None:
         """Close the env workers and the generator."""
-        self.venv.close()
+        try:
+            self.venv.close()
+        finally:
+            self._close_generator()
+
+    def _close_generator(self) -> None:
         close = getattr(self.generator, "close", None)
         if self.generator is not self.policy and callable(close):
             close()

@@ -209,7 +209,7 @@ def test_one_iteration_end_to_end_then_resume(
     else:
         assert row["rollout/groups"] >= 1 and row["rollout/skipped_groups"] == 0
         assert 0 < row["rollout/success_rate"] < 1
-        assert choices[0].synced == [1]  # the generator got the policy after the update
+        assert choices[0].synced == [0, 1]  # at the start and after the update
     evals = [r for r in found if "eval/episodes" in r]
     assert len(evals) == 1 and evals[0]["eval/episodes"] == 2
     # the checkpoint holds the trained adapters and value head, nothing else
@@ -359,3 +359,25 @@ def test_the_agent_keeps_one_history_per_episode(tiny_path: Path) -> None:
     assert agent.history == first and set(first) == {"WAIT", "pyautogui.click(3, 4)"}
     agent.begin_episode()
     assert agent.history == []
+
+
+def test_served_generation_end_to_end_pushes_the_adapter(tmp_path: Path, tiny_path: Path) -> None:
+    """A run whose actions come from a vLLM-style server over real HTTP: the starting adapter
+    is pushed before the first rollout and the trained one after the update; the learner's
+    recomputed log-probs are what the update uses."""
+    from cua_rl.testing.vlm_server import VLLMTestServer
+
+    with VLLMTestServer(tiny_path, served_name="tiny") as server:
+        config = make_config(tmp_path, tiny_path, ppo={"vlm": {
+            "generation": "served", "server": {"base_url": server.url, "model": "tiny",
+                                               "timeout_s": 30.0}}})  # fmt: skip
+        result = train(config)
+        requests = server.requests
+    assert result.updates_done == 1
+    adapters = sorted(p.name for p in (result.run_dir / "adapters").iterdir())
+    assert adapters == ["cua-rl-v1"]  # v0 was replaced by v1 and deleted
+    row = next(r for r in rows(result.run_dir) if "train/n_updates" in r)
+    assert row["rollout/gen_tokens"] > 0 and row["time/gen_tokens_per_s"] > 0
+    # recomputed old log-probs: the first minibatch's ratio is 1, nothing is clipped
+    assert row["train/clip_fraction"] == 0.0
+    assert requests >= result.num_timesteps  # one chat request per step (plus evaluation)
