@@ -56,6 +56,7 @@ from cua_rl.policies.vlm_config import VLMPolicyConfig
 try:
     import torch
     from torch import nn
+    from torch.utils.checkpoint import checkpoint
 except ImportError as exc:  # pragma: no cover - torch is in every test environment
     raise DependencyNotInstalled("torch", "vlm") from exc
 
@@ -571,10 +572,10 @@ class VLMPolicy(nn.Module):
         hidden = out.last_hidden_state
         # The logits at column t predict token t + 1: the prompt's last column predicts the
         # first generated token.
-        logits = self.lm.lm_head(hidden[:, n_prompt - 1 : n_prompt - 1 + n_gen]).float()
-        log_p = torch.log_softmax(logits / self.config.temperature, dim=-1)
-        token_lp = log_p.gather(-1, gen[..., None]).squeeze(-1) * mask
-        token_entropy = -(log_p.exp() * log_p).sum(-1)
+        token_lp, token_entropy = self._token_stats(
+            hidden[:, n_prompt - 1 : n_prompt - 1 + n_gen], gen
+        )
+        token_lp = token_lp * mask
         value = self.value_head(hidden[:, n_prompt - 1].float()).squeeze(-1)
         return Evaluation(
             log_prob=(token_lp * weights).sum(-1),
@@ -583,6 +584,33 @@ class VLMPolicy(nn.Module):
             token_log_probs=token_lp,
             mask=mask,
         )
+
+    def _token_stats(self, hidden: Any, ids: Any) -> tuple[Any, Any]:
+        """Per-token log-probs of ``ids`` and entropies, ``logits_chunk`` positions at a time.
+
+        The float32 log-softmax over the vocabulary is the largest tensor of an update (B x G x
+        151,936 floats for Qwen2-VL: 622 MB at B=8, G=128, and autograd keeps it and its exp
+        for the backward pass). Each chunk is computed under activation checkpointing when
+        gradients are needed, so only one chunk's vocabulary-sized tensors exist at a time, in
+        the forward and in the backward pass; the numbers are those of the one-piece
+        computation (the same operations, recomputed).
+        """
+        temperature = self.config.temperature
+
+        def stats(h: Any, chunk_ids: Any) -> tuple[Any, Any]:
+            log_p = torch.log_softmax(self.lm.lm_head(h).float() / temperature, dim=-1)
+            lp = log_p.gather(-1, chunk_ids[..., None]).squeeze(-1)
+            return lp, -(log_p.exp() * log_p).sum(-1)
+
+        step = self.config.logits_chunk
+        parts = []
+        for start in range(0, ids.shape[1], step):
+            h, chunk_ids = hidden[:, start : start + step], ids[:, start : start + step]
+            if torch.is_grad_enabled() and h.requires_grad and step < ids.shape[1]:
+                parts.append(checkpoint(stats, h, chunk_ids, use_reentrant=False))
+            else:
+                parts.append(stats(h, chunk_ids))
+        return torch.cat([p[0] for p in parts], dim=1), torch.cat([p[1] for p in parts], dim=1)
 
     def sync(self, policy: VLMPolicy, version: int) -> None:
         """The generator interface's hook after an update: in-process generation already uses

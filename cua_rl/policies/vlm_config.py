@@ -35,6 +35,8 @@ class VLMPolicyConfig:
         device: ``"cpu"``, ``"cuda[:N]"`` or ``"auto"``.
         dtype: ``"auto"`` (bfloat16 on CUDA, float32 on CPU) or a dtype name.
         gradient_checkpointing: Recompute activations in the backward pass (saves memory).
+        logits_chunk: Generated positions whose vocabulary-sized logits are computed at once
+            in the training pass (the rest are recomputed in the backward pass).
     """
 
     model: str
@@ -53,9 +55,11 @@ class VLMPolicyConfig:
     device: str = "auto"
     dtype: str = "auto"
     gradient_checkpointing: bool = False
+    logits_chunk: int = 16
 
     def __post_init__(self) -> None:
-        for name in ("lora_r", "lora_alpha", "min_pixels", "max_pixels", "max_new_tokens"):
+        for name in ("lora_r", "lora_alpha", "min_pixels", "max_pixels", "max_new_tokens",
+                     "logits_chunk"):  # fmt: skip
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")

@@ -83,6 +83,8 @@ class VLMPolicySection:
     dtype: str = "auto"
     #: Recompute activations in the backward pass (saves memory on GPU).
     gradient_checkpointing: bool = False
+    #: Generated positions whose vocabulary-sized logits exist at once in the training pass.
+    logits_chunk: int = 16
 
     def __post_init__(self) -> None:
         check_fields(self)

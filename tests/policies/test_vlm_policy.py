@@ -357,6 +357,29 @@ def test_gradient_checkpointing_gives_the_same_log_probs_and_gradients(tiny_path
         torch.testing.assert_close(g0[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
 
 
+@pytest.mark.parametrize("full", [False, True])
+def test_chunked_logits_give_the_same_numbers_and_gradients(tiny_path: Path, full: bool) -> None:
+    """logits_chunk 1 (checkpointed chunks) against one piece: same log-probs, entropies and
+    gradients, with LoRA and with full fine-tuning (where lm_head itself is trained)."""
+    results = []
+    for chunk in (1, 3, 10_000):
+        policy = make_policy(tiny_path, logits_chunk=chunk, lora=not full).train()
+        prompts = [policy.build_prompt("Save.", screen(16)), policy.build_prompt("Go.", screen(17))]
+        ids = [answer_ids(policy, "Thought: save.\nAction: DONE"), answer_ids(policy, "WAIT")]
+        ev = policy.evaluate_actions(prompts, ids)
+        (ev.log_prob.sum() + ev.entropy.sum() + ev.value.sum()).backward()
+        grads = {n: p.grad.clone() for n, p in policy.named_parameters() if p.grad is not None}
+        results.append((ev.token_log_probs.detach(), ev.entropy.detach(), grads))
+    lp0, ent0, g0 = results[-1]
+    assert any("lm_head" in n for n in g0) is full
+    for lp, ent, grads in results[:-1]:
+        torch.testing.assert_close(lp, lp0, atol=1e-6, rtol=1e-6)
+        torch.testing.assert_close(ent, ent0, atol=1e-6, rtol=1e-6)
+        assert grads.keys() == g0.keys()
+        for name in g0:
+            torch.testing.assert_close(grads[name], g0[name], atol=1e-6, rtol=1e-5, msg=name)
+
+
 def test_the_seed_fixes_the_adapters_and_the_value_head(tiny_path: Path) -> None:
     def weights(seed: int) -> dict[str, torch.Tensor]:
         policy = VLMPolicy(VLMPolicyConfig(str(tiny_path), **TINY), seed=seed)
