@@ -381,3 +381,46 @@ def test_served_generation_end_to_end_pushes_the_adapter(tmp_path: Path, tiny_pa
     # recomputed old log-probs: the first minibatch's ratio is 1, nothing is clipped
     assert row["train/clip_fraction"] == 0.0
     assert requests >= result.num_timesteps  # one chat request per step (plus evaluation)
+
+
+@pytest.mark.parametrize(
+    "vec_env", ["subproc", pytest.param("ray", marks=pytest.mark.ray)]
+)
+def test_rollouts_through_process_and_ray_workers_survive_a_killed_worker(
+    tmp_path: Path, tiny_path: Path, vec_env: str
+) -> None:
+    """The same collector over worker processes / Ray actors: a worker SIGKILLed mid-episode
+    is replaced, its episode is lost (weight 0, never a score), the others are whole."""
+    import signal
+
+    from cua_rl.envs.make import make_tasks
+    from cua_rl.policies.vlm import VLMPolicy
+    from cua_rl.training.rollouts import make_env_workers
+    from cua_rl.training.vlm_trainer import EpisodeCollector
+
+    ray_cfg = {"num_cpus": 2, "object_store_mb": 80, "step_timeout_s": 60.0}
+    config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
+                         ppo={"n_envs": 2, "vec_env": vec_env, "ray": ray_cfg})  # fmt: skip
+    policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
+    venv = make_env_workers(config, wrap=False)
+
+    class Killer(_Echo):
+        def generate(self, prompts: Any, **kwargs: Any) -> Any:
+            if len(self.calls) == 1:  # second generation: env 1 is mid-episode
+                os.kill(venv.worker_pids()[1], signal.SIGKILL)
+            return super().generate(prompts, **kwargs)
+
+    try:
+        collector = EpisodeCollector(venv, EpisodeScorer(), make_tasks(config.env, "train"),
+                                     policy, Killer(policy, ["Action: WAIT"]), seed=0)  # fmt: skip
+        rollout = collector.collect(min_steps=8)
+        restarts = list(venv.restarts)
+    finally:
+        venv.close()
+    lost = [f for f in rollout.finished if f["reward"] is None]
+    assert len(lost) == 1 and "died" in lost[0]["unscorable_reason"], rollout.finished
+    assert restarts == [0, 1]
+    scored = [f for f in rollout.finished if f["reward"] is not None]
+    assert scored and all(f["length"] == 3 for f in scored)
+    weights = {s.episode_id: s.weight for s in rollout.steps}
+    assert sum(w == 0.0 for w in weights.values()) == 1
