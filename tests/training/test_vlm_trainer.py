@@ -424,3 +424,26 @@ def test_rollouts_through_process_and_ray_workers_survive_a_killed_worker(
     assert scored and all(f["length"] == 3 for f in scored)
     weights = {s.episode_id: s.weight for s in rollout.steps}
     assert sum(w == 0.0 for w in weights.values()) == 1
+
+
+def test_cli_trains_and_evaluates_a_vlm_run(
+    tmp_path: Path, tiny_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import yaml
+
+    from cua_rl.cli import main
+
+    data = vlm_dict(Path("runs"), tiny_path, eval={"at_end": False})
+    data["logging"]["dir"] = "runs"
+    file = tmp_path / "vlm.yaml"
+    file.write_text(yaml.safe_dump(data))
+    assert main(["train", str(file)]) == 0
+    run_dir = tmp_path / "runs" / "run"
+    assert (run_dir / "checkpoints").is_dir()
+    capsys.readouterr()
+    code = main(["evaluate", "--config", str(file), "--checkpoint", str(run_dir),
+                 "--episodes", "2", "--no-judge", "--json-out", str(tmp_path / "e.json")])  # fmt: skip
+    assert code == 0
+    report = json.loads((tmp_path / "e.json").read_text())
+    assert report["episodes"] == 2 and report["success"]["n"] == 2
+    assert report["checkpoint"].endswith("ckpt_000001.pt")
