@@ -12,8 +12,9 @@ it is parsed with :func:`~cua_rl.actions.parse_action` and an unparseable one is
 :attr:`Generation.parse_error` (the env records it as an invalid step), never raised.
 
 Log-probabilities (RL4VLM, Zhai et al. 2024, ``llava_evaluate``): the policy distribution of a
-token is ``softmax(logits / temperature)`` (the distribution sampling draws from), and the
-action's log-probability is::
+token is ``softmax(logits / temperature)`` over every token but the vision placeholders
+(:func:`vision_token_ids`, suppressed in generation: the distribution sampling draws from), and
+the action's log-probability is::
 
     log pi(a | s) = thought_factor * sum(log p(thought tokens)) + sum(log p(action tokens))
 
@@ -73,6 +74,7 @@ __all__ = [
     "generation_from_ids",
     "parse_answer",
     "thought_token_count",
+    "vision_token_ids",
 ]
 
 logger = logging.getLogger(__name__)
@@ -271,6 +273,21 @@ def generation_from_ids(
     )
 
 
+def vision_token_ids(model_config: Any) -> tuple[int, ...]:
+    """The ids of the vision placeholder tokens of a Qwen2-VL / Qwen2.5-VL config (image and
+    video pads, vision start and end): the policy never generates them.
+
+    An answer holding one cannot be scored by the training pass (the model counts image
+    tokens in its input and refuses a count that differs from the images given; a random
+    model does sample them), so generation suppresses them and both passes give them
+    probability 0: the policy distribution is the model's renormalised over the other tokens.
+    """
+    names = ("image_token_id", "video_token_id", "vision_start_token_id",
+             "vision_end_token_id", "vision_token_id")  # fmt: skip
+    found = {getattr(model_config, name, None) for name in names}
+    return tuple(sorted(int(i) for i in found if isinstance(i, int)))
+
+
 class VLMPolicy(nn.Module):
     """A Qwen2-VL / Qwen2.5-VL actor-critic (see the module docstring).
 
@@ -349,6 +366,7 @@ class VLMPolicy(nn.Module):
         self.eos_ids = frozenset(int(i) for i in eos_ids)
         pad = self.tokenizer.pad_token_id
         self.pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
+        self.banned_ids = vision_token_ids(lm.config)
         self.eval()
 
     # -- prompts ---------------------------------------------------------------------------
@@ -455,6 +473,8 @@ class VLMPolicy(nn.Module):
             if greedy
             else {"do_sample": True, "temperature": cfg.temperature, "top_k": 0, "top_p": 1.0}
         )
+        if self.banned_ids:
+            sampling["suppress_tokens"] = list(self.banned_ids)
         devices = [self.device] if self.device.type == "cuda" else []
         try:
             with torch.no_grad(), torch.random.fork_rng(devices=devices, enabled=seed is not None):
@@ -476,9 +496,7 @@ class VLMPolicy(nn.Module):
         new = out.sequences[:, n_prompt:]
         token_lp = torch.stack(  # one step at a time: no float copy of all (B, G, V) logits
             [
-                torch.log_softmax(step.float() / cfg.temperature, dim=-1)
-                .gather(-1, new[:, t, None])
-                .squeeze(-1)
+                self._log_softmax(step).gather(-1, new[:, t, None]).squeeze(-1)
                 for t, step in enumerate(out.logits)
             ],
             dim=1,
@@ -595,12 +613,11 @@ class VLMPolicy(nn.Module):
         the forward and in the backward pass; the numbers are those of the one-piece
         computation (the same operations, recomputed).
         """
-        temperature = self.config.temperature
 
         def stats(h: Any, chunk_ids: Any) -> tuple[Any, Any]:
-            log_p = torch.log_softmax(self.lm.lm_head(h).float() / temperature, dim=-1)
+            log_p = self._log_softmax(self.lm.lm_head(h))
             lp = log_p.gather(-1, chunk_ids[..., None]).squeeze(-1)
-            return lp, -(log_p.exp() * log_p).sum(-1)
+            return lp, -(log_p.exp() * log_p.nan_to_num(neginf=0.0)).sum(-1)
 
         step = self.config.logits_chunk
         parts = []
@@ -611,6 +628,17 @@ class VLMPolicy(nn.Module):
             else:
                 parts.append(stats(h, chunk_ids))
         return torch.cat([p[0] for p in parts], dim=1), torch.cat([p[1] for p in parts], dim=1)
+
+    def _log_softmax(self, logits: Any) -> Any:
+        """The policy distribution's log-probs from raw logits: float32, divided by the
+        temperature, with the vision tokens (:func:`vision_token_ids`) at -inf."""
+        scaled = logits.float() / self.config.temperature
+        if self.banned_ids:
+            scaled = scaled.index_fill(-1, self._banned_index(scaled.device), float("-inf"))
+        return torch.log_softmax(scaled, dim=-1)
+
+    def _banned_index(self, device: Any) -> Any:
+        return torch.tensor(self.banned_ids, dtype=torch.long, device=device)
 
     def sync(self, policy: VLMPolicy, version: int) -> None:
         """The generator interface's hook after an update: in-process generation already uses

@@ -99,7 +99,12 @@ class _Refused(Exception):
 
 
 def _parse_choice(
-    data: bytes, *, eos_ids: frozenset[int], vocab_size: int, max_tokens: int
+    data: bytes,
+    *,
+    eos_ids: frozenset[int],
+    vocab_size: int,
+    max_tokens: int,
+    banned: frozenset[int] = frozenset(),
 ) -> tuple[list[int], np.ndarray]:
     """The generated ids and log-probs of the first choice of a chat-completions answer.
 
@@ -108,6 +113,7 @@ def _parse_choice(
         eos_ids: The policy's end-of-turn ids.
         vocab_size: Ids must be in ``[0, vocab_size)``.
         max_tokens: The request's ``max_tokens``.
+        banned: Ids the answer must not hold (the vision placeholders, biased away).
 
     Returns:
         ``(ids, log_probs)``.
@@ -146,6 +152,10 @@ def _parse_choice(
             raise _Refused(f"token {j} ({token!r}) is malformed: {describe(exc)}") from None
         if not 0 <= token_id < vocab_size:
             raise _Refused(f"token {j} has id {token_id}, outside the vocabulary [0, {vocab_size})")
+        if token_id in banned:
+            raise _Refused(f"token {j} is the vision placeholder id {token_id}, which the "
+                           f"request's logit_bias excludes (a server that ignores "
+                           f"logit_bias?)")  # fmt: skip
         if not (math.isfinite(logprob) and logprob <= _LOGPROB_SLACK):
             raise _Refused(f"token {j} has log-prob {logprob!r}, not a finite value <= 0")
         ids.append(token_id)
@@ -249,6 +259,7 @@ class ServedGenerator:
         self.tokenizer = policy.tokenizer
         self.eos_ids = frozenset(policy.eos_ids)
         self.vocab_size = int(policy.lm.config.get_text_config().vocab_size)
+        self.banned = frozenset(policy.banned_ids)
         self.temperature = float(policy.config.temperature)
         self.max_tokens = int(policy.config.max_new_tokens)
         self.thought_factor = float(policy.config.thought_factor)
@@ -437,6 +448,8 @@ class ServedGenerator:
             "top_logprobs": 0,
             "return_tokens_as_token_ids": True,
         }
+        if self.banned:  # the policy never writes vision placeholders (OpenAI's bias range)
+            body["logit_bias"] = {str(i): -100 for i in sorted(self.banned)}
         if seed is not None:
             body["seed"] = seed
         return body
@@ -458,8 +471,9 @@ class ServedGenerator:
         data = self._request("chat/completions", payload, self.timeout_s, abort, f"model {model!r}")
         try:
             ids, lps = _parse_choice(
-                data, eos_ids=self.eos_ids, vocab_size=self.vocab_size, max_tokens=self.max_tokens
-            )
+                data, eos_ids=self.eos_ids, vocab_size=self.vocab_size,
+                max_tokens=self.max_tokens, banned=self.banned,
+            )  # fmt: skip
         except _Refused as exc:
             snippet = data[:200].decode("utf-8", "replace")
             raise GenerationError(

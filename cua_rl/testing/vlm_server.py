@@ -13,7 +13,8 @@ with transformers from a local folder (the tiny random one in tests) and peft ad
   ``logprobs.content[j] = {"token", "logprob", "bytes", "top_logprobs"}`` with ``token``
   ``"token_id:<N>"`` when the request sets ``return_tokens_as_token_ids``, ``finish_reason``
   (``stop`` on an end-of-turn id, kept as the last token like vLLM; ``length`` at
-  ``max_tokens``) and ``usage``. Sampling draws from ``softmax(logits / temperature)`` (no
+  ``max_tokens``) and ``usage``. ``logit_bias`` ({token id: bias}) is added to the logits before
+  sampling and the log-probs. Sampling draws from ``softmax(logits / temperature)`` (no
   top-k / top-p: ``top_p`` must be 1 and ``top_k`` -1 or 0) and the log-probs are of that
   distribution, as vLLM's ``--logprobs-mode processed_logprobs``; ``temperature`` 0 is greedy
   with log-probs of ``softmax(logits)`` (vLLM does not scale greedy logits). ``seed`` seeds
@@ -309,6 +310,7 @@ class VLLMTestServer:
         inputs = self.processor(text=[text], images=images or None, return_tensors="pt")
         n_prompt = int(inputs["input_ids"].shape[1])
         seed = body.get("seed")
+        bias = {int(k): float(v) for k, v in (body.get("logit_bias") or {}).items()}
         choices = []
         n_completion = 0
         for index in range(n):
@@ -319,7 +321,7 @@ class VLLMTestServer:
             else:
                 choice_seed = int(seed) + index
             ids, lps, tops = self._generate(
-                model, inputs, temperature, max_tokens, choice_seed, top_n
+                model, inputs, temperature, max_tokens, choice_seed, top_n, bias
             )
             n_completion += len(ids)
             stopped = bool(ids) and ids[-1] in self.eos_ids
@@ -367,9 +369,17 @@ class VLLMTestServer:
         return str(self.tokenizer.decode([token_id]))
 
     def _generate(
-        self, model: str, inputs: Any, temperature: float, max_tokens: int, seed: int, top_n: int
+        self,
+        model: str,
+        inputs: Any,
+        temperature: float,
+        max_tokens: int,
+        seed: int,
+        top_n: int,
+        bias: dict[int, float] | None = None,
     ) -> tuple[list[int], list[float], list[list[tuple[int, float]]]]:
         torch = self._torch
+        bias = bias or {}
         greedy = temperature == 0.0
         sampling = (
             {"do_sample": False, "temperature": None, "top_k": None, "top_p": None}
@@ -399,6 +409,7 @@ class VLLMTestServer:
                     repetition_penalty=None,
                     pad_token_id=self._pad_id,
                     eos_token_id=self.eos_ids,
+                    sequence_bias={(i,): b for i, b in bias.items()} or None,
                     **sampling,
                 )
         new = out.sequences[0, inputs["input_ids"].shape[1] :].tolist()
@@ -407,7 +418,10 @@ class VLLMTestServer:
         tops: list[list[tuple[int, float]]] = []
         for t, step in enumerate(out.logits):
             token = int(new[t])
-            log_p = torch.log_softmax(step[0].float() / scale, dim=-1)
+            logits = step[0].float()
+            if bias:  # logit_bias is added before sampling and the log-probs (processed)
+                logits[list(bias)] += torch.tensor(list(bias.values()))
+            log_p = torch.log_softmax(logits / scale, dim=-1)
             ids.append(token)
             lps.append(float(log_p[token]))
             if top_n > 0:

@@ -180,7 +180,8 @@ def test_lora_trains_only_adapters_and_value_head_and_keeps_the_reference(
 def independent_log_probs(
     path: Path, policy: VLMPolicy, prompts: list[Any], ids: list[list[int]]
 ) -> np.ndarray:
-    """Per-token log-probs of a plain transformers model: the full forward's logits."""
+    """Per-token log-probs of a plain transformers model: the full forward's logits, the
+    vision placeholder tokens excluded (the documented policy distribution)."""
     from transformers import AutoModelForImageTextToText
 
     model = AutoModelForImageTextToText.from_pretrained(path, dtype=torch.float32).eval()
@@ -198,6 +199,7 @@ def independent_log_probs(
             ),
         ).logits.double()
     n = inputs["input_ids"].shape[1]
+    logits[..., list(policy.banned_ids)] = float("-inf")
     log_p = torch.log_softmax(logits[0, n - 1 : n - 1 + gen.shape[1]], dim=-1)
     return log_p.gather(-1, gen[0, :, None]).squeeze(-1).numpy()
 
@@ -355,6 +357,29 @@ def test_gradient_checkpointing_gives_the_same_log_probs_and_gradients(tiny_path
     assert g0.keys() == g1.keys() and g0
     for name in g0:
         torch.testing.assert_close(g0[name], g1[name], atol=1e-5, rtol=1e-4, msg=name)
+
+
+def test_vision_tokens_are_never_generated_and_have_probability_zero(
+    tiny_path: Path,
+) -> None:
+    """A random model samples vision placeholder tokens, which the training pass cannot score
+    (the model counts image tokens in its input); they are suppressed in generation and get
+    probability 0 in both passes."""
+    policy = make_policy(tiny_path, max_new_tokens=48, temperature=2.0)
+    assert len(policy.banned_ids) == 4
+    prompts = [policy.build_prompt("Go.", screen(20 + k)) for k in range(8)]
+    with torch.no_grad():
+        gens = policy.generate(prompts, seed=0)
+        assert not any(set(g.token_ids) & set(policy.banned_ids) for g in gens)
+        ev = policy.evaluate_actions(prompts, [g.token_ids for g in gens])
+    for k, gen in enumerate(gens):
+        n = len(gen.token_ids)
+        np.testing.assert_allclose(ev.token_log_probs[k, :n].numpy(), gen.log_probs, atol=1e-4)
+    assert torch.isfinite(ev.entropy).all()
+    # without the suppression this model does sample them (about 1% of its mass at T=2)
+    raw = torch.log_softmax(policy.lm.lm_head(torch.randn(64, policy.lm.config.get_text_config()
+                                                          .hidden_size)) / 2.0, dim=-1)  # fmt: skip
+    assert raw[:, list(policy.banned_ids)].exp().sum(-1).mean() > 1e-3
 
 
 @pytest.mark.parametrize("full", [False, True])

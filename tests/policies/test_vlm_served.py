@@ -123,6 +123,8 @@ def test_served_log_probs_equal_the_training_pass(
     assert body["logprobs"] is True and body["top_logprobs"] == 0
     assert (body["temperature"], body["top_p"], body["top_k"]) == (0.7, 1.0, -1)
     assert body["repetition_penalty"] == 1.0 and body["max_tokens"] == TINY["max_new_tokens"]
+    # the vision placeholders are biased away, as the local generation suppresses them
+    assert body["logit_bias"] == {str(i): -100 for i in policy.banned_ids}
     parts = body["messages"][0]["content"]
     assert [p["type"] for p in parts] == ["image_url", "text"]
     assert parts[0]["image_url"]["url"].startswith("data:image/png;base64,")
@@ -315,3 +317,5 @@ def test_the_end_of_turn_id_is_kept_and_answers_are_checked() -> None:
     for data, match in refused:
         with pytest.raises(Exception, match=match):
             _parse_choice(data, **check)
+    with pytest.raises(Exception, match="vision placeholder id 5"):
+        _parse_choice(answer(["token_id:5", "token_id:7"], "stop"), **check, banned=frozenset({5}))
