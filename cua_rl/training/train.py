@@ -25,6 +25,7 @@ writes its own folder and ``wandb sync`` merges them by id).
 from __future__ import annotations
 
 import logging
+import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -149,6 +150,7 @@ def train(
     total_timesteps: int | None = None,
     callbacks: Sequence[RunCallback] = (),
     parts: RunParts | None = None,
+    dist: Any = None,
 ) -> TrainResult:
     """Train the config's policy: the compact one with PPO (SB3), or a VLM with PPO or
     group-relative updates (:class:`~cua_rl.training.vlm_trainer.VLMLearner`).
@@ -163,6 +165,11 @@ def train(
             such as a simulated judge with a near-success function); default
             ``prepare_run(config)``. The caller then owns the checks ``prepare_run`` makes, and
             the run closes ``parts`` at the end.
+        dist: A :class:`~cua_rl.training.distributed.DistContext` for a data-parallel VLM
+            learner (each rank its own ``ppo.n_envs`` envs, env indices from
+            ``rank * n_envs``); default: one from torchrun's environment when ``WORLD_SIZE``
+            > 1, else none. Rank 0 alone logs, evaluates and writes checkpoints; every rank
+            resumes from the same checkpoint.
 
     Returns:
         What the run did.
@@ -182,25 +189,36 @@ def train(
             f"it, or set logging.run_name to start another run"
         )
     total = total_timesteps if total_timesteps is not None else config.ppo.total_timesteps
-    if parts is None:
-        parts = prepare_run(config)
-    closers: list[Any] = [parts]
+    own_dist = dist is None and int(os.environ.get("WORLD_SIZE", "1")) > 1
+    if own_dist:
+        if config.policy.kind != "vlm":
+            raise ConfigError("a data-parallel learner (torchrun, WORLD_SIZE > 1) needs "
+                              "policy.kind: vlm; the compact policy trains in one process")
+        from cua_rl.training.distributed import DistContext
+
+        dist = DistContext.from_env()
+    main = dist is None or dist.is_main
+    closers: list[Any] = [dist] if own_dist else []
     try:
-        run_dir.mkdir(parents=True, exist_ok=True)
-        plain = yaml.safe_dump(config.to_dict(), sort_keys=False)
-        atomic_write_text(run_dir / "config.yaml", plain)
+        if parts is None:
+            parts = prepare_run(config)
+        closers.append(parts)
+        if main:
+            run_dir.mkdir(parents=True, exist_ok=True)
+            plain = yaml.safe_dump(config.to_dict(), sort_keys=False)
+            atomic_write_text(run_dir / "config.yaml", plain)
         skipped: list[str] = []
         if resume and found is not None:
             found, state, skipped = _load_newest_readable(run_dir)
         else:
             state = None
         resume_step = None if state is None else int(state["logger_step"])
-        log = Logger(_writers(config, run_dir, resume_step))
+        log = Logger(_writers(config, run_dir, resume_step) if main else [])
         closers.append(log)
         if config.policy.kind == "vlm":
             from cua_rl.training.vlm_trainer import VLMLearner
 
-            model = VLMLearner(config, parts)
+            model = VLMLearner(config, parts, dist=dist)
             closers.append(model)
         else:
             from cua_rl.training.rollouts import make_vec_env
@@ -218,7 +236,7 @@ def train(
                 model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
             logger.info("resumed %s at update %d", found, model.updates_done)
         result = _run(config, model, parts, log, closers, total, callbacks,
-                      found if resume else None)  # fmt: skip
+                      found if resume else None, main)  # fmt: skip
         result.skipped_checkpoints = skipped
         return result
     finally:
@@ -265,6 +283,7 @@ def _run(
     total: int,
     extra: Sequence[RunCallback],
     resumed_from: Path | None,
+    main: bool = True,
 ) -> TrainResult:
     run_dir = config.run_dir
     log_cb = LogMetrics(log, config.logging.log_interval, parts)
@@ -285,12 +304,14 @@ def _run(
         return result.checkpoint
 
     ckpt_cb = SaveCheckpoints(save, config.checkpoint.every)
-    progress = [TrackProgress(total)] if config.logging.progress else []
+    progress = [TrackProgress(total)] if config.logging.progress and main else []
     guard = StopOnUnscorable(config.ppo.max_unscorable_share, config.ppo.unscorable_window)
     cbs: list[RunCallback] = [guard, *progress, log_cb, eval_cb, ckpt_cb, *extra]
+    if not main:  # other data-parallel ranks: train (rank 0 evaluates and saves; their
+        cbs = [guard, log_cb, *extra]  # logger has no writers, so nothing is written)
     eval_cb.init_callback(model)
     logged = _evaluated_steps(run_dir) if resumed_from is not None else set()
-    if config.eval.at_start and model.updates_done == 0:
+    if config.eval.at_start and model.updates_done == 0 and main:
         eval_cb.run()
     if total > model.num_timesteps:
         model.learn(
@@ -303,9 +324,9 @@ def _run(
     evaluated = (eval_cb.history and eval_cb.history[-1][0] == model.updates_done) or (
         int(model.num_timesteps) in logged  # a resumed run that was already finished
     )
-    if config.eval.at_end and not evaluated:
+    if config.eval.at_end and not evaluated and main:
         eval_cb.run()
-    if ckpt_cb.last_saved != model.updates_done and model.updates_done > 0:
+    if ckpt_cb.last_saved != model.updates_done and model.updates_done > 0 and main:
         save()
     result.num_timesteps = int(model.num_timesteps)
     result.updates_done = int(model.updates_done)

@@ -536,20 +536,22 @@ class VLMLearner:
         callbacks.init_callback(self)  # type: ignore[arg-type]
         callbacks.on_training_start(locals(), globals())
         size = self.config.ppo.rollout_size
-        world = 1 if self.dist is None else self.dist.world_size
         stop = False
 
         def on_step(n: int) -> bool:
             nonlocal stop
-            self.num_timesteps += n * world
+            self.num_timesteps += n  # this rank's steps; made global after the rollout
             if not callbacks.on_step():
                 stop = True
             return not stop
 
         while self.num_timesteps < total and not stop:
+            before = self.num_timesteps
             callbacks.on_rollout_start()
             rollout = self.collector.collect(size, on_step)
             callbacks.on_rollout_end()
+            if self.dist is not None:  # every rank counts every rank's steps
+                self.num_timesteps = before + int(self.dist.all_reduce_sum(float(rollout.n_steps)))
             self._count(rollout)
             t0 = time.perf_counter()
             cfg = self.train_config
@@ -572,10 +574,27 @@ class VLMLearner:
             update_s = time.perf_counter() - t0
             metrics.update(self._rollout_metrics(rollout, update_s))
             self.train_metrics = metrics
-            if not all(hook() for hook in _update_hooks(callbacks)):
+            if not self._after_update(_update_hooks(callbacks)):
                 break
         callbacks.on_training_end()
         return self
+
+    def _after_update(self, hooks: Sequence[Callable[[], bool]]) -> bool:
+        """Run the update hooks; whether training goes on. With ``dist``, all ranks decide
+        together: one rank whose hook stops (or raises, e.g. the unscorable-share guard) stops
+        every rank at the same update, the raising rank with its error."""
+        error: BaseException | None = None
+        try:
+            keep = all(hook() for hook in hooks)
+        except Exception as exc:  # re-raised below, after the other ranks were told
+            if self.dist is None:
+                raise
+            error, keep = exc, False
+        if self.dist is not None:
+            keep = self.dist.all_reduce_sum(0.0 if keep else 1.0) == 0.0
+        if error is not None:
+            raise error
+        return keep
 
     def generator_sync(self) -> None:
         """Give the generator the policy after ``updates_done`` updates (a served model loads
