@@ -27,7 +27,11 @@ One code path for both algorithms (read top to bottom):
    estimator ``exp(ref - new) - (ref - new) - 1`` per generated token, Schulman's "Approximating
    KL divergence", as GRPO), early stop when the approximate KL to the rollout policy exceeds
    ``1.5 * target_kl`` (SB3 ``ppo.py``), and global gradient-norm clipping. Each step's share of
-   every loss term is scaled by its weight; weight-0 steps never enter a minibatch.
+   every loss term is scaled by its weight; weight-0 steps never enter a minibatch. Every loss
+   term is a sum over the minibatch's rows divided by its row count, so a minibatch may be run
+   as micro-batches (``micro_batch_size``: gradients accumulate, activations of fewer rows are
+   held) or spread over data-parallel ranks (``dist``, :mod:`cua_rl.training.distributed`) and
+   give the same update.
 
 Advantages of a PPO batch are whitened over its kept steps (RL4VLM whitens per update); group
 advantages are used as they are.
@@ -90,6 +94,8 @@ class VLMTrainConfig:
             exceeds ``1.5 * target_kl``; None = never.
         n_epochs: Passes over the batch per update (RL4VLM: 4).
         minibatch_size: Steps per optimizer step.
+        micro_batch_size: Steps per forward/backward pass; their gradients add up to the
+            minibatch's (same update, activations of fewer rows in memory); None = all.
         max_grad_norm: Global gradient-norm clip.
         normalize_advantage: Whiten PPO advantages over the batch's kept steps.
         group_std: Divide group advantages by the group's std (False: mean-centred only).
@@ -111,6 +117,7 @@ class VLMTrainConfig:
     target_kl: float | None = None
     n_epochs: int = 4
     minibatch_size: int = 8
+    micro_batch_size: int | None = None
     max_grad_norm: float = 1.0
     normalize_advantage: bool = True
     group_std: bool = True
@@ -138,8 +145,10 @@ class VLMTrainConfig:
         for name in ("value_coef", "entropy_coef", "kl_coef", "group_eps"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("n_epochs", "minibatch_size", "replay_per_task"):
+        for name in ("n_epochs", "minibatch_size", "micro_batch_size", "replay_per_task"):
             value = getattr(self, name)
+            if name == "micro_batch_size" and value is None:
+                continue
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
 
@@ -456,13 +465,6 @@ def vlm_update(
     if use_value and config.normalize_advantage and n_kept > 1:
         a = every[:, 0]
         advantages = (advantages - a.mean()) / (a.std() + 1e-8)
-    device = policy.device
-
-    def tensor(values: Any) -> Any:
-        return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
-
-    high = config.clip if config.clip_high is None else config.clip_high
-    lo, hi = 1.0 - config.clip, 1.0 + high
     with_ref = bool(policy.config.lora)
     params = policy.trainable_parameters()
     generator = np.random.default_rng(seed)
@@ -473,61 +475,24 @@ def vlm_update(
         order = generator.permutation(n_kept)  # global row numbers
         for start in range(0, n_kept, config.minibatch_size):
             chunk = order[start : start + config.minibatch_size]
-            n_rows = float(chunk.size)  # every loss term is a sum over rows / n_rows
             mine = chunk[(chunk >= offset) & (chunk < offset + kept.size)]
-            rows = kept[mine - offset]
-            # Per-row sums of this rank: approx KL, clipped, policy, entropy, value, ref KL.
+            rows = kept[mine - offset]  # this rank's rows of the minibatch (maybe none)
+            optimizer.zero_grad(set_to_none=True)
+            # Per-row sums of this rank (see _backward_rows), gradients accumulated in .grad.
             local_sums = torch.zeros(6, dtype=torch.float64)
-            loss = None
-            if rows.size:
-                steps = [batch.steps[i] for i in rows]
-                prompts = [s.prompt for s in steps]
-                ids = [s.token_ids for s in steps]
-                n_thought = [s.n_thought for s in steps]
-                old_lp = tensor([s.log_prob for s in steps])
-                adv = tensor(advantages[rows])
-                w = tensor(batch.weights[rows])
-                ev = policy.evaluate_actions(prompts, ids, n_thought)
-                log_ratio = ev.log_prob - old_lp
-                ratio = log_ratio.exp()
-                surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
-                policy_loss = -(w * surrogate).sum()
-                entropy = (w * ev.entropy).sum()
-                loss = policy_loss - config.entropy_coef * entropy
-                value_loss = kl_term = torch.zeros((), device=device)
-                if use_value:
-                    ret = tensor(batch.returns[rows])
-                    v_old = tensor([s.value for s in steps])
-                    v_loss = (ev.value - ret) ** 2
-                    if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
-                        bound = config.clip_value
-                        clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
-                        v_loss = torch.max(v_loss, (clipped - ret) ** 2)
-                    value_loss = 0.5 * (w * v_loss).sum()
-                    loss = loss + config.value_coef * value_loss
-                if with_ref:
-                    ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
-                    diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
-                    k3 = (diff.exp() - diff - 1) * ev.mask
-                    ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
-                    kl_term = (w * ref_kl).sum()
-                    if config.kl_coef > 0:
-                        loss = loss + config.kl_coef * kl_term
-                with torch.no_grad():  # CleanRL's (ratio - 1) - log ratio estimator
-                    clipped_rows = ((ratio < lo) | (ratio > hi)).sum()
-                    terms = [((ratio - 1) - log_ratio).sum(), clipped_rows, policy_loss]
-                    terms += [entropy, value_loss, kl_term]
-                    local_sums = torch.stack([t.double() for t in terms]).cpu()
+            micro = config.micro_batch_size or max(rows.size, 1)
+            for m in range(0, rows.size, micro):
+                local_sums += _backward_rows(
+                    policy, batch, rows[m : m + micro], advantages, config, chunk.size, with_ref
+                )
             means = local_sums.numpy() if dist is None else dist.all_reduce_sum(local_sums)
-            means = means / n_rows
+            means = means / chunk.size
             approx_kl = float(means[0])
             if config.target_kl is not None and approx_kl > 1.5 * config.target_kl:
                 logger.info("early stop: approx KL %.4g, target %.4g", approx_kl, config.target_kl)
+                optimizer.zero_grad(set_to_none=True)  # this minibatch's step is not taken
                 stopped = True
                 break
-            optimizer.zero_grad(set_to_none=True)
-            if loss is not None:
-                (loss / n_rows).backward()
             if dist is not None:
                 dist.all_reduce_gradients(params)
             torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
@@ -550,6 +515,71 @@ def vlm_update(
     metrics["train/n_updates"] = float(n_updates)
     metrics["train/early_stopped"] = float(stopped)
     return metrics
+
+
+def _backward_rows(
+    policy: Any,
+    batch: VLMBatch,
+    rows: np.ndarray,
+    advantages: np.ndarray,
+    config: VLMTrainConfig,
+    n_rows: int,
+    with_ref: bool,
+) -> Any:
+    """Forward and backward over some rows of a minibatch of ``n_rows`` rows (all ranks).
+
+    Every loss term is a sum over the rows divided by ``n_rows``, so the gradients that rows
+    (micro-batches, ranks) add up are the minibatch's mean-loss gradient.
+
+    Returns:
+        (6,) float64 sums over the rows: approximate KL to the rollout policy (CleanRL's
+        ``(ratio - 1) - log ratio``), clipped rows, policy loss, entropy, value loss, ref KL.
+    """
+    device = policy.device
+
+    def tensor(values: Any) -> Any:
+        return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
+
+    high = config.clip if config.clip_high is None else config.clip_high
+    lo, hi = 1.0 - config.clip, 1.0 + high
+    steps = [batch.steps[i] for i in rows]
+    prompts = [s.prompt for s in steps]
+    ids = [s.token_ids for s in steps]
+    n_thought = [s.n_thought for s in steps]
+    old_lp = tensor([s.log_prob for s in steps])
+    adv = tensor(advantages[rows])
+    w = tensor(batch.weights[rows])
+    ev = policy.evaluate_actions(prompts, ids, n_thought)
+    log_ratio = ev.log_prob - old_lp
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
+    policy_loss = -(w * surrogate).sum()
+    entropy = (w * ev.entropy).sum()
+    loss = policy_loss - config.entropy_coef * entropy
+    value_loss = kl_term = torch.zeros((), device=device)
+    if config.algorithm == "ppo":
+        ret = tensor(batch.returns[rows])
+        v_old = tensor([s.value for s in steps])
+        v_loss = (ev.value - ret) ** 2
+        if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
+            bound = config.clip_value
+            clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
+            v_loss = torch.max(v_loss, (clipped - ret) ** 2)
+        value_loss = 0.5 * (w * v_loss).sum()
+        loss = loss + config.value_coef * value_loss
+    if with_ref:
+        ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
+        diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
+        k3 = (diff.exp() - diff - 1) * ev.mask
+        ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
+        kl_term = (w * ref_kl).sum()
+        if config.kl_coef > 0:
+            loss = loss + config.kl_coef * kl_term
+    (loss / n_rows).backward()
+    with torch.no_grad():
+        clipped_rows = ((ratio < lo) | (ratio > hi)).sum()
+        terms = [((ratio - 1) - log_ratio).sum(), clipped_rows, policy_loss, entropy]
+        return torch.stack([t.double() for t in [*terms, value_loss, kl_term]]).cpu()
 
 
 def _global_stats(stats: dict[str, float], dist: DistContext) -> dict[str, float]:

@@ -201,8 +201,8 @@ def episodes(policy: VLMPolicy, spec: list[tuple[Any, Any, list[float], float]])
 
 
 def make_cases(policy: VLMPolicy) -> dict[str, Case]:
-    ppo = VLMTrainConfig(n_epochs=2, minibatch_size=3, clip_value=0.1, entropy_coef=0.01,
-                         kl_coef=0.05)  # fmt: skip
+    ppo = VLMTrainConfig(n_epochs=2, minibatch_size=3, micro_batch_size=2, clip_value=0.1,
+                         entropy_coef=0.01, kl_coef=0.05)  # fmt: skip
     rank0 = episodes(policy, [("a", 0, [0.0, 1.0], 1.0), ("b", 0, [0.5], 1.0),
                               ("x", 0, [9.0], 0.0)])  # fmt: skip
     rank1 = episodes(policy, [(f"c{k}", 1, [float(k % 2)], 1.0) for k in range(4)])
