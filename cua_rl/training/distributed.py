@@ -20,14 +20,16 @@ Why an explicit gradient all-reduce and not ``torch.nn.parallel.DistributedDataP
   forward at all; it still joins the all-reduce with zeros. A parameter that gets no gradient on
   any rank keeps ``grad=None``, as in one process, so Adam does not step it (DDP would hand it a
   zero gradient and Adam would move it by its momentum).
-* LoRA trains few parameters (r 128 on a 7B model: ~160M, 0.6 GB in float32): a few buckets,
-  reduced once per optimizer step after the backward, need no overlap with the backward pass.
+* LoRA trains few parameters (r 128 on every linear layer of the language model: ~150M for
+  Qwen2-VL-2B, ~320M (1.3 GB in float32) for 7B): a few buckets, reduced once per optimizer step
+  after the backward (and after all micro-batches), need no overlap with the backward pass.
   Gradients are summed in float32 buckets of at most ``bucket_mb`` (DDP's default cap, 25 MB),
   so the extra memory is one bucket, whatever the model size.
 
 Not here: FSDP (sharded parameters, gradients and optimizer state) for the 7B full fine-tune.
-Full fine-tuning works with this replicated scheme when a replica and its Adam state fit one GPU
-(2B in bf16: yes on 80 GB; 7B: no); sharding it is future work.
+Full fine-tuning works with this replicated scheme when a replica, its gradients and its Adam
+state fit one GPU (bf16 weights and gradients, float32 moments: 12 bytes a parameter, ~27 GB for
+2B; ~100 GB for 7B before activations, more than an 80 GB GPU); sharding them is future work.
 
 torch is needed to import this module.
 """

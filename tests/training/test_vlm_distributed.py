@@ -323,3 +323,34 @@ def test_from_env_names_the_missing_variables(monkeypatch: pytest.MonkeyPatch) -
     monkeypatch.setenv("RANK", "0")
     with pytest.raises(ConfigError, match="backend must be 'gloo' or 'nccl', got 'mpi'"):
         DistContext.from_env(backend="mpi")
+
+
+def test_from_env_joins_a_one_rank_group(monkeypatch: pytest.MonkeyPatch) -> None:
+    import socket
+
+    with socket.socket() as s:  # a free loopback port for the rendezvous
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    env = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1",
+           "MASTER_PORT": str(port)}  # fmt: skip
+    for name, value in env.items():
+        monkeypatch.setenv(name, value)
+    if sys.platform.startswith("linux"):
+        monkeypatch.setenv("GLOO_SOCKET_IFNAME", "lo")
+    dist = DistContext.from_env(backend="gloo", timeout_s=30)
+    try:
+        assert (dist.rank, dist.world_size, dist.is_main) == (0, 1, True)
+        assert str(dist.device) == "cpu" and dist.backend == "gloo"
+        assert dist.all_reduce_float(2.5) == 2.5
+        p = torch.nn.Parameter(torch.ones(3))
+        p.grad = torch.full((3,), 2.0)
+        dist.all_reduce_gradients([p])
+        torch.testing.assert_close(p.grad, torch.full((3,), 2.0))
+    finally:
+        dist.close()
+    assert not torch.distributed.is_initialized()
+    with pytest.raises(ConfigError, match=r"rank must be in \[0, world_size=2\), got 2"):
+        DistContext.init_file("unused", 2, 2)
+    if not torch.cuda.is_available():
+        with pytest.raises(ConfigError, match="backend 'nccl' needs CUDA"):
+            DistContext.init_file("unused", 0, 1, backend="nccl")
