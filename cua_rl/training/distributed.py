@@ -42,7 +42,7 @@ import os
 import zlib
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 import numpy as np
 
@@ -184,16 +184,32 @@ class DistContext:
         """Wait until every rank reaches this point."""
         tdist.barrier(group=self.group)
 
-    def all_reduce_sum(self, values: Sequence[float] | np.ndarray) -> np.ndarray:
-        """The element-wise sum over ranks of a float vector (float64; same length everywhere)."""
-        local = np.asarray(values, dtype=np.float64).reshape(-1)
-        t = torch.as_tensor(local, device=self._comm_device)
+    @overload
+    def all_reduce_sum(self, values: float) -> float: ...
+
+    @overload
+    def all_reduce_sum(self, values: Sequence[float] | np.ndarray | Any) -> np.ndarray: ...
+
+    def all_reduce_sum(self, values: Any) -> Any:
+        """The sum over ranks, element-wise (float64; the same shape on every rank).
+
+        Args:
+            values: A float, or a vector (list, array or tensor) of numbers.
+
+        Returns:
+            A float for a float; else a float64 vector.
+        """
+        if isinstance(values, torch.Tensor):
+            values = values.detach().cpu().numpy()
+        local = np.asarray(values, dtype=np.float64)
+        t = torch.as_tensor(local.reshape(-1), device=self._comm_device)
         tdist.all_reduce(t, op=tdist.ReduceOp.SUM, group=self.group)
-        return t.cpu().numpy()
+        out = t.cpu().numpy()
+        return float(out[0]) if local.ndim == 0 else out
 
     def all_reduce_float(self, value: float) -> float:
         """The sum over ranks of one float."""
-        return float(self.all_reduce_sum([value])[0])
+        return self.all_reduce_sum(float(value))
 
     def all_gather_counts(self, count: int) -> list[int]:
         """Every rank's ``count``, in rank order."""

@@ -152,6 +152,8 @@ def collectives(dist: DistContext) -> dict[str, Any]:
     return {
         "gathered": dist.all_gather_rows(rows),
         "sum": dist.all_reduce_float(dist.rank + 0.5),
+        "scalar": dist.all_reduce_sum(3.0),
+        "vector": dist.all_reduce_sum(torch.tensor([1.0, dist.rank])),
         "a": a.grad.clone(),
         "b": b.grad.clone(),
         "unused": unused.grad,
@@ -299,7 +301,8 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     for c in (c0, c1):
         np.testing.assert_array_equal(c["gathered"][0], [[0, 1], [2, 3], [4, 5]])
         np.testing.assert_array_equal(c["gathered"][1], np.arange(12).reshape(6, 2) + 100)
-        assert c["sum"] == 2.0
+        assert c["sum"] == 2.0 and c["scalar"] == 6.0 and isinstance(c["scalar"], float)
+        np.testing.assert_array_equal(c["vector"], [2.0, 1.0])
         torch.testing.assert_close(c["a"], torch.full((3,), 3.0))
         torch.testing.assert_close(c["b"], torch.full((2, 2), 5.0))
         assert c["unused"] is None  # no rank had a gradient: stays None, as in one process
