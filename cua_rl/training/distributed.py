@@ -17,9 +17,10 @@ Why an explicit gradient all-reduce and not ``torch.nn.parallel.DistributedDataP
   value head is unused by group-relative updates, so DDP would need ``find_unused_parameters``
   and a forward routed through the wrapper.
 * Exactness: a rank may hold no row of a minibatch (the global shuffle decides) and then runs no
-  forward at all; it still joins the all-reduce with zeros. A parameter that gets no gradient on
-  any rank keeps ``grad=None``, as in one process, so Adam does not step it (DDP would hand it a
-  zero gradient and Adam would move it by its momentum).
+  forward at all (under DDP it would need a dummy forward to arm the reducer); it still joins
+  the all-reduce with zeros. A parameter that gets no gradient on any rank keeps ``grad=None``,
+  as in one process, so Adam does not step it (a zero gradient would still move it by Adam's
+  momentum).
 * LoRA trains few parameters (r 128 on every linear layer of the language model: ~150M for
   Qwen2-VL-2B, ~320M (1.3 GB in float32) for 7B): a few buckets, reduced once per optimizer step
   after the backward (and after all micro-batches), need no overlap with the backward pass.
