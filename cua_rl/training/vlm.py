@@ -27,7 +27,11 @@ One code path for both algorithms (read top to bottom):
    estimator ``exp(ref - new) - (ref - new) - 1`` per generated token, Schulman's "Approximating
    KL divergence", as GRPO), early stop when the approximate KL to the rollout policy exceeds
    ``1.5 * target_kl`` (SB3 ``ppo.py``), and global gradient-norm clipping. Each step's share of
-   every loss term is scaled by its weight; weight-0 steps never enter a minibatch.
+   every loss term is scaled by its weight; weight-0 steps never enter a minibatch. Every loss
+   term is a sum over the minibatch's rows divided by its row count, so a minibatch may be run
+   as micro-batches (``micro_batch_size``: gradients accumulate, activations of fewer rows are
+   held) or spread over data-parallel ranks (``dist``, :mod:`cua_rl.training.distributed`) and
+   give the same update.
 
 Advantages of a PPO batch are whitened over its kept steps (RL4VLM whitens per update); group
 advantages are used as they are.
@@ -46,6 +50,7 @@ from typing import Any, Literal
 import numpy as np
 
 from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.training.distributed import DistContext
 from cua_rl.training.gae import compute_gae
 
 try:
@@ -89,6 +94,8 @@ class VLMTrainConfig:
             exceeds ``1.5 * target_kl``; None = never.
         n_epochs: Passes over the batch per update (RL4VLM: 4).
         minibatch_size: Steps per optimizer step.
+        micro_batch_size: Steps per forward/backward pass; their gradients add up to the
+            minibatch's (same update, activations of fewer rows in memory); None = all.
         max_grad_norm: Global gradient-norm clip.
         normalize_advantage: Whiten PPO advantages over the batch's kept steps.
         group_std: Divide group advantages by the group's std (False: mean-centred only).
@@ -110,6 +117,7 @@ class VLMTrainConfig:
     target_kl: float | None = None
     n_epochs: int = 4
     minibatch_size: int = 8
+    micro_batch_size: int | None = None
     max_grad_norm: float = 1.0
     normalize_advantage: bool = True
     group_std: bool = True
@@ -137,8 +145,10 @@ class VLMTrainConfig:
         for name in ("value_coef", "entropy_coef", "kl_coef", "group_eps"):
             if not getattr(self, name) >= 0:
                 raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("n_epochs", "minibatch_size", "replay_per_task"):
+        for name in ("n_epochs", "minibatch_size", "micro_batch_size", "replay_per_task"):
             value = getattr(self, name)
+            if name == "micro_batch_size" and value is None:
+                continue
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
 
@@ -399,100 +409,103 @@ def vlm_update(
     config: VLMTrainConfig,
     *,
     seed: int = 0,
+    dist: DistContext | None = None,
 ) -> dict[str, float]:
     """Epochs of clipped-surrogate minibatch steps over a batch (see the module docstring).
+
+    Data-parallel (``dist``): each rank passes the batch of its own rollouts and the result is
+    one process's update over the concatenation of the ranks' batches in rank order, with the
+    same seed (same parameters after every optimizer step, same metrics on every rank). The kept
+    rows are numbered globally (rank 0's, then rank 1's, ...); one permutation per epoch, drawn
+    from ``seed`` identically on every rank, makes the minibatches, and a rank evaluates only
+    its own rows of each (maybe none; it still joins every collective). Each loss term is a sum
+    over rows divided by the minibatch's global row count, so the ranks' summed gradients are
+    the one-process gradient; they are summed before clipping. PPO whitening uses the global
+    mean and std; the KL early stop is decided on the global approximate KL. Batches are built
+    per rank: an episode, and a group of :func:`build_group_batch`, must lie on one rank.
 
     Args:
         policy: The :class:`~cua_rl.policies.vlm.VLMPolicy`.
         optimizer: A torch optimizer over ``policy.trainable_parameters()``.
         batch: From :func:`build_ppo_batch` or :func:`build_group_batch`.
         config: The settings (``algorithm`` says whether the value loss is used).
-        seed: Seed of the minibatch shuffling.
+        seed: Seed of the minibatch shuffling (the same on every rank).
+        dist: The data-parallel group, or None for one process.
 
     Returns:
         Metrics: ``train/policy_loss``, ``train/value_loss``, ``train/entropy``,
         ``train/approx_kl``, ``train/ref_kl`` (nan without LoRA), ``train/clip_fraction``,
         ``train/explained_variance``, ``train/n_updates``, ``train/early_stopped``, plus the
-        batch's ``rollout/`` counts. Means over the minibatches that were run.
+        batch's ``rollout/`` counts (summed over ranks). Means over the minibatches that ran.
+
+    Raises:
+        ConfigError: With ``dist``, if the ranks' configs, seeds or batch stats keys differ.
     """
-    metrics: dict[str, float] = dict(batch.stats)
     kept = np.flatnonzero(batch.weights > 0)
     use_value = config.algorithm == "ppo"
+    old_v = np.array([batch.steps[i].value for i in kept], dtype=np.float32)
+    # The kept rows of every rank (rank order): advantage, old value, return.
+    local = np.stack([batch.advantages[kept], old_v, batch.returns[kept]], axis=1)
+    if dist is None:
+        parts, stats = [local.astype(np.float64)], dict(batch.stats)
+    else:
+        dist.check_same("the update's config and seed", f"{config!r} seed={seed}")
+        parts, stats = dist.all_gather_rows(local), _global_stats(batch.stats, dist)
+    offset = sum(len(p) for p in parts[: dist.rank]) if dist is not None else 0
+    every = np.concatenate(parts)  # float32 values, exactly, as float64
+    n_kept = every.shape[0]
+    metrics: dict[str, float] = stats
     if use_value:
-        old_v = np.array([batch.steps[i].value for i in kept], dtype=np.float32)
-        metrics["train/explained_variance"] = _explained_variance(old_v, batch.returns[kept])
-    if kept.size == 0:
+        metrics["train/explained_variance"] = _explained_variance(
+            every[:, 1].astype(np.float32), every[:, 2].astype(np.float32)
+        )
+    if n_kept == 0:
         return {**metrics, "train/n_updates": 0.0, "train/early_stopped": 0.0}
     advantages = batch.advantages.astype(np.float64)
-    if use_value and config.normalize_advantage and kept.size > 1:
-        a = advantages[kept]
+    if use_value and config.normalize_advantage and n_kept > 1:
+        a = every[:, 0]
         advantages = (advantages - a.mean()) / (a.std() + 1e-8)
-    device = policy.device
-
-    def tensor(values: Any) -> Any:
-        return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
-
-    high = config.clip if config.clip_high is None else config.clip_high
-    lo, hi = 1.0 - config.clip, 1.0 + high
     with_ref = bool(policy.config.lora)
+    params = policy.trainable_parameters()
     generator = np.random.default_rng(seed)
     sums: dict[str, list[float]] = defaultdict(list)
     n_updates, stopped = 0, False
     policy.train()
     for _epoch in range(config.n_epochs):
-        order = kept[generator.permutation(kept.size)]
-        for start in range(0, order.size, config.minibatch_size):
-            rows = order[start : start + config.minibatch_size]
-            steps = [batch.steps[i] for i in rows]
-            prompts = [s.prompt for s in steps]
-            ids = [s.token_ids for s in steps]
-            n_thought = [s.n_thought for s in steps]
-            old_lp = tensor([s.log_prob for s in steps])
-            adv = tensor(advantages[rows])
-            w = tensor(batch.weights[rows])
-            ev = policy.evaluate_actions(prompts, ids, n_thought)
-            log_ratio = ev.log_prob - old_lp
-            ratio = log_ratio.exp()
-            with torch.no_grad():  # CleanRL's (ratio - 1) - log ratio estimator
-                approx_kl = float(((ratio - 1) - log_ratio).mean())
+        order = generator.permutation(n_kept)  # global row numbers
+        for start in range(0, n_kept, config.minibatch_size):
+            chunk = order[start : start + config.minibatch_size]
+            mine = chunk[(chunk >= offset) & (chunk < offset + kept.size)]
+            rows = kept[mine - offset]  # this rank's rows of the minibatch (maybe none)
+            optimizer.zero_grad(set_to_none=True)
+            # Per-row sums of this rank (see _backward_rows), gradients accumulated in .grad.
+            local_sums = torch.zeros(6, dtype=torch.float64)
+            micro = config.micro_batch_size or max(rows.size, 1)
+            for m in range(0, rows.size, micro):
+                local_sums += _backward_rows(
+                    policy, batch, rows[m : m + micro], advantages, config, chunk.size, with_ref
+                )
+            means = local_sums.numpy() if dist is None else dist.all_reduce_sum(local_sums)
+            means = means / chunk.size
+            approx_kl = float(means[0])
             if config.target_kl is not None and approx_kl > 1.5 * config.target_kl:
                 logger.info("early stop: approx KL %.4g, target %.4g", approx_kl, config.target_kl)
+                optimizer.zero_grad(set_to_none=True)  # this minibatch's step is not taken
                 stopped = True
                 break
-            surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
-            policy_loss = -(w * surrogate).mean()
-            entropy = (w * ev.entropy).mean()
-            loss = policy_loss - config.entropy_coef * entropy
-            if use_value:
-                ret = tensor(batch.returns[rows])
-                v_old = tensor([s.value for s in steps])
-                v_loss = (ev.value - ret) ** 2
-                if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
-                    bound = config.clip_value
-                    clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
-                    v_loss = torch.max(v_loss, (clipped - ret) ** 2)
-                value_loss = 0.5 * (w * v_loss).mean()
-                loss = loss + config.value_coef * value_loss
-                sums["train/value_loss"].append(float(value_loss.detach()))
-            if with_ref:
-                ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
-                diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
-                k3 = (diff.exp() - diff - 1) * ev.mask
-                ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
-                kl_term = (w * ref_kl).mean()
-                if config.kl_coef > 0:
-                    loss = loss + config.kl_coef * kl_term
-                sums["train/ref_kl"].append(float(kl_term.detach()))
-            optimizer.zero_grad(set_to_none=True)
-            loss.backward()
-            torch.nn.utils.clip_grad_norm_(policy.trainable_parameters(), config.max_grad_norm)
+            if dist is not None:
+                dist.all_reduce_gradients(params)
+            torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
             optimizer.step()
             n_updates += 1
-            sums["train/policy_loss"].append(float(policy_loss.detach()))
-            sums["train/entropy"].append(float(entropy.detach()))
             sums["train/approx_kl"].append(approx_kl)
-            clipped_frac = ((ratio < lo) | (ratio > hi)).float().mean()
-            sums["train/clip_fraction"].append(float(clipped_frac))
+            sums["train/clip_fraction"].append(float(means[1]))
+            sums["train/policy_loss"].append(float(means[2]))
+            sums["train/entropy"].append(float(means[3]))
+            if use_value:
+                sums["train/value_loss"].append(float(means[4]))
+            if with_ref:
+                sums["train/ref_kl"].append(float(means[5]))
         if stopped:
             break
     policy.eval()
@@ -502,3 +515,76 @@ def vlm_update(
     metrics["train/n_updates"] = float(n_updates)
     metrics["train/early_stopped"] = float(stopped)
     return metrics
+
+
+def _backward_rows(
+    policy: Any,
+    batch: VLMBatch,
+    rows: np.ndarray,
+    advantages: np.ndarray,
+    config: VLMTrainConfig,
+    n_rows: int,
+    with_ref: bool,
+) -> Any:
+    """Forward and backward over some rows of a minibatch of ``n_rows`` rows (all ranks).
+
+    Every loss term is a sum over the rows divided by ``n_rows``, so the gradients that rows
+    (micro-batches, ranks) add up are the minibatch's mean-loss gradient.
+
+    Returns:
+        (6,) float64 sums over the rows: approximate KL to the rollout policy (CleanRL's
+        ``(ratio - 1) - log ratio``), clipped rows, policy loss, entropy, value loss, ref KL.
+    """
+    device = policy.device
+
+    def tensor(values: Any) -> Any:
+        return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
+
+    high = config.clip if config.clip_high is None else config.clip_high
+    lo, hi = 1.0 - config.clip, 1.0 + high
+    steps = [batch.steps[i] for i in rows]
+    prompts = [s.prompt for s in steps]
+    ids = [s.token_ids for s in steps]
+    n_thought = [s.n_thought for s in steps]
+    old_lp = tensor([s.log_prob for s in steps])
+    adv = tensor(advantages[rows])
+    w = tensor(batch.weights[rows])
+    ev = policy.evaluate_actions(prompts, ids, n_thought)
+    log_ratio = ev.log_prob - old_lp
+    ratio = log_ratio.exp()
+    surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
+    policy_loss = -(w * surrogate).sum()
+    entropy = (w * ev.entropy).sum()
+    loss = policy_loss - config.entropy_coef * entropy
+    value_loss = kl_term = torch.zeros((), device=device)
+    if config.algorithm == "ppo":
+        ret = tensor(batch.returns[rows])
+        v_old = tensor([s.value for s in steps])
+        v_loss = (ev.value - ret) ** 2
+        if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
+            bound = config.clip_value
+            clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
+            v_loss = torch.max(v_loss, (clipped - ret) ** 2)
+        value_loss = 0.5 * (w * v_loss).sum()
+        loss = loss + config.value_coef * value_loss
+    if with_ref:
+        ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
+        diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
+        k3 = (diff.exp() - diff - 1) * ev.mask
+        ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
+        kl_term = (w * ref_kl).sum()
+        if config.kl_coef > 0:
+            loss = loss + config.kl_coef * kl_term
+    (loss / n_rows).backward()
+    with torch.no_grad():
+        clipped_rows = ((ratio < lo) | (ratio > hi)).sum()
+        terms = [((ratio - 1) - log_ratio).sum(), clipped_rows, policy_loss, entropy]
+        return torch.stack([t.double() for t in [*terms, value_loss, kl_term]]).cpu()
+
+
+def _global_stats(stats: dict[str, float], dist: DistContext) -> dict[str, float]:
+    """The batch counts summed over ranks (every rank must have the same keys)."""
+    keys = sorted(stats)
+    dist.check_same("the batch stats keys (use the same batch builder on every rank)", str(keys))
+    total = dist.all_reduce_sum([stats[k] for k in keys])
+    return {k: float(v) for k, v in zip(keys, total, strict=True)}

@@ -282,6 +282,7 @@ def test_ppo_metrics_and_clip_higher(tiny_path: Path) -> None:
         ({"clip": 0.0}, "clip must be > 0, got 0.0"),
         ({"clip_high": -0.1}, "clip_high must be > 0, got -0.1"),
         ({"n_epochs": 0}, "n_epochs must be an integer >= 1, got 0"),
+        ({"micro_batch_size": 0}, "micro_batch_size must be an integer >= 1, got 0"),
         ({"kl_coef": -1.0}, "kl_coef must be >= 0, got -1.0"),
         ({"degenerate_groups": "drop"}, "degenerate_groups must be .* got 'drop'"),
     ],
@@ -351,3 +352,30 @@ def test_steps_from_sampled_generations_update_at_ratio_one(tiny_path: Path) -> 
     assert metrics["train/n_updates"] == 1
     assert metrics["train/approx_kl"] < 1e-6  # generation and training passes agree
     assert metrics["train/clip_fraction"] == 0.0
+
+
+@pytest.mark.parametrize("algorithm", ["ppo", "group"])
+def test_micro_batches_give_the_same_update(tiny_path: Path, algorithm: str) -> None:
+    results = []
+    for micro in (None, 1, 2):
+        policy = make_policy(tiny_path)
+        prompt = policy.build_prompt("Finish the task.", screen(8))
+        done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
+        steps = rollout(policy, prompt, [done, wait, wait, done, done], [1, 0, 0, 1, 0])
+        config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=3,  # type: ignore[arg-type]
+                                micro_batch_size=micro, kl_coef=0.1, entropy_coef=0.01)  # fmt: skip
+        before = params(policy)
+        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
+        optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.1, momentum=0.9)
+        metrics = vlm_update(policy, optimizer, build(steps, config), config, seed=4)
+        results.append((params(policy), metrics))
+    (whole, metrics), moved = results[0], 0.0
+    for name in whole:
+        moved = max(moved, float((whole[name] - before[name]).abs().max()))
+    assert moved > 1e-2  # observed ~0.05
+    for got, got_metrics in results[1:]:
+        assert metrics["train/n_updates"] == got_metrics["train/n_updates"] == 4
+        for name in whole:  # SGD: linear in the gradient (Adam would amplify float noise)
+            torch.testing.assert_close(got[name], whole[name], atol=1e-6, rtol=0, msg=name)
+        for key, value in metrics.items():
+            np.testing.assert_allclose(got_metrics[key], value, rtol=1e-5, atol=1e-7, err_msg=key)
