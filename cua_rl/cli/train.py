@@ -1,9 +1,10 @@
-"""``cua-rl train``: train a compact policy with PPO from a config."""
+"""``cua-rl train``: train a compact policy or a VLM policy from a config."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
+import os
 from typing import Any
 
 from cua_rl.cli._common import add_subcommand, positive_int
@@ -11,10 +12,13 @@ from cua_rl.cli._common import add_subcommand, positive_int
 __all__ = ["add_parser", "run"]
 
 DESCRIPTION = """\
-Train a compact policy with PPO from a training config (YAML). The run refuses, before any env
-or model exists, a config that cannot work (a missing calibration, one made for another judge,
-D <= 0, calibration tasks that overlap the training tasks). It evaluates the untrained policy,
-trains, evaluates periodically and at the end, writes checkpoints, and logs into the run folder:
+Train a policy from a training config (YAML): the compact CNN with PPO (policy.kind: cnn), or a
+Qwen2-VL policy with PPO or group-relative updates (policy.kind: vlm; docs/vlm.md; several GPUs:
+torchrun --standalone --nproc_per_node N -m cua_rl.cli train CONFIG). The run refuses, before
+any env or model exists, a config that cannot work (a missing calibration, one made for another
+judge, D <= 0, calibration tasks that overlap the training tasks). It evaluates the untrained
+policy, trains, evaluates periodically and at the end, writes checkpoints, and logs into the run
+folder:
 
   <logging.dir>/<run_name>/
       config.yaml            the config as it was run
@@ -36,7 +40,7 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         subparsers,
         "train",
         description=DESCRIPTION,
-        help="train a compact policy with PPO from a config",
+        help="train a policy (compact CNN or VLM) from a config",
     )
     p.add_argument("config", help="training config (YAML), e.g. configs/simdesk.yaml")
     p.add_argument(
@@ -68,6 +72,8 @@ def run(args: argparse.Namespace) -> int:
             config, logging=dataclasses.replace(config.logging, progress=False)
         )
     result = train(config, resume=args.resume, total_timesteps=args.total_timesteps)
+    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports for the run
+        return 0
     print(f"run folder: {result.run_dir}")
     print(f"steps: {result.num_timesteps}, updates: {result.updates_done}")
     stats = result.stats

@@ -221,6 +221,9 @@ class VLMUpdateSection:
     recompute_log_probs: bool = True
     #: Steps per generation batch (envs waiting for an action are batched up to this).
     generation_batch: int = 8
+    #: Steps per forward/backward pass inside a minibatch (gradients accumulate to the same
+    #: update, fewer activations at once); null = the whole minibatch (ppo.batch_size).
+    micro_batch_size: int | None = None
 
     def __post_init__(self) -> None:
         check_fields(self)
@@ -231,6 +234,8 @@ class VLMUpdateSection:
         check(self, "kl_coef", self.kl_coef >= 0, "must be >= 0")
         check(self, "replay_per_task", self.replay_per_task >= 1, "must be >= 1")
         check(self, "generation_batch", self.generation_batch >= 1, "must be >= 1")
+        v = self.micro_batch_size
+        check(self, "micro_batch_size", v is None or v >= 1, "must be >= 1 or null")
         ok = self.generation == "served" or not self.server
         check(self, "server", ok, "is for generation: served")
         ok = self.generation != "served" or "base_url" in self.server

@@ -95,6 +95,7 @@ def train_config_of(config: Any) -> Any:
         degenerate_groups=v.degenerate_groups,
         success_threshold=v.success_threshold,
         replay_per_task=v.replay_per_task,
+        micro_batch_size=v.micro_batch_size,
     )
 
 
@@ -451,8 +452,8 @@ class VLMLearner:
             device = config.ppo.device if dist is None else str(dist.device)
             policy = VLMPolicy(section.policy_config(device, model), seed=config.ppo.seed)
         self.policy = policy
-        if dist is not None:
-            dist.broadcast_parameters(policy)
+        if dist is not None:  # the base weights come from the same checkpoint on every rank
+            dist.broadcast_parameters(policy.trainable_parameters())
         self.optimizer = torch.optim.Adam(
             policy.trainable_parameters(), lr=config.ppo.learning_rate
         )
@@ -565,10 +566,9 @@ class VLMLearner:
             if kept == 0:
                 self.stats["updates_skipped"] += 1
             kwargs = {} if self.dist is None else {"dist": self.dist}
-            metrics = vlm_update(
-                self.policy, self.optimizer, batch, cfg, seed=self._seed(self.updates_done),
-                **kwargs,
-            )  # fmt: skip
+            # the shuffling seed is the same on every rank (vlm_update checks it)
+            seed = self.config.ppo.seed + 100_003 * self.updates_done
+            metrics = vlm_update(self.policy, self.optimizer, batch, cfg, seed=seed, **kwargs)
             self.updates_done += 1
             self.generator_sync()
             update_s = time.perf_counter() - t0
@@ -614,11 +614,16 @@ class VLMLearner:
         self.finished.extend(rollout.finished)
 
     def _rollout_metrics(self, rollout: Rollout, update_s: float) -> dict[str, float]:
+        """Counts over every rank; times (and tokens/s) of this rank."""
         gen_tps = rollout.gen_tokens / rollout.gen_s if rollout.gen_s > 0 else float("nan")
+        counts = np.array([rollout.n_steps, rollout.gen_tokens, rollout.invalid_actions], float)
+        if self.dist is not None:
+            counts = self.dist.all_reduce_sum(counts)
+        steps, tokens, invalid = (float(c) for c in counts)
         return {
-            "rollout/steps": float(rollout.n_steps),
-            "rollout/gen_tokens": float(rollout.gen_tokens),
-            "rollout/invalid_action_rate": rollout.invalid_actions / max(rollout.n_steps, 1),
+            "rollout/steps": steps,
+            "rollout/gen_tokens": tokens,
+            "rollout/invalid_action_rate": invalid / max(steps, 1.0),
             "time/gen_tokens_per_s": gen_tps,
             "time/gen_s": rollout.gen_s,
             "time/env_s": rollout.env_s,

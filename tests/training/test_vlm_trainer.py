@@ -441,8 +441,9 @@ def test_cli_trains_and_evaluates_a_vlm_run(
     run_dir = tmp_path / "runs" / "run"
     assert (run_dir / "checkpoints").is_dir()
     capsys.readouterr()
+    out = str(tmp_path / "e.json")
     code = main(["evaluate", "--config", str(file), "--checkpoint", str(run_dir),
-                 "--episodes", "2", "--no-judge", "--json-out", str(tmp_path / "e.json")])  # fmt: skip
+                 "--episodes", "2", "--no-judge", "--json-out", out])  # fmt: skip
     assert code == 0
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["episodes"] == 2 and report["success"]["n"] == 2
