@@ -14,12 +14,16 @@ Qwen tokenizer; the builder checks it.
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 from typing import Any, Literal
 
 from cua_rl.errors import DependencyNotInstalled
 
-__all__ = ["ANSWER_WORDS", "CHAT_TEMPLATE", "TinyVariant", "build_tiny_qwen2_vl"]
+__all__ = [
+    "ANSWER_WORDS", "CHAT_TEMPLATE", "TINY_POLICY", "TinyVariant", "build_tiny_qwen2_vl",
+    "tiny_policy_config",
+]  # fmt: skip
 
 TinyVariant = Literal["qwen2_vl", "qwen2_5_vl"]
 
@@ -217,3 +221,24 @@ def build_tiny_qwen2_vl(
     model.save_pretrained(out)
     processor.save_pretrained(out)
     return out
+
+
+#: ``VLMPolicyConfig`` settings that keep a policy on the tiny model fast on CPU: 4 merged
+#: patches per screenshot, 4 new tokens, LoRA r 4, a 16-wide value head (tests override some).
+TINY_POLICY: dict[str, Any] = {
+    "min_pixels": 28 * 28 * 4,
+    "max_pixels": 28 * 28 * 4,
+    "max_new_tokens": 4,
+    "value_hidden": (16,),
+    "lora_r": 4,
+    "lora_alpha": 8,
+    "device": "cpu",
+}
+
+
+def tiny_policy_config(model: str | os.PathLike[str], **overrides: Any) -> Any:
+    """A :class:`~cua_rl.policies.vlm.VLMPolicyConfig` of :data:`TINY_POLICY` for ``model``
+    (a tiny checkpoint folder), with ``overrides``."""
+    from cua_rl.policies.vlm_config import VLMPolicyConfig
+
+    return VLMPolicyConfig(str(model), **{**TINY_POLICY, **overrides})

@@ -222,14 +222,7 @@ class RestartingVecEnv(VecEnv):
         """Replace worker ``i`` by a fresh one and reset it (with ``seed`` and ``options``);
         returns its first (obs, info). A reset that fails counts as one more restart."""
         while True:
-            self.restarts[i] += 1
-            if self.restarts[i] > self.max_restarts:
-                raise BackendError(
-                    f"{self.worker_name} of env {i} needed more than {self.max_restarts} "
-                    f"restarts; last failure: {why}"
-                )
-            logger.warning("restarting the %s of env %d (%s)", self.worker_name, i, why)
-            self._kill(i)
+            self._end_worker(i, why)
             try:
                 self._spawn(i)
                 return self._call(i, "reset", seed, options or {})  # type: ignore[no-any-return]
@@ -310,8 +303,8 @@ class RestartingVecEnv(VecEnv):
                 out[i] = result
         return out
 
-    def _respawn(self, i: int, why: str) -> None:
-        """Replace worker ``i`` by a fresh one without resetting it."""
+    def _end_worker(self, i: int, why: str) -> None:
+        """Count a restart of worker ``i`` (within the budget) and end the worker."""
         self.restarts[i] += 1
         if self.restarts[i] > self.max_restarts:
             raise BackendError(
@@ -320,6 +313,10 @@ class RestartingVecEnv(VecEnv):
             )
         logger.warning("restarting the %s of env %d (%s)", self.worker_name, i, why)
         self._kill(i)
+
+    def _respawn(self, i: int, why: str) -> None:
+        """Replace worker ``i`` by a fresh one without resetting it."""
+        self._end_worker(i, why)
         try:
             self._spawn(i)
         except WorkerFailed as error:  # the next reset_envs restarts it again

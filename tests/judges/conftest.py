@@ -1,4 +1,4 @@
-"""Fixtures of the judge tests: tiny Qwen2-VL checkpoints (built once per session) and images."""
+"""Fixtures of the judge tests: a judge on the tiny Qwen2-VL (tests/conftest.py) and images."""
 
 from __future__ import annotations
 
@@ -19,32 +19,6 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 TINY_PX = {"min_pixels": 28 * 28 * 4, "max_pixels": 28 * 28 * 16}
 
 MakeRequest = Callable[..., JudgeRequest]
-
-
-def _need_vlm() -> None:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("qwen_vl_utils")
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen2_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Qwen2-VL checkpoint folder."""
-    _need_vlm()
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
-
-
-@pytest.fixture(scope="session")
-def tiny_qwen2_5_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A tiny random Qwen2.5-VL checkpoint folder."""
-    _need_vlm()
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(
-        tmp_path_factory.mktemp("models") / "tiny-qwen2.5-vl", variant="qwen2_5_vl", seed=1
-    )
 
 
 @pytest.fixture(scope="session")

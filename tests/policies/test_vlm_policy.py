@@ -26,26 +26,12 @@ from cua_rl.policies.vlm import (  # noqa: E402
     parse_answer,
     thought_token_count,
 )
+from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-TINY = {
-    "min_pixels": 28 * 28 * 4,
-    "max_pixels": 28 * 28 * 16,
-    "max_new_tokens": 10,
-    "value_hidden": (16,),
-    "lora_r": 4,
-    "lora_alpha": 8,
-    "device": "cpu",
-}
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
+TINY = {**TINY_POLICY, "max_pixels": 28 * 28 * 16, "max_new_tokens": 10}
 
 
 def make_policy(path: Path, **overrides: Any) -> VLMPolicy:

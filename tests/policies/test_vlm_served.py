@@ -26,6 +26,7 @@ import torch  # noqa: E402
 from cua_rl.errors import ConfigError, GenerationError  # noqa: E402
 from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig, VLMPrompt  # noqa: E402
 from cua_rl.policies.vlm_served import ServedGenerator, _parse_choice  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 from cua_rl.testing.vlm_server import VLLMTestServer  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     VLMStep,
@@ -38,24 +39,13 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 TINY = {
-    "min_pixels": 28 * 28 * 4,
+    **TINY_POLICY,
     "max_pixels": 28 * 28 * 16,
     "max_new_tokens": 8,
-    "value_hidden": (16,),
-    "lora_r": 4,
-    "lora_alpha": 8,
-    "device": "cpu",
     "temperature": 0.7,  # not 1: the served log-probs must be of softmax(logits / T)
 }
 NAME = "tiny"  # the server's --served-model-name
 FAST = {"backoff_s": 0.01, "max_backoff_s": 0.05}
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
 
 
 def make_policy(path: Path, **overrides: Any) -> VLMPolicy:

@@ -35,6 +35,7 @@ import torch.multiprocessing as mp  # noqa: E402
 
 from cua_rl.errors import ConfigError  # noqa: E402
 from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 from cua_rl.training.distributed import DistContext  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     VLMBatch,
@@ -48,15 +49,7 @@ from cua_rl.training.vlm import (  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-TINY = {
-    "min_pixels": 28 * 28 * 4,
-    "max_pixels": 28 * 28 * 4,
-    "max_new_tokens": 4,
-    "value_hidden": (16,),
-    "lora_r": 4,
-    "lora_alpha": 8,
-    "device": "cpu",
-}
+TINY = TINY_POLICY
 LR = 0.1
 WORLD = 2
 

@@ -33,13 +33,6 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
 
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
-
-
 def vlm_dict(run_dir: Path, model: Path, **sections: dict[str, Any]) -> dict[str, Any]:
     data = tiny_simdesk_dict(run_dir)
     data["policy"] = {

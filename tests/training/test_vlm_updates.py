@@ -24,6 +24,7 @@ import torch  # noqa: E402
 
 from cua_rl.errors import ConfigError  # noqa: E402
 from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     SuccessBuffer,
     VLMStep,
@@ -36,23 +37,8 @@ from cua_rl.training.vlm import (  # noqa: E402
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 
-TINY = {
-    "min_pixels": 28 * 28 * 4,
-    "max_pixels": 28 * 28 * 4,
-    "max_new_tokens": 4,
-    "value_hidden": (16,),
-    "lora_r": 4,
-    "lora_alpha": 8,
-    "device": "cpu",
-}
+TINY = TINY_POLICY
 KL_BOUND = 0.1  # mean per-token k3 KL to the reference; observed <= 0.06 after 4 updates
-
-
-@pytest.fixture(scope="module")
-def tiny_path(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
 
 
 def make_policy(path: Path) -> VLMPolicy:

@@ -72,13 +72,8 @@ def test_prompt_refuses_a_semantic_prompt_it_cannot_rephrase(
 
 # -- Qwen2-VL ------------------------------------------------------------------------------------
 @pytest.fixture(scope="module")
-def tiny_qwen(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    pytest.importorskip("torch")
-    pytest.importorskip("transformers")
-    pytest.importorskip("qwen_vl_utils")
-    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
-
-    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
+def tiny_qwen(tiny_qwen2_vl: Path) -> Path:
+    return tiny_qwen2_vl
 
 
 @pytest.fixture(scope="module")

@@ -1,0 +1,45 @@
+"""Fixtures shared by every test folder: tiny random Qwen2-VL / Qwen2.5-VL checkpoints, built
+once per session (real transformers classes, a local tokenizer; no hub)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Never touch the Hub: a local folder never needs it, and a hub id must fail at once.
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
+
+
+def _need_vlm() -> None:
+    pytest.importorskip("torch")
+    pytest.importorskip("transformers")
+    pytest.importorskip("qwen_vl_utils")
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2-VL checkpoint folder (read-only for tests: never write into it)."""
+    _need_vlm()
+    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
+
+    return build_tiny_qwen2_vl(tmp_path_factory.mktemp("models") / "tiny-qwen2-vl", seed=0)
+
+
+@pytest.fixture(scope="session")
+def tiny_qwen2_5_vl(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A tiny random Qwen2.5-VL checkpoint folder."""
+    _need_vlm()
+    from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
+
+    return build_tiny_qwen2_vl(
+        tmp_path_factory.mktemp("models") / "tiny-qwen2.5-vl", variant="qwen2_5_vl", seed=1
+    )
+
+
+@pytest.fixture(scope="session")
+def tiny_path(tiny_qwen2_vl: Path) -> Path:
+    """The tiny Qwen2-VL checkpoint folder (the policy and trainer tests' name for it)."""
+    return tiny_qwen2_vl
