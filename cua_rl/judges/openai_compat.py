@@ -8,13 +8,14 @@ NO-like tokens among the top log-probabilities of the first generated token, and
 rule decides; otherwise the answer text is parsed and ``p_success`` is None. The vote rule asks
 for ``n = k`` samples at the rule's temperature and seed.
 
-Transport is the stdlib (``http.client``, no proxy support), with retries with exponential backoff
-and jitter on connection errors, timeouts, 429 and 5xx (honouring ``Retry-After``), and a thread
-pool bounding the requests in flight. Each attempt has a total deadline of ``timeout_s`` of wall
-time (connect, send, headers and body together: a server that drips one byte at a time cannot
-hold it longer), so one request takes at most ``(max_retries + 1) * timeout_s`` plus the
-backoff waits (each at most ``max_backoff_s``). A body larger than ``max_response_bytes`` is
-refused after reading at most that much (in chunks).
+Transport is :class:`cua_rl._openai_client.OpenAICompatClient` (the stdlib ``http.client``, no
+proxy support), shared with served generation: retries with exponential backoff and jitter on
+connection errors, timeouts, 429 and 5xx (honouring ``Retry-After``), and a thread pool bounding
+the requests in flight. Each attempt has a total deadline of ``timeout_s`` of wall time (connect,
+send, headers and body together: a server that drips one byte at a time cannot hold it longer),
+so one request takes at most ``(max_retries + 1) * timeout_s`` plus the backoff waits (each at
+most ``max_backoff_s``). A body larger than ``max_response_bytes`` is refused after reading at
+most that much (in chunks).
 
 A request that still fails is a verdict with ``error``, and so is any answer that is not the
 expected shape (not JSON, invalid UTF-8, nested too deeply, ``message.content`` neither a
@@ -35,26 +36,24 @@ unreachable, answers garbage, or does not serve the configured model.
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import logging
 import math
-import os
-import random
 import threading
-import urllib.parse
 from collections.abc import Callable, Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from typing import Any
 
 import numpy as np
 
-from cua_rl._http import ConnectFailed as _ConnectFailed
-from cua_rl._http import Expired as _Expired
-from cua_rl._http import TooLarge as _TooLarge
-from cua_rl._http import describe as _describe
-from cua_rl._http import exchange
+from cua_rl._http import TooLarge
+from cua_rl._openai_client import (
+    FATAL_STATUS,
+    Aborted,
+    GaveUp,
+    OpenAICompatClient,
+    Unreachable,
+    check_ints,
+)
 from cua_rl.errors import ConfigError, JudgeError, JudgeUnavailable
 from cua_rl.judges.base import JudgeRequest, Verdict
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
@@ -69,12 +68,6 @@ from cua_rl.judges.prompts import (
 __all__ = ["OpenAIJudge", "p_success_from_logprobs"]
 
 logger = logging.getLogger(__name__)
-
-_FATAL = {
-    401: "the server refused the API key (401)",
-    403: "the server refused access (403)",
-    404: "the server has no such endpoint or model (404)",
-}
 
 
 def p_success_from_logprobs(logprobs: Any) -> float | None:
@@ -190,7 +183,7 @@ def _answer_texts(data: bytes) -> tuple[list[str], list[dict[str, Any]]]:
     return texts, choices
 
 
-class OpenAIJudge:
+class OpenAIJudge(OpenAICompatClient):
     """A judge that asks an OpenAI-compatible chat-completions server.
 
     Args:
@@ -219,10 +212,15 @@ class OpenAIJudge:
         n_attempts: HTTP attempts made so far.
         n_retries: Attempts that were retries.
         n_failed: Requests that ended as verdicts with ``error``.
+        base_url, timeout_s, max_retries, ...: The arguments (``base_url`` ending in ``/v1``).
 
     Raises:
         ConfigError: For a wrong kind, URL or setting, or an ``api_key_env`` that is not set.
     """
+
+    server_name = "judge"
+    error_class = JudgeError
+    thread_name = "judge-http"
 
     def __init__(
         self,
@@ -243,57 +241,24 @@ class OpenAIJudge:
     ) -> None:
         if config.kind != "openai":
             raise ConfigError(f"OpenAIJudge needs a config with kind='openai', got {config.kind!r}")
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:
-            raise ConfigError(
-                f"timeout_s must be > 0 and backoff times >= 0, got timeout_s={timeout_s}, "
-                f"backoff_s={backoff_s}, max_backoff_s={max_backoff_s}"
-            )
-        for name, value, low in (
-            ("max_retries", max_retries, 0),
-            ("max_concurrency", max_concurrency, 1),
-            ("max_tokens", max_tokens, 1),
-            ("top_logprobs", top_logprobs, 0),
-            ("max_response_bytes", max_response_bytes, 1024),
-            ("max_connection_failures", max_connection_failures, 1),
-        ):
-            if not (isinstance(value, int) and value >= low):
-                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-        self._api_key: str | None = None
-        if api_key_env is not None:
-            self._api_key = os.environ.get(api_key_env) or None
-            if self._api_key is None:
-                raise ConfigError(f"api_key_env names {api_key_env!r}, which is not set or empty")
+        check_ints([("max_tokens", max_tokens, 1), ("top_logprobs", top_logprobs, 0)])
+        super().__init__(
+            base_url,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            max_concurrency=max_concurrency,
+            max_response_bytes=max_response_bytes,
+            seed=seed,
+            max_connection_failures=max_connection_failures,
+        )
         self.config = config
         self.judge_id = config.judge_id
-        self.api_key_env = api_key_env
-        self.timeout_s = float(timeout_s)
-        self.max_retries = max_retries
-        self.backoff_s = float(backoff_s)
-        self.max_backoff_s = float(max_backoff_s)
-        self.max_concurrency = max_concurrency
         self.max_tokens = max_tokens
         self.top_logprobs = min(top_logprobs, 20)
-        self.max_response_bytes = max_response_bytes
-        self.max_connection_failures = max_connection_failures
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port
-        prefix = parts.path.rstrip("/")
-        if not prefix.endswith("/v1"):
-            prefix += "/v1"
-        self._path_prefix = prefix
-        self._path = prefix + "/chat/completions"
-        self.base_url = f"{parts.scheme}://{parts.netloc}{prefix}"
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
-        self.n_attempts = 0
-        self.n_retries = 0
         self.n_failed = 0
-        self._connection_failures = 0
 
     # -- the Judge protocol ------------------------------------------------------------------
 
@@ -323,27 +288,12 @@ class OpenAIJudge:
         self, items: Sequence[Any], make_body: Callable[[Any], dict[str, Any]]
     ) -> list[Verdict]:
         """Bodies are built in the worker threads (images are encoded in parallel)."""
-        if not items:
-            return []
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="judge-http")
-        abort = threading.Event()
-        futures: list[Future[Verdict]] = [
-            self._pool.submit(lambda item=item: self._send(make_body(item), abort))
-            for item in items
-        ]
-        # Stop at the first fatal answer, not after the requests before it in the batch.
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in futures if f in done and f.exception() is not None]
-        if failed:
-            abort.set()  # wakes the workers waiting to retry
-            for f in futures:
-                f.cancel()
-            exc = failed[0].exception()
-            if isinstance(exc, _Fatal):
-                raise JudgeUnavailable(str(exc)) from None
-            raise exc  # type: ignore[misc]  # a bug, not an answer: keep its traceback
-        return [f.result() for f in futures]
+        try:
+            return self._map(lambda item, abort: self._send(make_body(item), abort), items)
+        except (_Fatal, Unreachable) as exc:
+            raise JudgeUnavailable(str(exc)) from None
+        except Aborted:
+            raise JudgeUnavailable(self.unreachable_message()) from None
 
     def check(self) -> None:
         """Ask ``GET /v1/models`` once: raise if the server cannot judge anything.
@@ -357,44 +307,7 @@ class OpenAIJudge:
                 not a model list, or does not list ``config.model``; the message starts with
                 ``judge at <base_url>``.
         """
-        where = f"judge at {self.base_url}"
-        url = f"{self.base_url}/models"
-        try:
-            status, data, _ = self._exchange("GET", self._path_prefix + "/models", None)
-        except _Expired:
-            raise JudgeError(f"{where} is unreachable: timed out after {self.timeout_s:g} s "
-                             f"(GET {url})") from None  # fmt: skip
-        except _TooLarge:
-            raise JudgeError(f"{where}: GET {url} answered more than max_response_bytes="
-                             f"{self.max_response_bytes} bytes") from None  # fmt: skip
-        except _ConnectFailed as exc:
-            raise JudgeError(
-                f"{where} is unreachable: {_describe(exc.error)} (GET {url})"
-            ) from None
-        except (OSError, http.client.HTTPException) as exc:
-            raise JudgeError(f"{where} is unreachable: {_describe(exc)} (GET {url})") from None
-        if status != 200:
-            snippet = data[:200].decode("utf-8", "replace")
-            hint = f"; {_FATAL[status]}" if status in _FATAL else ""
-            raise JudgeError(f"{where}: GET {url} answered HTTP {status}{hint}: {snippet!r}. "
-                             "Check base_url (the API base, ending in /v1)")  # fmt: skip
-        try:
-            listed = json.loads(data.decode("utf-8"))["data"]
-            served = [str(m["id"]) for m in listed]
-        except (ValueError, KeyError, TypeError, RecursionError):
-            snippet = data[:100].decode("utf-8", "replace")
-            raise JudgeError(f"{where}: GET {url} answered a body that is not an OpenAI model "
-                             f"list: {snippet!r}") from None  # fmt: skip
-        if self.config.model not in served:
-            shown = served[:10] + (["..."] if len(served) > 10 else [])
-            raise JudgeError(f"{where} does not serve model {self.config.model!r}; it serves "
-                             f"{shown}")  # fmt: skip
-
-    def close(self) -> None:
-        """Stop the worker threads (idempotent)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
+        self._require_model(self.config.model)
 
     def prompt_parts(self, request: JudgeRequest) -> tuple[str, tuple[np.ndarray, ...]]:
         """The prompt text and the screenshots this judge sends for ``request`` (cache key)."""
@@ -441,97 +354,26 @@ class OpenAIJudge:
                 body.update(logprobs=True, top_logprobs=self.top_logprobs)
         return body
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
-    def _exchange(
-        self, method: str, path: str, payload: bytes | None
-    ) -> tuple[int, bytes, str | None]:
-        """One HTTP exchange (:func:`cua_rl._http.exchange`): (status, body, Retry-After)."""
-        answer = exchange(self._host, self._port, method, path, payload, self._headers(),
-                          timeout_s=self.timeout_s, max_bytes=self.max_response_bytes,
-                          https=self._https)  # fmt: skip
-        return answer.status, answer.body, answer.headers.get("retry-after")
-
-    def _wait(self, attempt: int, retry_after: str | None, abort: threading.Event) -> None:
-        with self._lock:
-            jitter = self._rng.uniform(0.5, 1.0)
-        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * jitter
-        if retry_after is not None:
-            with contextlib.suppress(ValueError):
-                delay = max(delay, min(float(retry_after), self.max_backoff_s))
-        abort.wait(delay)
-
-    def _count(self, retry: bool) -> None:
-        with self._lock:
-            self.n_attempts += 1
-            self.n_retries += int(retry)
-
-    def _unreachable(self) -> _Fatal:
-        return _Fatal(
-            f"judge at {self.base_url} unreachable: {self._connection_failures} consecutive "
-            f"connection failures (max_connection_failures={self.max_connection_failures}); is "
-            "the server running?"
-        )
-
-    def _connection_failed(self, abort: threading.Event) -> None:
-        """Count a connection failure; stop the batch at ``max_connection_failures`` in a row."""
-        with self._lock:
-            self._connection_failures += 1
-            dead = self._connection_failures >= self.max_connection_failures
-        if dead:
-            abort.set()
-            raise self._unreachable()
-
     def _send(self, body: dict[str, Any], abort: threading.Event) -> Verdict:
-        payload = json.dumps(body).encode("utf-8")
-        last = "no attempt made"
-        retry_after: str | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt > 0:
-                self._wait(attempt - 1, retry_after, abort)
-            if abort.is_set():
-                raise self._unreachable()
-            retry_after = None
-            self._count(retry=attempt > 0)
-            try:
-                status, data, retry_after = self._exchange("POST", self._path, payload)
-            except _Expired:
-                last = f"timed out after {self.timeout_s:g} s"
-                continue
-            except _TooLarge:
-                return self._failed(
-                    f"the response is larger than max_response_bytes={self.max_response_bytes} "
-                    "bytes"
-                )
-            except _ConnectFailed as exc:
-                last = _describe(exc.error)
-                self._connection_failed(abort)
-                continue
-            except (OSError, http.client.HTTPException) as exc:  # reset, closed before answering
-                last = _describe(exc)
-                if isinstance(exc, ConnectionError | http.client.RemoteDisconnected):
-                    self._connection_failed(abort)
-                continue
-            with self._lock:
-                self._connection_failures = 0
-            if status == 200:
-                return self._verdict(data)
+        try:
+            status, data = self._post("/chat/completions", json.dumps(body).encode("utf-8"), abort)
+        except TooLarge:
+            return self._failed(
+                f"the response is larger than max_response_bytes={self.max_response_bytes} bytes"
+            )
+        except GaveUp as exc:
+            return self._failed(str(exc))
+        if status == 200:
+            return self._verdict(data)
+        if status in FATAL_STATUS:
             snippet = data[:300].decode("utf-8", "replace")
-            if status in _FATAL:
-                raise _Fatal(
-                    f"{_FATAL[status]} at {self.base_url}/chat/completions for model "
-                    f"{self.config.model!r}: {snippet}. Check base_url (the API base, ending in "
-                    "/v1), the served model name"
-                    + (f" and the key in ${self.api_key_env}" if self.api_key_env else "")
-                )
-            last = f"HTTP {status}: {snippet}"
-            if status != 429 and status < 500:
-                return self._failed(last)
-        return self._failed(f"failed after {self.max_retries + 1} attempts: {last}")
+            raise _Fatal(
+                f"{FATAL_STATUS[status]} at {self.base_url}/chat/completions for model "
+                f"{self.config.model!r}: {snippet}. Check base_url (the API base, ending in "
+                "/v1), the served model name"
+                + (f" and the key in ${self.api_key_env}" if self.api_key_env else "")
+            )
+        return self._failed(self.http_error(status, data))
 
     def _failed(self, message: str, raw: str = "") -> Verdict:
         with self._lock:

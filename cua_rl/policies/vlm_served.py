@@ -54,34 +54,30 @@ requests name the new adapter as ``model``. :meth:`generate` refuses to run befo
 ``sync``, so rollouts never silently come from the bare base model. Full fine-tuning is
 refused: vLLM has no HTTP API to replace a model's weights.
 
-Transport is :func:`cua_rl._http.exchange` (stdlib, a total deadline per attempt, a body cap)
-with retries with exponential backoff and jitter on connection failures, timeouts, 429 and 5xx
-(honouring ``Retry-After``), as :class:`~cua_rl.judges.openai_compat.OpenAIJudge`. Any other
-status, a body that is not the expected JSON, or missing token ids raise
-:class:`~cua_rl.errors.GenerationError` at once, naming the URL.
+Transport is :class:`cua_rl._openai_client.OpenAICompatClient`, shared with
+:class:`~cua_rl.judges.openai_compat.OpenAIJudge` (stdlib, a total deadline per attempt, a body
+cap, retries with exponential backoff and jitter on connection failures, timeouts, 429 and 5xx,
+honouring ``Retry-After``). Any other status, a body that is not the expected JSON, or missing
+token ids raise :class:`~cua_rl.errors.GenerationError` at once, naming the URL.
 """
 
 from __future__ import annotations
 
-import contextlib
-import http.client
 import json
 import logging
 import math
 import os
-import random
 import shutil
 import threading
-import urllib.parse
 from collections.abc import Sequence
-from concurrent.futures import FIRST_EXCEPTION, Future, ThreadPoolExecutor, wait
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
-from cua_rl._http import ConnectFailed, Expired, TooLarge, describe, exchange
+from cua_rl._http import TooLarge, describe
 from cua_rl._io import atomic_folder
+from cua_rl._openai_client import Aborted, GaveUp, OpenAICompatClient
 from cua_rl.errors import ConfigError, GenerationError
 from cua_rl.judges.prompts import png_data_url
 from cua_rl.policies.vlm import Generation, VLMPrompt, generation_from_ids
@@ -180,7 +176,7 @@ def _parse_choice(
     return ids, np.asarray(lps, dtype=np.float32)
 
 
-class ServedGenerator:
+class ServedGenerator(OpenAICompatClient):
     """Generate a :class:`VLMPolicy`'s answers on a vLLM server (see the module docstring).
 
     Args:
@@ -209,6 +205,10 @@ class ServedGenerator:
             here).
     """
 
+    server_name = "generation server"
+    error_class = GenerationError
+    thread_name = "vlm-http"
+
     def __init__(
         self,
         policy: Any,
@@ -233,29 +233,21 @@ class ServedGenerator:
                 "updated weights cannot be pushed to a vLLM server over HTTP; generate "
                 "in-process instead"
             )
-        parts = urllib.parse.urlsplit(base_url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ConfigError(f"base_url must be an http(s) URL, got {base_url!r}")
-        if timeout_s <= 0 or sync_timeout_s <= 0 or backoff_s < 0 or max_backoff_s < 0:
-            raise ConfigError(
-                f"timeouts must be > 0 and backoff times >= 0, got timeout_s={timeout_s}, "
-                f"sync_timeout_s={sync_timeout_s}, backoff_s={backoff_s}, "
-                f"max_backoff_s={max_backoff_s}"
-            )
-        for name, value, low in (
-            ("max_retries", max_retries, 0),
-            ("max_concurrency", max_concurrency, 1),
-            ("max_response_bytes", max_response_bytes, 1024),
-        ):
-            if not (isinstance(value, int) and value >= low):
-                raise ConfigError(f"{name} must be an integer >= {low}, got {value!r}")
+        if sync_timeout_s <= 0:
+            raise ConfigError(f"sync_timeout_s must be > 0, got {sync_timeout_s}")
         if not adapter_name or "/" in adapter_name:
             raise ConfigError(f"adapter_name must be a non-empty name, got {adapter_name!r}")
-        self._api_key: str | None = None
-        if api_key_env is not None:
-            self._api_key = os.environ.get(api_key_env) or None
-            if self._api_key is None:
-                raise ConfigError(f"api_key_env names {api_key_env!r}, which is not set or empty")
+        super().__init__(
+            base_url,
+            api_key_env=api_key_env,
+            timeout_s=timeout_s,
+            max_retries=max_retries,
+            backoff_s=backoff_s,
+            max_backoff_s=max_backoff_s,
+            max_concurrency=max_concurrency,
+            max_response_bytes=max_response_bytes,
+            seed=seed,
+        )
         self.tokenizer = policy.tokenizer
         self.eos_ids = frozenset(policy.eos_ids)
         self.vocab_size = int(policy.lm.config.get_text_config().vocab_size)
@@ -266,36 +258,11 @@ class ServedGenerator:
         self.model = model
         self.adapter_dir = Path(adapter_dir).resolve()
         self.adapter_name = adapter_name
-        self.timeout_s = float(timeout_s)
         self.sync_timeout_s = float(sync_timeout_s)
-        self.max_retries = max_retries
-        self.backoff_s = float(backoff_s)
-        self.max_backoff_s = float(max_backoff_s)
-        self.max_concurrency = max_concurrency
-        self.max_response_bytes = max_response_bytes
-        self._https = parts.scheme == "https"
-        self._host = parts.hostname
-        self._port = parts.port
-        prefix = parts.path.rstrip("/")
-        if not prefix.endswith("/v1"):
-            prefix += "/v1"
-        self._prefix = prefix
-        self.base_url = f"{parts.scheme}://{parts.netloc}{prefix}"
-        self._rng = random.Random(seed)
-        self._lock = threading.Lock()
-        self._pool: ThreadPoolExecutor | None = None
         self.served_model: str | None = None  # the adapter requests name, after sync
         self.version: int | None = None
-        self.n_attempts = 0
-        self.n_retries = 0
         self.n_unload_failures = 0
-        served = self.served_models()
-        if model not in served:
-            shown = served[:10] + (["..."] if len(served) > 10 else [])
-            raise GenerationError(
-                f"generation server at {self.base_url} does not serve model {model!r}; it "
-                f"serves {shown}"
-            )
+        self._require_model(model)
 
     # -- the generator interface -------------------------------------------------------------
 
@@ -331,22 +298,11 @@ class ServedGenerator:
                 np.random.SeedSequence([seed, i]).generate_state(1)[0] for i in range(len(prompts))
             ]
             seeds = [int(s) for s in states]
-        if self._pool is None:
-            self._pool = ThreadPoolExecutor(self.max_concurrency, thread_name_prefix="vlm-http")
-        abort = threading.Event()
         model = self.served_model
-        futures: list[Future[Generation]] = [
-            self._pool.submit(self._generate_one, p, model, greedy, s, abort)
-            for p, s in zip(prompts, seeds, strict=True)
-        ]
-        done, _ = wait(futures, return_when=FIRST_EXCEPTION)
-        failed = [f for f in futures if f in done and f.exception() is not None]
-        if failed:
-            abort.set()  # wakes the workers waiting to retry
-            for f in futures:
-                f.cancel()
-            raise failed[0].exception()  # type: ignore[misc]
-        return [f.result() for f in futures]
+        return self._map(
+            lambda item, abort: self._generate_one(item[0], model, greedy, item[1], abort),
+            list(zip(prompts, seeds, strict=True)),
+        )
 
     def sync(self, policy: Any, version: int) -> None:
         """Push the policy's LoRA adapter to the server as ``<adapter_name>-v<version>``.
@@ -392,38 +348,7 @@ class ServedGenerator:
                 return
             shutil.rmtree(self.adapter_dir / previous, ignore_errors=True)
 
-    # -- server calls ------------------------------------------------------------------------
-
-    def served_models(self) -> list[str]:
-        """The ids ``GET /models`` lists (base models and loaded adapters); one attempt.
-
-        Raises:
-            GenerationError: The server is unreachable or answers something else than an
-                OpenAI model list (names the URL).
-        """
-        url = f"{self.base_url}/models"
-        try:
-            answer = self._exchange("GET", "/models", None, self.timeout_s)
-        except (Expired, TooLarge, ConnectFailed, OSError, http.client.HTTPException) as exc:
-            cause = describe(exc.error) if isinstance(exc, ConnectFailed) else describe(exc)
-            raise GenerationError(
-                f"generation server at {self.base_url} is unreachable: {cause} (GET {url})"
-            ) from None
-        if answer.status != 200:
-            snippet = answer.body[:200].decode("utf-8", "replace")
-            raise GenerationError(
-                f"generation server at {self.base_url}: GET {url} answered "
-                f"HTTP {answer.status}: {snippet!r}. Check base_url (the API "
-                "base, ending in /v1)"
-            )
-        try:
-            return [str(m["id"]) for m in json.loads(answer.body.decode("utf-8"))["data"]]
-        except (ValueError, KeyError, TypeError, RecursionError):
-            snippet = answer.body[:100].decode("utf-8", "replace")
-            raise GenerationError(
-                f"generation server at {self.base_url}: GET {url} answered "
-                f"a body that is not an OpenAI model list: {snippet!r}"
-            ) from None
+    # -- requests ----------------------------------------------------------------------------
 
     def body(self, prompt: VLMPrompt, model: str, greedy: bool, seed: int | None) -> dict[str, Any]:
         """The JSON body sent for one prompt (see the module docstring)."""
@@ -477,7 +402,7 @@ class ServedGenerator:
         except _Refused as exc:
             snippet = data[:200].decode("utf-8", "replace")
             raise GenerationError(
-                f"generation server at {self.base_url}: refused the answer to POST "
+                f"{self.where}: refused the answer to POST "
                 f"{self.base_url}/chat/completions: {exc}: {snippet!r}"
             ) from None
         return generation_from_ids(
@@ -490,91 +415,34 @@ class ServedGenerator:
             endpoint, json.dumps(body).encode("utf-8"), self.sync_timeout_s, threading.Event(), what
         )
 
-    def _headers(self) -> dict[str, str]:
-        headers = {"Content-Type": "application/json", "Accept": "application/json"}
-        if self._api_key is not None:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        return headers
-
-    def _exchange(self, method: str, path: str, payload: bytes | None, timeout_s: float) -> Any:
-        return exchange(
-            self._host,
-            self._port,
-            method,
-            self._prefix + path,
-            payload,  # type: ignore[arg-type]
-            self._headers(),
-            timeout_s=timeout_s,
-            max_bytes=self.max_response_bytes,
-            https=self._https,
-        )
-
     def _request(
         self, endpoint: str, payload: bytes, timeout_s: float, abort: threading.Event, what: str
     ) -> bytes:
         """POST with retries on transient failures; the 200 body, else GenerationError."""
         url = f"{self.base_url}/{endpoint}"
-        last = "no attempt made"
-        retry_after: str | None = None
-        for attempt in range(self.max_retries + 1):
-            if attempt > 0:
-                self._wait(attempt - 1, retry_after, abort)
-            if abort.is_set():
-                raise GenerationError(
-                    f"POST {url} ({what}) abandoned: another request of the batch failed"
-                )
-            retry_after = None
-            with self._lock:
-                self.n_attempts += 1
-                self.n_retries += int(attempt > 0)
-            try:
-                answer = self._exchange("POST", "/" + endpoint, payload, timeout_s)
-            except Expired:
-                last = f"timed out after {timeout_s:g} s"
-                continue
-            except TooLarge:
-                raise GenerationError(
-                    f"POST {url} ({what}) answered more than "
-                    f"max_response_bytes={self.max_response_bytes} bytes"
-                ) from None
-            except ConnectFailed as exc:
-                last = f"cannot connect: {describe(exc.error)}"
-                continue
-            except (OSError, http.client.HTTPException) as exc:
-                last = f"connection lost: {describe(exc)}"
-                continue
-            if answer.status == 200:
-                return bytes(answer.body)
-            snippet = answer.body[:300].decode("utf-8", "replace")
-            last = f"HTTP {answer.status}: {snippet}"
-            if answer.status == 429 or answer.status >= 500:
-                retry_after = answer.headers.get("retry-after")
-                continue
-            hint = ""
-            if answer.status == 404 and endpoint == "chat/completions":
-                hint = (
-                    " (unknown model or adapter: was the adapter unloaded or the server restarted?)"
-                )
-            elif answer.status == 404:
-                hint = (
-                    " (no runtime LoRA API: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
-                )
+        try:
+            status, data = self._post("/" + endpoint, payload, abort, timeout_s)
+        except Aborted:
             raise GenerationError(
-                f"generation server at {self.base_url}: POST {url} ({what}) answered {last}{hint}"
-            )
+                f"POST {url} ({what}) abandoned: another request of the batch failed"
+            ) from None
+        except TooLarge:
+            raise GenerationError(
+                f"POST {url} ({what}) answered more than "
+                f"max_response_bytes={self.max_response_bytes} bytes"
+            ) from None
+        except GaveUp as exc:
+            raise GenerationError(f"{self.where}: POST {url} ({what}) {exc}") from None
+        if status == 200:
+            return data
+        hint = ""
+        if status == 404 and endpoint == "chat/completions":
+            hint = " (unknown model or adapter: was the adapter unloaded or the server restarted?)"
+        elif status == 404:
+            hint = " (no runtime LoRA API: start vLLM with VLLM_ALLOW_RUNTIME_LORA_UPDATING=True)"
         raise GenerationError(
-            f"generation server at {self.base_url}: POST {url} ({what}) "
-            f"failed after {self.max_retries + 1} attempts: {last}"
+            f"{self.where}: POST {url} ({what}) answered {self.http_error(status, data)}{hint}"
         )
-
-    def _wait(self, attempt: int, retry_after: str | None, abort: threading.Event) -> None:
-        with self._lock:
-            jitter = self._rng.uniform(0.5, 1.0)
-        delay = min(self.max_backoff_s, self.backoff_s * 2**attempt) * jitter
-        if retry_after is not None:
-            with contextlib.suppress(ValueError):
-                delay = max(delay, min(float(retry_after), self.max_backoff_s))
-        abort.wait(delay)
 
     # -- housekeeping ------------------------------------------------------------------------
 
@@ -585,18 +453,6 @@ class ServedGenerator:
             "rollout/served_retries": float(self.n_retries),
             "rollout/served_unload_failures": float(self.n_unload_failures),
         }
-
-    def close(self) -> None:
-        """Stop the worker threads (idempotent)."""
-        if self._pool is not None:
-            self._pool.shutdown(wait=True, cancel_futures=True)
-            self._pool = None
-
-    def __enter__(self) -> ServedGenerator:
-        return self
-
-    def __exit__(self, *exc: object) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return f"ServedGenerator({self.base_url!r}, model={self.served_model or self.model!r})"

@@ -21,21 +21,20 @@ from __future__ import annotations
 import base64
 import io
 import json
-import logging
 import math
 import random
 import threading
 import time
 from collections.abc import Callable, Sequence
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from typing import Any, Literal
 
 import numpy as np
 from PIL import Image
 
-__all__ = ["FakeOpenAIServer", "Policy", "ServerMode", "green_policy"]
+from cua_rl.testing._local_server import JSONHandler, LocalServer
 
-logger = logging.getLogger(__name__)
+__all__ = ["FakeOpenAIServer", "Policy", "ServerMode", "green_policy"]
 
 #: Maps (images of the request in order, its text) to P(YES).
 Policy = Callable[[Sequence[np.ndarray], str], float]
@@ -89,8 +88,9 @@ def _top_logprobs(p_yes: float, n: int) -> list[dict[str, Any]]:
     return [{"token": t, "logprob": math.log(m), "bytes": list(t.encode())} for t, m in entries[:n]]
 
 
-class FakeOpenAIServer:
-    """A scripted OpenAI-compatible server on 127.0.0.1 (context manager).
+class FakeOpenAIServer(LocalServer):
+    """A scripted OpenAI-compatible server on 127.0.0.1 (context manager; lifecycle and
+    bookkeeping from :class:`~cua_rl.testing._local_server.LocalServer`).
 
     Args:
         policy: Maps a request's images and text to P(YES).
@@ -113,11 +113,8 @@ class FakeOpenAIServer:
             requests (later connections are refused).
 
     Attributes:
-        requests: Chat-completion requests received (failed ones included).
-        max_in_flight: Most chat requests handled at the same time.
-        model_requests: ``GET /v1/models`` requests received.
-        headers: Headers of each chat request, in arrival order.
-        bodies: JSON bodies of each chat request, in arrival order.
+        requests, model_requests, headers, bodies, max_in_flight: What was asked (see
+            :class:`~cua_rl.testing._local_server.LocalServer`).
     """
 
     def __init__(
@@ -139,92 +136,29 @@ class FakeOpenAIServer:
     ) -> None:
         if mode not in _MODES:
             raise ValueError(f"mode must be one of {_MODES}, got {mode!r}")
+        super().__init__(
+            fail_first=fail_first, fail_status=fail_status, retry_after=retry_after, delay_s=delay_s
+        )
         self.policy = policy
         self.model = model
         self.mode = mode
-        self.fail_first = fail_first
-        self.fail_status = fail_status
-        self.retry_after = retry_after
-        self.delay_s = delay_s
         self.logprobs = logprobs
         self.answer_text = answer_text
         self.raw_body = raw_body
         self.drip_interval_s = drip_interval_s
         self.huge_bytes = huge_bytes
         self.die_after = die_after
-        self.requests = 0
-        self.model_requests = 0
         self._answered = 0
-        self.in_flight = 0
-        self.max_in_flight = 0
-        self.headers: list[dict[str, str]] = []
-        self.bodies: list[dict[str, Any]] = []
-        self._lock = threading.Lock()
-        self._stopping = threading.Event()
         self._dead = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The bound port (after :meth:`start`)."""
-        if self._httpd is None:
-            raise RuntimeError("FakeOpenAIServer is not running")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """Base URL for clients: ``http://127.0.0.1:<port>/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> FakeOpenAIServer:
-        """Bind 127.0.0.1 on an ephemeral port and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (idempotent); delayed handlers wake up."""
-        self._stopping.set()
-        with self._lock:  # ``die_after`` stops from a handler's helper thread
-            httpd, self._httpd = self._httpd, None
-            thread, self._thread = self._thread, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if thread is not None and thread is not threading.current_thread():
-            thread.join(timeout=5.0)
-
-    def __enter__(self) -> FakeOpenAIServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _make_handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     # -- request handling (called from handler threads) -----------------------------------------
 
-    def _enter(self, headers: dict[str, str], body: dict[str, Any]) -> int:
-        with self._lock:
-            self.requests += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.headers.append(headers)
-            self.bodies.append(body)
-            return self.requests
-
     def _leave(self) -> None:
+        super()._leave()
         with self._lock:
-            self.in_flight -= 1
             self._answered += 1
             die = self.die_after is not None and self._answered == self.die_after
         if die:
@@ -233,7 +167,8 @@ class FakeOpenAIServer:
             self._dead.set()
             threading.Thread(target=self.stop, daemon=True).start()
 
-    def _completion(self, body: dict[str, Any]) -> dict[str, Any]:
+    def completion(self, body: dict[str, Any]) -> dict[str, Any]:
+        """The chat-completion answer to one request body (images scored by the policy)."""
         images, text = _parse_messages(body["messages"])
         if not images:
             raise ValueError("the request has no image")
@@ -278,29 +213,24 @@ class FakeOpenAIServer:
 
 
 def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(JSONHandler):
+        log_name = "fake openai server"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            logger.debug("fake openai server: " + format, *args)
+        def _error_body(self, status: int, message: str, kind: str | None) -> dict[str, Any]:
+            return {"error": {"message": message, "code": status}}
 
-        def _send(self, status: int, payload: bytes, extra: dict[str, str] | None = None) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", "application/json")
-                self.send_header("Content-Length", str(len(payload)))
-                for key, value in (extra or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-                pass
-
-        def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
-            self._send(status, json.dumps(obj).encode(), extra)
-
-        def _error(self, status: int, message: str, extra: dict[str, str] | None = None) -> None:
-            self._json(status, {"error": {"message": message, "code": status}}, extra)
+        def _canned(self) -> bool:
+            if server.mode == "malformed":
+                self._send(200, b'{"choices": [ this is not json')
+            elif server.mode == "drip":
+                self._drip()
+            elif server.mode == "huge":
+                self._huge()
+            elif server.raw_body is not None:
+                self._send(200, server.raw_body)
+            else:
+                return False
+            return True
 
         def _drip(self) -> None:
             try:
@@ -341,8 +271,7 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             if server.mode == "not_found" or self.path.rstrip("/") != "/v1/models":
                 self._error(404, f"no route {self.path}")
                 return
-            with server._lock:
-                server.model_requests += 1
+            server._count_models()
             if server.mode == "drip":
                 self._drip()
             elif server.mode == "malformed":
@@ -364,37 +293,6 @@ def _make_handler(server: FakeOpenAIServer) -> type[BaseHTTPRequestHandler]:
             except ValueError:
                 self._error(400, "request body is not JSON")
                 return
-            number = server._enter(dict(self.headers.items()), body)
-            try:
-                if server.delay_s > 0 and server._stopping.wait(server.delay_s):
-                    return
-                if number <= server.fail_first:
-                    extra = (
-                        {"Retry-After": str(server.retry_after)}
-                        if server.retry_after is not None
-                        else None
-                    )
-                    self._error(server.fail_status, "injected failure", extra)
-                    return
-                if server.mode == "malformed":
-                    self._send(200, b'{"choices": [ this is not json')
-                    return
-                if server.mode == "drip":
-                    self._drip()
-                    return
-                if server.mode == "huge":
-                    self._huge()
-                    return
-                if server.raw_body is not None:
-                    self._send(200, server.raw_body)
-                    return
-                try:
-                    completion = server._completion(body)
-                except (KeyError, TypeError, ValueError) as exc:
-                    self._error(400, f"bad request: {exc}")
-                    return
-                self._json(200, completion)
-            finally:
-                server._leave()
+            self._chat(server, body)
 
     return Handler

@@ -43,10 +43,9 @@ import base64
 import contextlib
 import io
 import json
-import logging
 import threading
 import time
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
 
@@ -54,27 +53,21 @@ from PIL import Image
 
 from cua_rl._vlm import load_qwen_vl, require_vlm
 from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.testing._local_server import HTTPError, JSONHandler, LocalServer
 
 __all__ = ["VLLMTestServer", "VLLMTestServerMode"]
-
-logger = logging.getLogger(__name__)
 
 VLLMTestServerMode = Literal["ok", "malformed", "no_token_ids"]
 _MODES = ("ok", "malformed", "no_token_ids")
 
 
-class _HTTPError(Exception):
-    """An error answer: status and message (vLLM's error body)."""
-
-    def __init__(self, status: int, message: str, kind: str = "BadRequestError") -> None:
-        super().__init__(message)
-        self.status = status
-        self.kind = kind
+# vLLM's error types by status.
+_KINDS = {404: "NotFoundError", 429: "RateLimitError", 503: "ServiceUnavailable"}
 
 
 def _decode_image(url: str) -> Image.Image:
     if not url.startswith("data:image/") or "base64," not in url:
-        raise _HTTPError(400, f"only base64 data URLs are supported, got {url[:40]!r}")
+        raise HTTPError(400, f"only base64 data URLs are supported, got {url[:40]!r}")
     data = base64.b64decode(url.split("base64,", 1)[1])
     with Image.open(io.BytesIO(data)) as img:
         return img.convert("RGB")
@@ -83,7 +76,7 @@ def _decode_image(url: str) -> Image.Image:
 def _qwen_messages(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Image]]:
     """OpenAI chat messages -> the Qwen processor's messages and the images in order."""
     if not isinstance(messages, list) or not messages:
-        raise _HTTPError(400, "messages must be a non-empty list")
+        raise HTTPError(400, "messages must be a non-empty list")
     out: list[dict[str, Any]] = []
     images: list[Image.Image] = []
     for message in messages:
@@ -100,13 +93,14 @@ def _qwen_messages(messages: Any) -> tuple[list[dict[str, Any]], list[Image.Imag
             elif part["type"] == "text":
                 parts.append({"type": "text", "text": part["text"]})
             else:
-                raise _HTTPError(400, f"unsupported content part type {part['type']!r}")
+                raise HTTPError(400, f"unsupported content part type {part['type']!r}")
         out.append({"role": message["role"], "content": parts})
     return out, images
 
 
-class VLLMTestServer:
-    """A vLLM-style server on 127.0.0.1 backed by a transformers Qwen2-VL (context manager).
+class VLLMTestServer(LocalServer):
+    """A vLLM-style server on 127.0.0.1 backed by a transformers Qwen2-VL (context manager;
+    lifecycle and bookkeeping from :class:`~cua_rl.testing._local_server.LocalServer`).
 
     Args:
         model_path: Local checkpoint folder (loaded on CPU in float32).
@@ -122,12 +116,10 @@ class VLLMTestServer:
         fail_load_status: Status of those failures.
 
     Attributes:
-        requests: Chat requests received (failed ones included).
-        model_requests: ``GET /v1/models`` requests received.
         loads: Adapter names loaded, in order. unloads: Adapter names unloaded, in order.
         adapters: The loaded adapters, ``{name: path}``.
-        bodies: JSON bodies of the chat requests, in arrival order.
-        max_in_flight: Most chat requests handled at the same time.
+        requests, model_requests, headers, bodies, max_in_flight: What was asked (see
+            :class:`~cua_rl.testing._local_server.LocalServer`).
     """
 
     def __init__(
@@ -145,6 +137,9 @@ class VLLMTestServer:
     ) -> None:
         if mode not in _MODES:
             raise ConfigError(f"mode must be one of {_MODES}, got {mode!r}")
+        super().__init__(
+            fail_first=fail_first, fail_status=fail_status, retry_after=retry_after, delay_s=delay_s
+        )
         torch, _, _ = require_vlm()
         try:
             import peft
@@ -172,71 +167,16 @@ class VLLMTestServer:
         pad = self.tokenizer.pad_token_id
         self._pad_id = int(pad if pad is not None else self.tokenizer.eos_token_id)
         self.mode = mode
-        self.fail_first = fail_first
-        self.fail_status = fail_status
-        self.retry_after = retry_after
-        self.delay_s = delay_s
         self.fail_loads = fail_loads
         self.fail_load_status = fail_load_status
-        self.requests = 0
-        self.model_requests = 0
         self.loads: list[str] = []
         self.unloads: list[str] = []
         self.adapters: dict[str, str] = {}
-        self.bodies: list[dict[str, Any]] = []
-        self.in_flight = 0
-        self.max_in_flight = 0
         self._seed_counter = 0
-        self._lock = threading.Lock()  # counters
         self._model_lock = threading.Lock()  # one generation / adapter change at a time
-        self._stopping = threading.Event()
-        self._httpd: ThreadingHTTPServer | None = None
-        self._thread: threading.Thread | None = None
 
-    # -- lifecycle -----------------------------------------------------------------------------
-
-    @property
-    def port(self) -> int:
-        """The bound port (after :meth:`start`)."""
-        if self._httpd is None:
-            raise RuntimeError("VLLMTestServer is not running")
-        return int(self._httpd.server_address[1])
-
-    @property
-    def url(self) -> str:
-        """Base URL for clients: ``http://127.0.0.1:<port>/v1``."""
-        return f"http://127.0.0.1:{self.port}/v1"
-
-    def start(self) -> VLLMTestServer:
-        """Bind 127.0.0.1 on an ephemeral port and serve in a daemon thread."""
-        if self._httpd is not None:
-            return self
-        self._stopping.clear()
-        httpd = ThreadingHTTPServer(("127.0.0.1", 0), _make_handler(self))
-        httpd.daemon_threads = True
-        self._httpd = httpd
-        self._thread = threading.Thread(
-            target=httpd.serve_forever, kwargs={"poll_interval": 0.05}, daemon=True
-        )
-        self._thread.start()
-        return self
-
-    def stop(self) -> None:
-        """Stop serving and close the socket (idempotent); delayed handlers wake up."""
-        self._stopping.set()
-        httpd, self._httpd = self._httpd, None
-        thread, self._thread = self._thread, None
-        if httpd is not None:
-            httpd.shutdown()
-            httpd.server_close()
-        if thread is not None:
-            thread.join(timeout=5.0)
-
-    def __enter__(self) -> VLLMTestServer:
-        return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
+    def _make_handler(self) -> type[BaseHTTPRequestHandler]:
+        return _make_handler(self)
 
     # -- the API -------------------------------------------------------------------------------
 
@@ -256,15 +196,15 @@ class VLLMTestServer:
         with self._lock:
             fail, self.fail_loads = self.fail_loads > 0, max(self.fail_loads - 1, 0)
         if fail:
-            raise _HTTPError(self.fail_load_status, "injected load failure")
+            raise HTTPError(self.fail_load_status, "injected load failure")
         name, path = body.get("lora_name"), body.get("lora_path")
         if not isinstance(name, str) or not name or not isinstance(path, str) or not path:
-            raise _HTTPError(400, "Both 'lora_name' and 'lora_path' must be provided.")
+            raise HTTPError(400, "Both 'lora_name' and 'lora_path' must be provided.")
         with self._model_lock:
             if name in self.adapters:
-                raise _HTTPError(400, f"The lora adapter '{name}' has already been loaded.")
+                raise HTTPError(400, f"The lora adapter '{name}' has already been loaded.")
             if not (Path(path) / "adapter_config.json").is_file():
-                raise _HTTPError(400, f"No adapter found for {path}")
+                raise HTTPError(400, f"No adapter found for {path}")
             if self._peft is None:
                 self._peft = self._peft_lib.PeftModel.from_pretrained(
                     self._base, path, adapter_name=name
@@ -281,9 +221,7 @@ class VLLMTestServer:
         name = body.get("lora_name")
         with self._model_lock:
             if name not in self.adapters:
-                raise _HTTPError(
-                    404, f"The lora adapter '{name}' cannot be found.", "NotFoundError"
-                )
+                raise HTTPError(404, f"The lora adapter '{name}' cannot be found.")
             del self.adapters[name]
             self._peft.delete_adapter(name)
             self.unloads.append(name)
@@ -293,9 +231,9 @@ class VLLMTestServer:
         """``/v1/chat/completions`` for one request body (see the module docstring)."""
         model = body.get("model")
         if model != self.served_name and model not in self.adapters:
-            raise _HTTPError(404, f"The model `{model}` does not exist.", "NotFoundError")
+            raise HTTPError(404, f"The model `{model}` does not exist.")
         if float(body.get("top_p", 1.0)) != 1.0 or int(body.get("top_k", -1)) not in (-1, 0):
-            raise _HTTPError(400, "this test server samples without top-p / top-k only")
+            raise HTTPError(400, "this test server samples without top-p / top-k only")
         messages, images = _qwen_messages(body["messages"])
         temperature = float(body.get("temperature", 1.0))
         max_tokens = int(body.get("max_tokens", 16))
@@ -433,71 +371,26 @@ class VLLMTestServer:
                 break
         return ids, lps, tops
 
-    # -- request bookkeeping (handler threads) -------------------------------------------------
-
-    def _enter(self, body: dict[str, Any]) -> int:
-        with self._lock:
-            self.requests += 1
-            self.in_flight += 1
-            self.max_in_flight = max(self.max_in_flight, self.in_flight)
-            self.bodies.append(body)
-            return self.requests
-
-    def _leave(self) -> None:
-        with self._lock:
-            self.in_flight -= 1
-
 
 def _make_handler(server: VLLMTestServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    class Handler(JSONHandler):
+        log_name = "vllm test server"
 
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
-            logger.debug("vllm test server: " + format, *args)
+        def _error_body(self, status: int, message: str, kind: str | None) -> dict[str, Any]:
+            kind = kind or _KINDS.get(status, "BadRequestError")
+            return {"object": "error", "message": message, "type": kind, "param": None,
+                    "code": status}  # fmt: skip
 
-        def _send(
-            self,
-            status: int,
-            payload: bytes,
-            content_type: str,
-            extra: dict[str, str] | None = None,
-        ) -> None:
-            try:
-                self.send_response(status)
-                self.send_header("Content-Type", content_type)
-                self.send_header("Content-Length", str(len(payload)))
-                for key, value in (extra or {}).items():
-                    self.send_header(key, value)
-                self.end_headers()
-                self.wfile.write(payload)
-            except (BrokenPipeError, ConnectionResetError):  # the client gave up (timeout)
-                pass
-
-        def _json(self, status: int, obj: Any, extra: dict[str, str] | None = None) -> None:
-            self._send(status, json.dumps(obj).encode(), "application/json", extra)
-
-        def _error(
-            self,
-            status: int,
-            message: str,
-            kind: str = "BadRequestError",
-            extra: dict[str, str] | None = None,
-        ) -> None:
-            error = {
-                "object": "error",
-                "message": message,
-                "type": kind,
-                "param": None,
-                "code": status,
-            }
-            self._json(status, error, extra)
+        def _canned(self) -> bool:
+            if server.mode == "malformed":
+                self._send(200, b'{"choices": [ this is not json')
+            return server.mode == "malformed"
 
         def do_GET(self) -> None:  # noqa: N802 - stdlib name
             if self.path.rstrip("/") != "/v1/models":
-                self._error(404, f"no route {self.path}", "NotFoundError")
+                self._error(404, f"no route {self.path}")
                 return
-            with server._lock:
-                server.model_requests += 1
+            server._count_models()
             self._json(200, server.models())
 
         def do_POST(self) -> None:  # noqa: N802 - stdlib name
@@ -515,39 +408,14 @@ def _make_handler(server: VLLMTestServer) -> type[BaseHTTPRequestHandler]:
                         message = server.load_adapter(body)
                     else:
                         message = server.unload_adapter(body)
-                except _HTTPError as exc:
-                    self._error(exc.status, str(exc), exc.kind)
+                except HTTPError as exc:
+                    self._error(exc.status, str(exc), kind=exc.kind)
                     return
                 self._send(200, message.encode(), "text/plain")
                 return
             if path != "/v1/chat/completions":
-                self._error(404, f"no route {self.path}", "NotFoundError")
+                self._error(404, f"no route {self.path}")
                 return
-            number = server._enter(body)
-            try:
-                if server.delay_s > 0 and server._stopping.wait(server.delay_s):
-                    return
-                if number <= server.fail_first:
-                    extra = (
-                        {"Retry-After": str(server.retry_after)}
-                        if server.retry_after is not None
-                        else None
-                    )
-                    self._error(server.fail_status, "injected failure", "ServiceUnavailable", extra)
-                    return
-                if server.mode == "malformed":
-                    self._send(200, b'{"choices": [ this is not json', "application/json")
-                    return
-                try:
-                    completion = server.completion(body)
-                except _HTTPError as exc:
-                    self._error(exc.status, str(exc), exc.kind)
-                    return
-                except (KeyError, TypeError, ValueError) as exc:
-                    self._error(400, f"bad request: {type(exc).__name__}: {exc}")
-                    return
-                self._json(200, completion)
-            finally:
-                server._leave()
+            self._chat(server, body)
 
     return Handler
