@@ -267,7 +267,7 @@ def test_collector_groups_whole_episodes_and_marks_invalid_actions(
     from cua_rl.envs.make import make_tasks
     from cua_rl.policies.vlm import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
-    from cua_rl.training.vlm_trainer import EpisodeCollector
+    from cua_rl.training.vlm_rollouts import EpisodeCollector
 
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
                          ppo={"n_envs": 3, "vlm": {"algorithm": "group"}})  # fmt: skip
@@ -306,7 +306,7 @@ def test_a_worker_that_dies_loses_its_episode_with_weight_zero(
     from cua_rl.envs.make import make_tasks
     from cua_rl.policies.vlm import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
-    from cua_rl.training.vlm_trainer import EpisodeCollector
+    from cua_rl.training.vlm_rollouts import EpisodeCollector
 
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3}, ppo={"n_envs": 2})
     policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
@@ -389,7 +389,7 @@ def test_rollouts_through_process_and_ray_workers_survive_a_killed_worker(
     from cua_rl.envs.make import make_tasks
     from cua_rl.policies.vlm import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
-    from cua_rl.training.vlm_trainer import EpisodeCollector
+    from cua_rl.training.vlm_rollouts import EpisodeCollector
 
     ray_cfg = {"num_cpus": 2, "object_store_mb": 80, "step_timeout_s": 60.0}
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
