@@ -441,3 +441,49 @@ def test_cli_trains_and_evaluates_a_vlm_run(
     report = json.loads((tmp_path / "e.json").read_text())
     assert report["episodes"] == 2 and report["success"]["n"] == 2
     assert report["checkpoint"].endswith("ckpt_000001.pt")
+
+
+def test_the_validator_filter_drops_episodes_of_a_vlm_run(
+    tmp_path: Path, tiny_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rollout filter works for the VLM trainer as for the compact policy: a reference
+    model learned from two passing episodes of the task keeps the episodes that press Enter
+    on the dialog and drops (weight 0) those that only wait."""
+    from cua_rl.envs.make import make_env
+    from cua_rl.training import vlm_trainer
+    from cua_rl.validator import EquivalenceConfig, ReferenceModel, Trace, ValidatorConfig
+
+    split = {"train_seed_start": 811504540, "train_seeds": 1}
+    plain = make_config(tmp_path, tiny_path, env={"split": split})
+    env = make_env(plain.env)
+    traces = []
+    for _ in range(2):
+        env.reset()
+        env.step("pyautogui.press('enter')")
+        *_, info = env.step("WAIT")
+        assert info["episode_end"].ground_truth == 1.0
+        traces.append(Trace.from_trajectory(info["episode_end"].trajectory))
+    env.close()
+    cfg = ValidatorConfig(equivalence=EquivalenceConfig(use_a11y=False))
+    ReferenceModel.learn(traces, cfg).save(tmp_path / "ref")
+
+    made: list[_Choices] = []
+
+    def scripted(config: Any, policy: Any, run_dir: Any) -> _Choices:
+        made.append(_Choices(policy, ["Action: pyautogui.press('enter')", "Action: WAIT"], 3))
+        return made[-1]
+
+    monkeypatch.setattr(vlm_trainer, "_make_generator", scripted)
+    reward = {"primary": "ground_truth", "filter": {"mode": "drop"},
+              "reference_models": {"click_ok": "ref"}}  # fmt: skip
+    config = make_config(tmp_path, tiny_path, env={"split": split}, reward=reward,
+                         ppo={"total_timesteps": 8}, eval={"at_end": False})  # fmt: skip
+    result = train(config)
+    found = [r for r in rows(result.run_dir) if "rollout/episodes" in r]
+    episodes = sum(r["rollout/episodes"] for r in found)
+    dropped = result.stats["dropped"]
+    assert episodes == result.stats["episodes"] >= 4
+    assert 0 < dropped < episodes  # the waiting episodes, not the solving ones
+    successes = sum(r["rollout/success_rate"] * r["rollout/episodes"] for r in found)
+    assert dropped == episodes - round(successes)
+    assert all(r["rollout/filter_failed"] >= 1 for r in found[-1:])
