@@ -96,6 +96,10 @@ _PROMPT = (
     "Your previous actions, oldest first:\n{history}\n"
     "{format}"
 )
+_PAST_SCREENS = (
+    "The first {n} image(s) above are the screens before your last {n} action(s), oldest "
+    "first; the last image is the current screen.\n"
+)
 _MAX_HISTORY_CHARS = 200
 
 
@@ -288,7 +292,11 @@ class VLMPolicy(nn.Module):
         return self.model.get_base_model() if self.config.lora else self.model
 
     def build_prompt(
-        self, instruction: str, screenshot: np.ndarray, history: Sequence[str] = ()
+        self,
+        instruction: str,
+        screenshot: np.ndarray,
+        history: Sequence[str] = (),
+        past_screens: Sequence[np.ndarray] = (),
     ) -> VLMPrompt:
         """The prompt for one step.
 
@@ -298,9 +306,12 @@ class VLMPolicy(nn.Module):
             history: The past action texts of the episode, oldest first; the last
                 ``config.history_len`` are listed, numbered by their step, each cut to 200
                 characters.
+            past_screens: The episode's earlier screens, oldest first (the screen before each
+                past action); the last ``config.history_screenshots`` come before the current
+                screen as images (each one costs as many image tokens as the current one).
 
         Returns:
-            The prompt (chat template applied, image resized to the pixel bounds).
+            The prompt (chat template applied, images resized to the pixel bounds).
         """
         keep = self.config.history_len
         recent = list(history)[-keep:] if keep else []
@@ -316,8 +327,12 @@ class VLMPolicy(nn.Module):
             history="\n".join(lines) if lines else "(none)",
             format=ACTION_FORMAT,
         )
+        k = self.config.history_screenshots
+        past = list(past_screens)[-k:] if k else []
+        if past:
+            text = _PAST_SCREENS.format(n=len(past)) + text
         messages = qwen_image_messages(
-            [screenshot],
+            [*past, screenshot],
             text,
             min_pixels=self.config.min_pixels,
             max_pixels=self.config.max_pixels,

@@ -29,6 +29,8 @@ class VLMPolicyConfig:
         min_pixels: Lower bound on the screenshot's area after resizing.
         max_pixels: Upper bound on the screenshot's area after resizing.
         history_len: How many of the last actions the prompt lists.
+        history_screenshots: How many of the episode's earlier screens the prompt shows as
+            images before the current one (0: the current screen only).
         max_new_tokens: Generation length limit.
         temperature: Temperature of the policy distribution (sampling and log-probs).
         thought_factor: Weight of the thought tokens' log-probs (RL4VLM: 0.2-0.5).
@@ -49,6 +51,7 @@ class VLMPolicyConfig:
     min_pixels: int = 256 * 28 * 28
     max_pixels: int = 1280 * 28 * 28
     history_len: int = 4
+    history_screenshots: int = 0
     max_new_tokens: int = 128
     temperature: float = 1.0
     thought_factor: float = 0.5
@@ -63,8 +66,10 @@ class VLMPolicyConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 1):
                 raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-        if not (isinstance(self.history_len, int) and self.history_len >= 0):
-            raise ConfigError(f"history_len must be an integer >= 0, got {self.history_len!r}")
+        for name in ("history_len", "history_screenshots"):
+            value = getattr(self, name)
+            if not (isinstance(value, int) and value >= 0):
+                raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
         if self.min_pixels > self.max_pixels:
             raise ConfigError(
                 f"min_pixels ({self.min_pixels}) must be <= max_pixels ({self.max_pixels})"

@@ -73,6 +73,8 @@ class VLMPolicySection:
     max_pixels: int = 1280 * 28 * 28
     #: Past actions listed in the prompt.
     history_len: int = 4
+    #: Earlier screens shown as images before the current one (0 = the current screen only).
+    history_screenshots: int = 0
     #: Generation length limit (tokens).
     max_new_tokens: int = 128
     #: Temperature of the policy distribution (sampling and log-probs).

@@ -53,6 +53,7 @@ class _Live:
     episode_id: int
     obs: dict[str, Any]
     history: list[str] = field(default_factory=list)
+    screens: deque[Any] = field(default_factory=deque)  # earlier screens (history_screenshots)
     records: list[tuple[Any, float, float]] = field(default_factory=list)  # gen, log_prob, value
 
 
@@ -181,7 +182,12 @@ class EpisodeCollector:
             ends = self.scorer([results[i][4][EPISODE_END] for i in ended])
             out.env_s += time.perf_counter() - t0
             out.n_steps += len(results)
+            keep = self._screens_kept()
             for i, result in results.items():
+                if keep:  # the screen before this action, for the next prompts
+                    live[i].screens.append(live[i].obs["screenshot"])
+                    while len(live[i].screens) > keep:
+                        live[i].screens.popleft()
                 live[i].obs = result[0]
             for i, end in zip(ended, ends, strict=True):
                 info = dict(results[i][4])
@@ -189,6 +195,10 @@ class EpisodeCollector:
                 self._finish(live.pop(i), end, info, out)
             if on_step is not None and not on_step(len(results)):
                 starting = False
+
+    def _screens_kept(self) -> int:
+        config = getattr(self.policy, "config", None)
+        return int(getattr(config, "history_screenshots", 0))
 
     def _act(self, live: dict[int, _Live], out: Rollout) -> dict[int, str]:
         """Generate the next action of every live episode, in batches."""
@@ -199,7 +209,10 @@ class EpisodeCollector:
             rows = order[start : start + self.generation_batch]
             prompts = [
                 self.policy.build_prompt(
-                    live[i].obs["instruction"], live[i].obs["screenshot"], live[i].history
+                    live[i].obs["instruction"],
+                    live[i].obs["screenshot"],
+                    live[i].history,
+                    live[i].screens,
                 )
                 for i in rows
             ]

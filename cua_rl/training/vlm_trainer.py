@@ -122,22 +122,27 @@ class VLMAgent:
     def history(self) -> list[str]:
         """This thread's episode: its action texts so far."""
         if not hasattr(self._episode, "history"):
-            self._episode.history = []
+            self.begin_episode()
         return self._episode.history  # type: ignore[no-any-return]
 
     def begin_episode(self) -> None:
         """Forget this thread's last episode."""
         self._episode.history = []
+        self._episode.screens = []
 
     def __call__(self, observation: Any) -> str:
         """The action text for a CUAEnv observation."""
-        history = self.history
+        history, screens = self.history, self._episode.screens
         prompt = self.policy.build_prompt(
-            observation["instruction"], observation["screenshot"], history
+            observation["instruction"], observation["screenshot"], history, screens
         )
         seed = None if self.greedy else int(self.rng.integers(2**31 - 1))
         generation = self.generator.generate([prompt], greedy=self.greedy, seed=seed)[0]
         history.append(generation.action_text)
+        keep = int(getattr(self.policy.config, "history_screenshots", 0))
+        if keep:
+            screens.append(observation["screenshot"])
+            del screens[:-keep]
         return str(generation.action_text)
 
 

@@ -421,3 +421,22 @@ def test_an_episode_step_with_the_policy_records_an_invalid_action(policy: VLMPo
         assert (reward, terminated) == (0.0, False)
     assert [s.action_text for s in env.steps] == history
     env.close()
+
+
+def test_past_screenshots_come_before_the_current_one(tiny_path: Path) -> None:
+    """history_screenshots: the last k earlier screens are images before the current screen;
+    a batch mixing prompts with 1, 2 and 3 images keeps generation and training passes equal."""
+    policy = make_policy(tiny_path, history_screenshots=2)
+    past = [screen(30 + k) for k in range(3)]
+    prompts = [policy.build_prompt("Go.", screen(40), ["WAIT"] * n, past[:n]) for n in (0, 1, 3)]
+    assert [len(p.images) for p in prompts] == [1, 2, 3]
+    assert "before your last 2 action(s)" in prompts[2].user_text
+    assert "before your last" not in prompts[0].user_text
+    plain = make_policy(tiny_path)
+    assert len(plain.build_prompt("Go.", screen(40), ["WAIT"] * 3, past).images) == 1
+    with torch.no_grad():
+        gens = policy.generate(prompts, seed=1)
+        ev = policy.evaluate_actions(prompts, [g.token_ids for g in gens])
+    for k, gen in enumerate(gens):
+        n = len(gen.token_ids)
+        np.testing.assert_allclose(ev.token_log_probs[k, :n].numpy(), gen.log_probs, atol=1e-4)

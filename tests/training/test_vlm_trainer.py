@@ -7,6 +7,7 @@ false-positive rate as the reward, which gives groups a reward spread.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 from pathlib import Path
@@ -271,7 +272,8 @@ def test_collector_groups_whole_episodes_and_marks_invalid_actions(
 
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
                          ppo={"n_envs": 3, "vlm": {"algorithm": "group"}})  # fmt: skip
-    policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
+    settings = config.policy.vlm.policy_config("cpu", str(tiny_path))
+    policy = VLMPolicy(dataclasses.replace(settings, history_screenshots=1), seed=0)
     echo = _Echo(policy, ["Thought: hmm\nAction: not an action", "Action: WAIT", "Action: DONE"])
     venv = make_env_workers(config, wrap=False)
     try:
@@ -298,6 +300,9 @@ def test_collector_groups_whole_episodes_and_marks_invalid_actions(
     assert len(rollout.finished) == len(episodes)
     # the learner's own values were computed for the served-style generator
     assert all(np.isfinite(s.value) for s in rollout.steps)
+    # one earlier screen (history_screenshots 1) from the second step of an episode on
+    for steps in episodes.values():
+        assert [len(s.prompt.images) for s in steps] == [1] + [2] * (len(steps) - 1)
 
 
 def test_a_worker_that_dies_loses_its_episode_with_weight_zero(
