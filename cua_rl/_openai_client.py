@@ -197,23 +197,27 @@ class OpenAICompatClient:
                 delay = max(delay, min(float(retry_after), self.max_backoff_s))
         abort.wait(delay)
 
-    def unreachable_message(self) -> str:
-        """The message of :class:`Unreachable` (the count of connection failures in a row)."""
+    def unreachable_message(self, count: int | None = None) -> str:
+        """The message of :class:`Unreachable`: ``count`` connection failures in a row
+        (default the limit that was reached: requests in flight when the batch stopped may have
+        failed too, and are not what stopped it)."""
+        if count is None:
+            count = self.max_connection_failures or self._connection_failures
         return (
-            f"{self.where} unreachable: {self._connection_failures} consecutive connection "
-            f"failures (max_connection_failures={self.max_connection_failures}); is the server "
-            "running?"
+            f"{self.where} unreachable: {count} consecutive connection failures "
+            f"(max_connection_failures={self.max_connection_failures}); is the server running?"
         )
 
     def _connection_failed(self, abort: threading.Event) -> None:
         """Count a connection failure; stop the batch at ``max_connection_failures`` in a row."""
         with self._lock:
             self._connection_failures += 1
+            count = self._connection_failures
             limit = self.max_connection_failures
-            dead = limit is not None and self._connection_failures >= limit
+            dead = limit is not None and count >= limit
         if dead:
             abort.set()
-            raise Unreachable(self.unreachable_message())
+            raise Unreachable(self.unreachable_message(count if count == limit else None))
 
     @staticmethod
     def http_error(status: int, data: bytes) -> str:
