@@ -372,21 +372,25 @@ class MiniWoBBackend:
         logger.info("Chromium started in %.2f s (pid of chromedriver %s)",
                     time.monotonic() - started, self.browser_pid)
 
-    def _end_browser(self) -> None:
+    def _end_browser(self, *, graceful: bool = True) -> None:
+        """End the browser: ``quit()`` first when ``graceful`` (a lost browser is not asked: a
+        hung one would not answer), then SIGKILL whatever is left under chromedriver."""
         driver, self._driver, self._page, self._task = self._driver, None, None, None
         if driver is None:
             return
         pid = self.browser_pid_of(driver)
         pids = browser_pids(pid) if pid is not None else []
-        driver.command_executor.client_config.timeout = 3.0
-        with contextlib.suppress(Exception):
-            driver.quit()
+        if graceful:
+            driver.command_executor.client_config.timeout = 3.0
+            with contextlib.suppress(Exception):
+                driver.quit()
         for p in pids:  # whatever quit() left (a hung renderer, a dead driver's children)
             with contextlib.suppress(ProcessLookupError, PermissionError):
                 os.kill(p, signal.SIGKILL)
-        for p in pids:  # reap our own child (chromedriver) so it leaves no zombie
-            with contextlib.suppress(ChildProcessError, OSError):
-                os.waitpid(p, os.WNOHANG)
+        process = getattr(getattr(driver, "service", None), "process", None)
+        if process is not None:  # reap our own child (chromedriver) so it leaves no zombie
+            with contextlib.suppress(Exception):
+                process.wait(timeout=5)
 
     @staticmethod
     def browser_pid_of(driver: Any) -> int | None:
@@ -395,7 +399,7 @@ class MiniWoBBackend:
 
     def _lost(self, why: str) -> BackendError:
         task = self._task.id if self._task is not None else "no task"
-        self._end_browser()
+        self._end_browser(graceful=False)
         return BackendError(f"MiniWoB++ browser lost ({task}): {why}; the next reset starts a "
                             f"fresh browser")
 
