@@ -106,7 +106,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         * ``reset`` draws the task (``tasks.sample(self.np_random)``, or ``options={"task": t}``)
           and calls ``backend.reset``; a ``BackendError`` there propagates to the caller. A
           backend with a non-empty ``instruction`` attribute after reset (an instruction the
-          desktop made itself: MiniWoB++'s utterance) replaces the task's instruction with it.
+          desktop made itself: MiniWoB++'s utterance) replaces the task's instruction with it,
+          and a non-empty ``vocabulary`` tuple beside it the task's vocabulary.
         * A step whose action cannot be parsed, or that the desktop rejects (``ActionError``),
           still counts: the observation is ``backend.observe()`` and ``info["action_error"]`` holds
           the message. ``WAIT`` is always valid.
@@ -256,8 +257,11 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         observation = self._checked(self.backend.reset(task))
         given = getattr(self.backend, "instruction", None)
         if isinstance(given, str) and given and given != task.instruction:
-            # the desktop made the instruction itself at reset (MiniWoB++'s utterance)
-            task = self._task = dataclasses.replace(task, instruction=given)
+            # the desktop made the instruction itself at reset (MiniWoB++'s utterance), and the
+            # strings to type with it
+            words = getattr(self.backend, "vocabulary", None)
+            more = {"vocabulary": tuple(words)} if isinstance(words, tuple) and words else {}
+            task = self._task = dataclasses.replace(task, instruction=given, **more)
         self._instruction = _to_charset(task.instruction, INSTRUCTION_MAX_LENGTH)
         self._initial = self._last = observation
         self._ended = False

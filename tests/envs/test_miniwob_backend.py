@@ -210,6 +210,7 @@ def test_typing_and_keys(env) -> None:  # type: ignore[no-untyped-def]
 def test_enter_text_solved_and_checkbox_state(env) -> None:  # type: ignore[no-untyped-def]
     _, info, nodes = start(env, "miniwob/enter-text/8")
     word = re.search(r'"(.+)"', info["instruction"]).group(1)  # type: ignore[union-attr]
+    assert env.task.vocabulary == (word,)  # the utterance's field, for the typing slots
     env.step(Click(*node(nodes, "input_text").center))
     _, _, _, _, info = env.step(Type(word))
     _, _, terminated, _, info = env.step(Click(*node(parse_dom_text(info["a11y"]),

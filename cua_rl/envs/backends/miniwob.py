@@ -10,10 +10,12 @@ as ``miniwob.selenium_instance`` does.
 
 Tasks are ``miniwob/<task-name>/<seed>`` (:mod:`cua_rl.tasks.miniwob`). ``reset`` loads the task
 page (only when it changes), seeds the page's generator and starts the episode; the page's
-utterance becomes the episode's instruction (:attr:`MiniWoBBackend.instruction`, read by
-CUAEnv after reset). The page itself ends an episode (success, failure, or MiniWoB++'s own time
-limit, 10 s from the start unless ``episode_time_s`` changes it): :attr:`task_done` turns true and
-CUAEnv ends the episode at that step.
+utterance becomes the episode's instruction and its field values (MiniWoB++'s ``fields``: the
+word to type, the button to click) the task's vocabulary (:attr:`MiniWoBBackend.instruction`,
+:attr:`MiniWoBBackend.vocabulary`, read by CUAEnv after reset). The page itself ends an
+episode (success, failure, or MiniWoB++'s own time limit, 10 s from the start unless
+``episode_time_s`` changes it): :attr:`task_done` turns true and CUAEnv ends the episode at that
+step.
 
 Observation: ``screenshot`` the task area (160 x 210 CSS pixels) at ``scale`` screenshot pixels
 per CSS pixel (Chromium's ``--force-device-scale-factor``), so ``screen_size`` is
@@ -261,6 +263,9 @@ class MiniWoBBackend:
         self.data_mode = data_mode
         #: The utterance of the episode started by the last reset (None before one).
         self.instruction: str | None = None
+        #: The utterance's field values (words to type, targets) of the last reset: CUAEnv
+        #: makes them the episode's ``Task.vocabulary`` (the compact policy's typing slots).
+        self.vocabulary: tuple[str, ...] = ()
         #: Whether the page has ended the current episode (success, failure or time limit).
         self.task_done = False
         self.browser_starts = 0
@@ -310,7 +315,23 @@ class MiniWoBBackend:
         self._task, self.task_done, self._pointer = task, False, (0.0, 0.0)
         observation = self.observe()
         self.instruction = self._utterance
+        self.vocabulary = self._fields(name)
         return observation
+
+    def _fields(self, name: str) -> tuple[str, ...]:
+        """The utterance's field values (MiniWoB++'s own: the page's ``fields`` or the package's
+        per-task regular expression, ``miniwob.fields``), distinct, in order."""
+        response = self._script("return core.getUtterance();", what="read the fields")
+        if isinstance(response, dict):
+            pairs = list((response.get("fields") or {}).items())
+        else:
+            from miniwob.fields import get_field_extractor
+
+            try:
+                pairs = list(get_field_extractor(name)(self._utterance))
+            except (KeyError, ValueError):
+                pairs = []
+        return tuple(dict.fromkeys(str(v) for _, v in pairs if str(v).strip()))
 
     def step(self, action: Action) -> Observation:
         """Perform ``action`` on the page (module docstring) and observe."""
