@@ -312,6 +312,13 @@ def test_unknown_task_config_is_a_task_spec_error(env) -> None:  # type: ignore[
 
 
 # -- network: 0 DNS queries -----------------------------------------------------------------------
+# Method: in a private network + mount namespace, /etc/resolv.conf (bind-mounted) names a fake
+# resolver on 127.0.0.1:53 that counts every UDP datagram it receives. Chromium resolves through
+# getaddrinfo or its own DNS client, and both send to the nameservers of resolv.conf, so every
+# lookup that would leave the machine is counted, including start-up background traffic. The
+# positive control (same run without --host-resolver-rules) shows the counter sees Chromium's
+# lookups; with our flags the count is 0. Chromium's net-log would show resolver events, not
+# whether a packet was sent.
 
 _PROBE = textwrap.dedent("""
     import socket, sys, threading, time
@@ -338,15 +345,20 @@ _PROBE = textwrap.dedent("""
 
 
 def _dns_queries(tmp_path: Path, mode: str) -> int:
+    why = "the DNS probe needs root and unshare(1) (a private network and mount namespace " \
+          "with a fake resolver)"
     if os.geteuid() != 0 or shutil.which("unshare") is None:
-        pytest.skip("the DNS probe needs root and unshare(1) (a private network and mount "
-                    "namespace with a fake resolver)")
+        pytest.skip(why)
+    probe = subprocess.run(["unshare", "--net", "--mount", "true"], capture_output=True,
+                           text=True)
+    if probe.returncode != 0:
+        pytest.skip(f"{why}: {probe.stderr.strip()[:200]}")
     resolv = tmp_path / "resolv.conf"
     resolv.write_text("nameserver 127.0.0.1\noptions attempts:1 timeout:1\n")
-    probe = tmp_path / "probe.py"
-    probe.write_text(_PROBE)
+    script_file = tmp_path / "probe.py"
+    script_file.write_text(_PROBE)
     script = (f"ip link set lo up && mount --bind {resolv} /etc/resolv.conf && "
-              f"exec {sys.executable} {probe} {mode}")
+              f"exec {sys.executable} {script_file} {mode}")
     run = subprocess.run(["unshare", "--net", "--mount", "bash", "-c", script],
                          capture_output=True, text=True, timeout=120,
                          env={**os.environ, "PYTHONPATH": str(ROOT)})

@@ -255,6 +255,10 @@ class MiniWoBBackend:
             raise DependencyNotInstalled("selenium", "miniwob") from None
         self.html_dir = miniwob_html_dir()
         self.chromium, self.chromedriver = chromium_paths()
+        # both set, so the miniwob package's own envs in this process never start Selenium
+        # Manager (which looks for a driver online) either
+        os.environ.setdefault("MINIWOB_CHROME_BINARY", self.chromium)
+        os.environ.setdefault("MINIWOB_CHROMEDRIVER", self.chromedriver)
         self.scale = scale
         self.call_timeout_s = float(call_timeout_s)
         self.start_timeout_s = float(start_timeout_s)
