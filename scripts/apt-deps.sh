@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages of the local desktop (cua_rl.desktop, `cua-rl desktop-server`).
+# Install the Debian packages of the local desktop (cua_rl.desktop, `cua-rl desktop-server`) and
+# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py).
 # Used by `make test`: runs `apt-get update` once and `apt-get install -y --no-install-recommends`
 # only when root and apt-get exist and a package is missing; writes the stamp file given as $1
 # when everything is installed, so a second run installs nothing. Where installing is impossible
@@ -10,6 +11,7 @@ PACKAGES=(
   xvfb xdotool x11-utils wmctrl openbox xterm mousepad imagemagick
   python3-pyatspi at-spi2-core dbus-x11 util-linux
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
+  chromium chromium-driver
 )
 stamp="${1:-}"
 
@@ -30,11 +32,11 @@ if [ "${#missing[@]}" -eq 0 ]; then
   exit 0
 fi
 if ! command -v apt-get >/dev/null 2>&1; then
-  echo "apt-deps: apt-get not found; desktop tests will skip (missing: ${missing[*]})" >&2
+  echo "apt-deps: apt-get not found; desktop and browser tests will skip (missing: ${missing[*]})" >&2
   exit 0
 fi
 if [ "$(id -u)" -ne 0 ]; then
-  echo "apt-deps: not root; desktop tests will skip (missing: ${missing[*]})" >&2
+  echo "apt-deps: not root; desktop and browser tests will skip (missing: ${missing[*]})" >&2
   exit 0
 fi
 export DEBIAN_FRONTEND=noninteractive

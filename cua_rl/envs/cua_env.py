@@ -11,6 +11,7 @@ it into the terminal reward.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import string
@@ -103,12 +104,17 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
 
     Episode flow:
         * ``reset`` draws the task (``tasks.sample(self.np_random)``, or ``options={"task": t}``)
-          and calls ``backend.reset``; a ``BackendError`` there propagates to the caller.
+          and calls ``backend.reset``; a ``BackendError`` there propagates to the caller. A
+          backend with a non-empty ``instruction`` attribute after reset (an instruction the
+          desktop made itself: MiniWoB++'s utterance) replaces the task's instruction with it,
+          and a non-empty ``vocabulary`` tuple beside it the task's vocabulary.
         * A step whose action cannot be parsed, or that the desktop rejects (``ActionError``),
           still counts: the observation is ``backend.observe()`` and ``info["action_error"]`` holds
           the message. ``WAIT`` is always valid.
         * ``DONE`` / ``FAIL`` end the episode (``terminated=True``); they are not sent to the
           backend (one with a ``last_action`` attribute gets them there, for its checker).
+          A backend whose ``task_done`` attribute is True after a step (the task ended itself:
+          a MiniWoB++ page) ends it there too, as ``"done"``.
           The step budget (``max_steps`` or ``task.max_steps``) truncates it
           (``truncated=True``, end reason ``"max_steps"``).
         * A ``BackendError`` (the VM died) truncates the episode: ``episode_end.env_error`` holds
@@ -248,8 +254,15 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self._why_no_episode = f"the last reset failed, for task {task.id!r}"
         self._task = task
         self._steps = []
-        self._instruction = _to_charset(task.instruction, INSTRUCTION_MAX_LENGTH)
         observation = self._checked(self.backend.reset(task))
+        given = getattr(self.backend, "instruction", None)
+        if isinstance(given, str) and given and given != task.instruction:
+            # the desktop made the instruction itself at reset (MiniWoB++'s utterance), and the
+            # strings to type with it
+            words = getattr(self.backend, "vocabulary", None)
+            more = {"vocabulary": tuple(words)} if isinstance(words, tuple) and words else {}
+            task = self._task = dataclasses.replace(task, instruction=given, **more)
+        self._instruction = _to_charset(task.instruction, INSTRUCTION_MAX_LENGTH)
         self._initial = self._last = observation
         self._ended = False
 
@@ -298,6 +311,8 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
             end_reason = "done"
         elif isinstance(parsed, Fail) and action_error is None:
             end_reason = "fail"
+        elif getattr(self.backend, "task_done", False) is True:
+            end_reason = "done"  # the task ended itself (a MiniWoB++ page)
         elif len(self._steps) >= (self.step_budget or 0):
             end_reason = "max_steps"
 

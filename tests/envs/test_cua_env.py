@@ -536,3 +536,29 @@ def test_close_closes_the_backend_once() -> None:
     env.close()
     env.close()
     assert closes == [1]
+
+
+class SelfInstructingBackend(FakeBackend):
+    """A desktop that makes the instruction at reset and ends tasks itself (MiniWoB++ pages)."""
+
+    def reset(self, task: Task) -> Any:
+        observation = super().reset(task)
+        self.instruction, self.vocabulary, self.task_done = "Type 'abc'.", ("abc",), False
+        return observation
+
+    def step(self, action: Any) -> Any:
+        observation = super().step(action)
+        self.task_done = isinstance(action, Type)
+        return observation
+
+
+def test_backend_instruction_vocabulary_and_task_done() -> None:
+    env = make_env(SelfInstructingBackend())
+    obs, info = env.reset(seed=0)
+    assert obs["instruction"] == info["instruction"] == "Type 'abc'."
+    assert env.task is not None and env.task.vocabulary == ("abc",)
+    _, _, terminated, _, info = env.step(Wait(0.0))
+    assert not terminated and "episode_end" not in info
+    _, _, terminated, truncated, info = env.step(Type("abc"))
+    assert (terminated, truncated, info["episode_end"].end_reason) == (True, False, "done")
+    assert info["episode_end"].trajectory.task.instruction == "Type 'abc'."

@@ -239,14 +239,6 @@ def test_backends_not_implemented_yet(
         prepare_run(config)
 
 
-def test_miniwob_not_implemented_yet(tiny_config: Callable[..., TrainConfig]) -> None:
-    config = tiny_config(env={"backend": "miniwob", "families": ["click-button"]})
-    with pytest.raises(
-        ConfigError, match=r"env\.backend: the 'miniwob' backend is not implemented yet"
-    ):
-        prepare_run(config)
-
-
 class FakeModel:
     """A reference model whose verdict is the trajectory's ground truth."""
 

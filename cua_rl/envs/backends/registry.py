@@ -80,12 +80,11 @@ BACKENDS: dict[str, str] = {
     "x11": "cua_rl.envs.backends.osworld:X11",
     "waa": "cua_rl.envs.backends.registry:WAA",
     "macosworld": "cua_rl.envs.backends.registry:MACOSWORLD",
-    "miniwob": "cua_rl.envs.backends.registry:MINIWOB",
+    "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
 }
 
 WAA = PlannedBackend("waa", "task_files")
 MACOSWORLD = PlannedBackend("macosworld", "task_files")
-MINIWOB = PlannedBackend("miniwob", "families")
 
 
 def backend_names() -> tuple[str, ...]:
