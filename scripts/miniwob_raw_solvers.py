@@ -7,9 +7,10 @@
 A thin adapter, not the library's backend: it renders the raw env's ``dom_elements`` into the
 agreed DOM text (:func:`dom_text`, the grammar of :mod:`cua_rl.datasets.miniwob`), plays the
 plans of :func:`cua_rl.datasets.miniwob.solve` / ``failure_plan`` with ``CLICK_COORDS`` and
-``TYPE_TEXT`` and reads the raw reward (``get_raw_reward``: -1 failure, 1 success, 0 not ended,
-a fraction for partial credit on click-checkboxes; success = raw reward 1.0, as the backend's
-ground truth (r + 1) / 2 = 1.0). Seeds 0..N-1. It prints one line per (task, mode): successes / runs.
+``TYPE_TEXT`` and reads the raw reward (``get_raw_reward``: -1 failure, 1 success, 0 not
+ended, a fraction for partial credit on click-checkboxes; success = raw reward 1.0, as the
+backend's ground truth (r + 1) / 2 = 1.0). Seeds 0..N-1. It prints one line per (task, mode):
+successes / runs.
 
 Needs Chromium and chromedriver; sets ``MINIWOB_CHROME_BINARY`` / ``MINIWOB_CHROMEDRIVER`` from
 PATH if unset. Run it inside ``scripts/offline.sh`` (no network).

@@ -178,7 +178,8 @@ def parse_dom_text(text: str) -> list[DomNode]:
         raise BackendError(f"the DOM text must be a string, got {type(text).__name__}")
     nodes: list[DomNode] = []
     stack: list[int] = []  # index of the last node at each depth
-    for n, line in enumerate(text.splitlines(), start=1):
+    # split on \n only: str.splitlines also cuts at U+2028, U+0085... inside quoted text
+    for n, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
         if not line.strip():
             continue
         where = f"DOM text line {n} ({line[:80]!r})"
