@@ -75,8 +75,10 @@ def make_raw_env(task: str) -> Any:
     import miniwob
     from miniwob.reward import get_raw_reward
 
-    for var, exe in (("MINIWOB_CHROME_BINARY", "chromium"), ("MINIWOB_CHROMEDRIVER",
-                                                              "chromedriver")):
+    for var, exe in (
+        ("MINIWOB_CHROME_BINARY", "chromium"),
+        ("MINIWOB_CHROMEDRIVER", "chromedriver"),
+    ):
         if not os.environ.get(var) and shutil.which(exe):
             os.environ[var] = shutil.which(exe)  # type: ignore[assignment]
     gym.register_envs(miniwob)
@@ -100,8 +102,9 @@ def play(env: Any, task: str, seed: int, mode: str) -> float:
         if isinstance(action, Done):
             break
         if isinstance(action, Click):
-            raw = base.create_action(ActionTypes.CLICK_COORDS,
-                                     coords=np.array([action.x, action.y], dtype=np.float32))
+            raw = base.create_action(
+                ActionTypes.CLICK_COORDS, coords=np.array([action.x, action.y], dtype=np.float32)
+            )
         elif isinstance(action, Type):
             raw = base.create_action(ActionTypes.TYPE_TEXT, text=action.text)
         else:
@@ -112,8 +115,9 @@ def play(env: Any, task: str, seed: int, mode: str) -> float:
     return 0.0
 
 
-def measure(tasks: Iterable[str], seeds: int, modes: Iterable[str] | None = None
-            ) -> dict[str, dict[str, list[int]]]:
+def measure(
+    tasks: Iterable[str], seeds: int, modes: Iterable[str] | None = None
+) -> dict[str, dict[str, list[int]]]:
     """task -> mode -> [successes, runs] over seeds 0..seeds-1 (one browser per task)."""
     out: dict[str, dict[str, list[int]]] = {}
     for task in tasks:

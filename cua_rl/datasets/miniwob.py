@@ -23,13 +23,7 @@ policy meant to do. This module makes episodes of both classes:
   through :func:`~cua_rl.datasets.from_env.build_labelled_from_env`, merged into one
   ``labelled.jsonl`` that ``cua-rl calibrate`` reads.
 
-DOM text grammar read here (the agreed ``a11y`` of the ``miniwob`` backend, SimDesk's layout):
-one element per line, two spaces of indent per depth below the root, then::
-
-    <tag>[#id][.class...] ["<text>"] [value="<value>"] [[state,state]] @(left,top,width,height)
-
-``text`` and ``value`` are double-quoted with ``\\\\``, ``\\"`` and ``\\n`` escapes; the box is in
-screenshot pixels (numbers may be fractional or negative).
+The DOM text is read by :func:`~cua_rl.datasets.miniwob_dom.parse_dom_text` (grammar there).
 
 Measured on the raw ``miniwob`` 1.1.0 env with Chromium 156 (``scripts/miniwob_raw_solvers.py``):
 see ``docs/miniwob.md`` for the success rate of each solver and failure mode.
@@ -61,6 +55,7 @@ from cua_rl.datasets.common import (
     _write_if_changed,
     class_balance,
 )
+from cua_rl.datasets.miniwob_dom import DomNode, label_text, parse_dom_text, visible_point
 from cua_rl.errors import BackendError, CalibrationError, ConfigError, TaskSpecError
 
 if TYPE_CHECKING:
@@ -77,6 +72,8 @@ __all__ = [
     "failure_plan",
     "parse_dom_text",
     "solve",
+    "task_name",
+    "visible_point",
 ]
 
 logger = logging.getLogger(__name__)
@@ -87,193 +84,11 @@ MINIWOB_SOURCE = "miniwob-reward"
 Plan = list[Action]
 
 
-# -- the DOM text -------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class DomNode:
-    """One element of the DOM text.
-
-    Attributes:
-        index: Position in the text (0 = first line); later elements paint over earlier ones.
-        depth: Indent level (0 = root).
-        parent: Index of the parent, None for a root.
-        tag: Tag (``button``, ``input_text``, ``span``, ``t`` for a text node...).
-        id: The element's HTML id, or "".
-        classes: Its HTML classes.
-        text: Its text ("" if none).
-        value: Its value, or None.
-        states: Its states (``focused``...).
-        box: (left, top, width, height) in screenshot pixels.
-    """
-
-    index: int
-    depth: int
-    parent: int | None
-    tag: str
-    id: str
-    classes: tuple[str, ...]
-    text: str
-    value: str | None
-    states: tuple[str, ...]
-    box: tuple[float, float, float, float]
-
-    def center(self) -> tuple[int, int]:
-        """The box centre, rounded to integer pixels."""
-        left, top, width, height = self.box
-        return int(round(left + width / 2)), int(round(top + height / 2))
-
-    def contains(self, x: float, y: float) -> bool:
-        """Whether pixel (x, y) lies in the box (left/top inclusive, right/bottom exclusive)."""
-        left, top, width, height = self.box
-        return left <= x < left + width and top <= y < top + height
-
-
-_QUOTED = r'"((?:[^"\\]|\\.)*)"'
-_NUM = r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*"  # groups 8-11: the box
-_LINE = re.compile(
-    r"(?P<indent> *)(?P<tag>[A-Za-z_][\w-]*)(?P<id>#[^\s.#\"\[@]+)?"
-    r"(?P<classes>(?:\.[^\s.#\"\[@]+)*)"
-    rf"(?: {_QUOTED})?(?: value={_QUOTED})?(?: \[(?P<states>[^\]]*)\])?"
-    rf" @\({_NUM},{_NUM},{_NUM},{_NUM}\)"
-)
-_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
-
-
-def _unquote(text: str, where: str) -> str:
-    out, i = [], 0
-    while i < len(text):
-        ch = text[i]
-        if ch == "\\":
-            nxt = text[i + 1]  # the pattern guarantees a character after a backslash
-            if nxt not in _ESCAPES:
-                raise BackendError(f"{where}: unknown escape \\{nxt} in a quoted string")
-            out.append(_ESCAPES[nxt])
-            i += 2
-        else:
-            out.append(ch)
-            i += 1
-    return "".join(out)
-
-
-def parse_dom_text(text: str) -> list[DomNode]:
-    """Parse the DOM text of a ``miniwob`` observation (grammar in the module docstring).
-
-    Args:
-        text: ``info["a11y"]``; blank lines are ignored.
-
-    Returns:
-        The elements in text order.
-
-    Raises:
-        BackendError: On a line that does not follow the grammar, an odd indent or a jump of
-            more than one level; the message names the line (the backend wrote bad text).
-
-    Example:
-        >>> nodes = parse_dom_text('div#wrap @(0,0,160,210)\\n  button.b "OK" [focused] @(2,3,4,5)')
-        >>> nodes[1].tag, nodes[1].text, nodes[1].parent, nodes[1].center()
-        ('button', 'OK', 0, (4, 6))
-    """
-    if not isinstance(text, str):
-        raise BackendError(f"the DOM text must be a string, got {type(text).__name__}")
-    nodes: list[DomNode] = []
-    stack: list[int] = []  # index of the last node at each depth
-    # split on \n only: str.splitlines also cuts at U+2028, U+0085... inside quoted text
-    for n, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
-        if not line.strip():
-            continue
-        where = f"DOM text line {n} ({line[:80]!r})"
-        m = _LINE.fullmatch(line.rstrip())
-        if m is None:
-            raise BackendError(
-                f"{where}: expected '<tag>[#id][.class] [\"text\"] [value=\"v\"] [[states]] "
-                f"@(left,top,width,height)'"
-            )
-        indent = len(m["indent"])
-        if indent % 2:
-            raise BackendError(f"{where}: indent of {indent} spaces is not a multiple of 2")
-        depth = indent // 2
-        if depth > len(stack):
-            raise BackendError(f"{where}: depth {depth} under a line of depth {len(stack) - 1}")
-        del stack[depth:]
-        box = tuple(float(m.group(i)) for i in (8, 9, 10, 11))
-        if box[2] < 0 or box[3] < 0:
-            raise BackendError(f"{where}: negative width or height {box[2:]}")
-        states = tuple(s.strip() for s in (m["states"] or "").split(",") if s.strip())
-        nodes.append(
-            DomNode(
-                index=len(nodes),
-                depth=depth,
-                parent=stack[-1] if stack else None,
-                tag=m["tag"],
-                id=(m["id"] or "")[1:],
-                classes=tuple(c for c in (m["classes"] or "").split(".") if c),
-                text=_unquote(m.group(5) or "", where),
-                value=None if m.group(6) is None else _unquote(m.group(6), where),
-                states=states,
-                box=box,  # type: ignore[arg-type]
-            )
-        )
-        stack.append(len(nodes) - 1)
-    return nodes
-
-
-def _children(nodes: Sequence[DomNode], node: DomNode) -> list[DomNode]:
-    return [c for c in nodes if c.parent == node.index]
-
-
-def _label_text(nodes: Sequence[DomNode], node: DomNode) -> str:
-    """The text of a node and its descendants, joined by spaces."""
-    parts = [node.text] if node.text else []
-    for child in _children(nodes, node):
-        text = _label_text(nodes, child)
-        if text:
-            parts.append(text)
-    return " ".join(parts)
-
-
-def visible_point(nodes: Sequence[DomNode], node: DomNode) -> tuple[int, int]:
-    """A pixel of ``node``'s box that no later, non-descendant element covers; the box centre
-    first, then the centre of the largest uncovered cell of a 4-pixel grid.
-
-    Later lines paint over earlier ones (document order, no z-index), so a button placed over
-    another (click-test-2) is avoided. Falls back to the centre if the box is fully covered.
-    """
-    def descendant(other: DomNode) -> bool:
-        p = other.parent
-        while p is not None:
-            if p == node.index:
-                return True
-            p = nodes[p].parent
-        return False
-
-    covers = [
-        o for o in nodes[node.index + 1:]
-        if o.box[2] > 0 and o.box[3] > 0 and not descendant(o) and o.tag != "t"
-    ]
-
-    def free(x: float, y: float) -> bool:
-        return not any(o.contains(x, y) for o in covers)
-
-    cx, cy = node.center()
-    if free(cx, cy):
-        return cx, cy
-    left, top, width, height = node.box
-    best: tuple[float, int, int] | None = None
-    for y in np.arange(top + 1, top + height - 1, 2):
-        for x in np.arange(left + 1, left + width - 1, 2):
-            if free(x, y):
-                d = (x - cx) ** 2 + (y - cy) ** 2
-                if best is None or d < best[0]:
-                    best = (d, int(x), int(y))
-    return (best[1], best[2]) if best is not None else (cx, cy)
+# -- solvers ------------------------------------------------------------------------------------
 
 
 def _click(nodes: Sequence[DomNode], node: DomNode) -> Click:
     return Click(*visible_point(nodes, node))
-
-
-# -- solvers ------------------------------------------------------------------------------------
 
 
 def _need(found: Sequence[DomNode], what: str, task: str) -> DomNode:
@@ -299,7 +114,7 @@ def _choice_inputs(nodes: Sequence[DomNode], kind: str) -> list[tuple[DomNode, s
     for n in nodes:
         if n.tag == f"input_{kind}":
             label = nodes[n.parent] if n.parent is not None else n
-            out.append((n, _label_text(nodes, label).strip()))
+            out.append((n, label_text(nodes, label).strip()))
     return out
 
 
@@ -323,8 +138,9 @@ def _solve_click_test_2(instruction: str, nodes: Sequence[DomNode]) -> Plan:
     m = re.search(r"Click button (\S+?)\.?$", instruction.strip())
     if m is None:
         raise TaskSpecError(f"click-test-2: cannot read the target of {instruction!r}")
-    return [_click(nodes, _need(_buttons(nodes, m.group(1)), f"button {m.group(1)!r}",
-                                "click-test-2"))]
+    return [
+        _click(nodes, _need(_buttons(nodes, m.group(1)), f"button {m.group(1)!r}", "click-test-2"))
+    ]
 
 
 def _solve_click_button(instruction: str, nodes: Sequence[DomNode]) -> Plan:
@@ -413,11 +229,12 @@ def _typo(text: str, rng: np.random.Generator) -> str:
         return "x"
     i = int(rng.integers(len(text)))
     pool = [c for c in "abcdefghijklmnopqrstuvwxyz" if c != text[i].lower()]
-    return text[:i] + str(rng.choice(pool)) + text[i + 1:]
+    return text[:i] + str(rng.choice(pool)) + text[i + 1 :]
 
 
-def _wrong_element(task: str, instruction: str, nodes: Sequence[DomNode],
-                   rng: np.random.Generator) -> Plan:
+def _wrong_element(
+    task: str, instruction: str, nodes: Sequence[DomNode], rng: np.random.Generator
+) -> Plan:
     plan = solve(task, instruction, nodes)
     first = plan[0]
     assert isinstance(first, Click)
@@ -453,12 +270,20 @@ def _wrong_element(task: str, instruction: str, nodes: Sequence[DomNode],
     return [_click(nodes, node)]
 
 
-def _mode_plan(mode: str, task: str, instruction: str, nodes: Sequence[DomNode],
-               rng: np.random.Generator, screen: tuple[int, int]) -> Plan:
+def _mode_plan(
+    mode: str,
+    task: str,
+    instruction: str,
+    nodes: Sequence[DomNode],
+    rng: np.random.Generator,
+    screen: tuple[int, int],
+) -> Plan:
     if mode == "random":
         w, h = screen
-        return [Click(int(rng.integers(w)), int(rng.integers(h)))
-                for _ in range(int(rng.integers(1, 4)))]
+        return [
+            Click(int(rng.integers(w)), int(rng.integers(h)))
+            for _ in range(int(rng.integers(1, 4)))
+        ]
     if mode == "wrong_element":
         return _wrong_element(task, instruction, nodes, rng)
     plan = solve(task, instruction, nodes)
@@ -472,7 +297,7 @@ def _mode_plan(mode: str, task: str, instruction: str, nodes: Sequence[DomNode],
         if len(plan) < 2:
             return [Done()]
         drop = int(rng.integers(len(plan) - 1))
-        return plan[:drop] + plan[drop + 1:]
+        return plan[:drop] + plan[drop + 1 :]
     if mode == "extra_item":  # click-checkboxes: one box too many
         targets = set(_select_targets(instruction, task))
         extra = [n for n, label in _choice_inputs(nodes, "checkbox") if label not in targets]
@@ -497,8 +322,14 @@ FAILURE_MODES: dict[str, tuple[str, ...]] = {
 """Task name -> the failure modes it supports (see the module docstring)."""
 
 
-def failure_plan(mode: str, task: str, instruction: str, nodes: Sequence[DomNode],
-                 rng: np.random.Generator, screen: tuple[int, int] = (160, 210)) -> Plan:
+def failure_plan(
+    mode: str,
+    task: str,
+    instruction: str,
+    nodes: Sequence[DomNode],
+    rng: np.random.Generator,
+    screen: tuple[int, int] = (160, 210),
+) -> Plan:
     """The plan of failure ``mode`` (one of ``FAILURE_MODES[task]``).
 
     Args:
@@ -540,8 +371,7 @@ def _rng(seed: int, task_id: str, stream: int) -> np.random.Generator:
     return np.random.default_rng([seed, zlib.crc32(task_id.encode("utf-8")), stream])
 
 
-def choose_mode(seed: int, task_id: str, success_share: float,
-                modes: Sequence[str]) -> str:
+def choose_mode(seed: int, task_id: str, success_share: float, modes: Sequence[str]) -> str:
     """``"solve"`` with probability ``success_share``, else one of ``modes`` uniformly; a pure
     function of ``(seed, task_id)``, so a resumed build and its manifest agree."""
     rng = _rng(seed, task_id, 0)
@@ -566,8 +396,13 @@ class MiniWoBPolicy:
         modes: Task id -> the mode played, for every episode started.
     """
 
-    def __init__(self, *, success_share: float = 1.0, seed: int = 0,
-                 failure_modes: Mapping[str, Sequence[str]] | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        success_share: float = 1.0,
+        seed: int = 0,
+        failure_modes: Mapping[str, Sequence[str]] | None = None,
+    ) -> None:
         _check_rate("success_share", success_share)
         self.success_share = float(success_share)
         self.seed = seed
@@ -575,18 +410,17 @@ class MiniWoBPolicy:
         for task, modes in self.failure_modes.items():
             unknown = sorted(set(modes) - set(FAILURE_MODES.get(task, ())))
             if unknown:
-                raise ConfigError(f"failure_modes[{task!r}]: {unknown} not in "
-                                  f"{list(FAILURE_MODES.get(task, ()))}")
+                raise ConfigError(
+                    f"failure_modes[{task!r}]: {unknown} not in {list(FAILURE_MODES.get(task, ()))}"
+                )
         self.modes: dict[str, str] = {}
         self._plan: Plan = []
 
-    def start(self, task_id: str, instruction: str, a11y: str,
-              screen: tuple[int, int]) -> Plan:
+    def start(self, task_id: str, instruction: str, a11y: str, screen: tuple[int, int]) -> Plan:
         """Draw the mode of a new episode and return (and keep) its plan."""
         task = task_name(task_id)
         nodes = parse_dom_text(a11y)
-        mode = choose_mode(self.seed, task_id, self.success_share,
-                           self.failure_modes.get(task, ()))
+        mode = choose_mode(self.seed, task_id, self.success_share, self.failure_modes.get(task, ()))
         self.modes[task_id] = mode
         if mode == "solve":
             plan = solve(task, instruction, nodes)
@@ -599,11 +433,13 @@ class MiniWoBPolicy:
         del env
         if "instruction" in info:
             if "a11y" not in info:
-                raise BackendError("the env's reset info has no 'a11y' (DOM text); a miniwob "
-                                   "backend provides it")
+                raise BackendError(
+                    "the env's reset info has no 'a11y' (DOM text); a miniwob backend provides it"
+                )
             height, width = observation["screenshot"].shape[:2]
-            self.start(str(info["task_id"]), str(observation["instruction"]), info["a11y"],
-                       (width, height))
+            self.start(
+                str(info["task_id"]), str(observation["instruction"]), info["a11y"], (width, height)
+            )
         return self._plan.pop(0) if self._plan else Done()
 
 
@@ -673,14 +509,20 @@ def build_miniwob_labelled(
     per_task: dict[str, Any] = {}
     for task in tasks:
         sub = out / "tasks" / task
-        policy = MiniWoBPolicy(success_share=success_share, seed=seed,
-                               failure_modes=failure_modes)
+        policy = MiniWoBPolicy(success_share=success_share, seed=seed, failure_modes=failure_modes)
         env = make_env(dataclasses.replace(base, families=(task,)), "eval")
         try:
             rows = build_labelled_from_env(
-                env, policy, episodes_per_task, sub, seed=seed,
-                source=f"{MINIWOB_SOURCE}-{task}", last_k=last_k, threshold=threshold,
-                resume=resume, require_both_classes=False,
+                env,
+                policy,
+                episodes_per_task,
+                sub,
+                seed=seed,
+                source=f"{MINIWOB_SOURCE}-{task}",
+                last_k=last_k,
+                threshold=threshold,
+                resume=resume,
+                require_both_classes=False,
             )
         finally:
             env.close()
@@ -689,28 +531,43 @@ def build_miniwob_labelled(
         by_mode: Counter[tuple[str, int]] = Counter()
         for ep in manifest["episodes"]:
             if "label" in ep:
-                mode = choose_mode(seed, ep["task_id"], success_share,
-                                   policy.failure_modes.get(task, ()))
+                mode = choose_mode(
+                    seed, ep["task_id"], success_share, policy.failure_modes.get(task, ())
+                )
                 by_mode[(mode, ep["label"])] += 1
         per_task[task] = {
             "skipped": manifest["skipped"],
-            "modes": {m: {"pos": by_mode[(m, 1)], "neg": by_mode[(m, 0)]}
-                      for m in sorted({m for m, _ in by_mode})},
+            "modes": {
+                m: {"pos": by_mode[(m, 1)], "neg": by_mode[(m, 0)]}
+                for m in sorted({m for m, _ in by_mode})
+            },
         }
     save_labelled(examples, out / LABELLED_FILE)
     balance = class_balance(examples)
-    _write_if_changed(out / MANIFEST_FILE, _json_bytes({
-        "builder": "build_miniwob_labelled",
-        "args": {"tasks": list(tasks), "episodes_per_task": episodes_per_task,
-                 "success_share": success_share, "seed": seed, "last_k": last_k,
-                 "threshold": threshold},
-        "n_examples": len(examples),
-        "class_balance": balance,
-        "tasks": per_task,
-    }))
+    _write_if_changed(
+        out / MANIFEST_FILE,
+        _json_bytes(
+            {
+                "builder": "build_miniwob_labelled",
+                "args": {
+                    "tasks": list(tasks),
+                    "episodes_per_task": episodes_per_task,
+                    "success_share": success_share,
+                    "seed": seed,
+                    "last_k": last_k,
+                    "threshold": threshold,
+                },
+                "n_examples": len(examples),
+                "class_balance": balance,
+                "tasks": per_task,
+            }
+        ),
+    )
     pos, neg = balance["all"]["pos"], balance["all"]["neg"]
     logger.info("MiniWoB labelled set %s: %d positives, %d negatives", out, pos, neg)
     if require_both_classes and (pos == 0 or neg == 0):
-        raise CalibrationError(f"the MiniWoB labelled set in {str(out)!r} has {pos} positives "
-                               f"and {neg} negatives; calibration needs both classes")
+        raise CalibrationError(
+            f"the MiniWoB labelled set in {str(out)!r} has {pos} positives "
+            f"and {neg} negatives; calibration needs both classes"
+        )
     return examples

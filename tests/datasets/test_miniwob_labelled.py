@@ -38,14 +38,16 @@ ROOT = Path(__file__).resolve().parents[2]
 
 # -- the DOM text (no browser) ------------------------------------------------------------------
 
-SAMPLE = "\n".join([
-    "body @(0,0,780,210)",
-    "  div#wrap @(0,0,160,210)",
-    '    div#area.task.big "say \\"hi\\"\\nnow" @(0,50,160,84.5)',
-    '      input_text#tt value="a\\\\b" [focused,tampered] @(2,53,128,21)',
-    '      t "Close" @(-4917.125,92,27.25,11)',
-    '    button#subbtn.secondary-action "Submit" @(2,101,101.28125,31)',
-])
+SAMPLE = "\n".join(
+    [
+        "body @(0,0,780,210)",
+        "  div#wrap @(0,0,160,210)",
+        '    div#area.task.big "say \\"hi\\"\\nnow" @(0,50,160,84.5)',
+        '      input_text#tt value="a\\\\b" [focused,tampered] @(2,53,128,21)',
+        '      t "Close" @(-4917.125,92,27.25,11)',
+        '    button#subbtn.secondary-action "Submit" @(2,101,101.28125,31)',
+    ]
+)
 
 
 def test_parse_sample() -> None:
@@ -91,10 +93,16 @@ def _quote(text: str) -> str:
 _chars = st.characters(codec="utf-8", exclude_categories=("Cs", "Cc"))
 _words = st.text(alphabet=_chars | st.sampled_from('"\\\n'), max_size=12)
 _names = st.from_regex(r"[a-z][a-z0-9_-]{0,6}", fullmatch=True)
-_node = st.tuples(_names, st.one_of(st.just(""), _names), st.lists(_names, max_size=3), _words,
-                  st.one_of(st.none(), _words), st.lists(_names, max_size=2),
-                  st.lists(st.integers(-500, 800), min_size=2, max_size=2),
-                  st.lists(st.integers(0, 800), min_size=2, max_size=2))
+_node = st.tuples(
+    _names,
+    st.one_of(st.just(""), _names),
+    st.lists(_names, max_size=3),
+    _words,
+    st.one_of(st.none(), _words),
+    st.lists(_names, max_size=2),
+    st.lists(st.integers(-500, 800), min_size=2, max_size=2),
+    st.lists(st.integers(0, 800), min_size=2, max_size=2),
+)
 
 
 @settings(max_examples=60, deadline=None)
@@ -172,21 +180,29 @@ def test_select_and_enter_text_plans() -> None:
     assert plan == [Click(16, 62), Click(16, 100), Click(52, 136)]
     assert solve("click-checkboxes", "Select nothing and click Submit.", nodes) == [Click(52, 136)]
     rng = np.random.default_rng(0)
-    extra = failure_plan("extra_item", "click-checkboxes", "Select NYY and click Submit.",
-                         nodes, rng)
+    extra = failure_plan(
+        "extra_item", "click-checkboxes", "Select NYY and click Submit.", nodes, rng
+    )
     assert extra[0] == Click(16, 80) and extra[-1] == Click(52, 136) and len(extra) == 3
     assert extra[1] in (Click(16, 62), Click(16, 100))
     enter = parse_dom_text(ENTER_TEXT)
     instruction = 'Enter "Agustina" into the text field and press Submit.'
-    assert solve("enter-text", instruction, enter) == [Click(66, 64), Type("Agustina"),
-                                                       Click(52, 100)]
+    assert solve("enter-text", instruction, enter) == [
+        Click(66, 64),
+        Type("Agustina"),
+        Click(52, 100),
+    ]
     typo = failure_plan("typo", "enter-text", instruction, enter, rng)
     typed = typo[1].text  # type: ignore[union-attr]
     assert len(typed) == 8 and sum(a != b for a, b in zip(typed, "Agustina", strict=True)) == 1
     assert failure_plan("wrong_field", "enter-text", instruction, enter, rng) == [
-        Type("Agustina"), Click(52, 100)]
+        Type("Agustina"),
+        Click(52, 100),
+    ]
     assert failure_plan("stop_short", "enter-text", instruction, enter, rng) == [
-        Click(66, 64), Type("Agustina")]
+        Click(66, 64),
+        Type("Agustina"),
+    ]
 
 
 def test_solver_and_mode_errors() -> None:
@@ -220,10 +236,15 @@ def test_choose_mode_share_and_determinism() -> None:
 
 def test_policy_plays_the_plan_then_done() -> None:
     policy = MiniWoBPolicy(success_share=1.0)
-    obs = {"screenshot": np.zeros((210, 160, 3), np.uint8),
-           "instruction": 'Enter "Bo" into the text field and press Submit.'}
-    info = {"instruction": obs["instruction"], "task_id": "miniwob/enter-text/7",
-            "a11y": ENTER_TEXT}
+    obs = {
+        "screenshot": np.zeros((210, 160, 3), np.uint8),
+        "instruction": 'Enter "Bo" into the text field and press Submit.',
+    }
+    info = {
+        "instruction": obs["instruction"],
+        "task_id": "miniwob/enter-text/7",
+        "a11y": ENTER_TEXT,
+    }
     actions = [policy(obs, info, None)]
     actions += [policy(obs, {"task_id": "miniwob/enter-text/7"}, None) for _ in range(3)]
     assert actions == [Click(66, 64), Type("Bo"), Click(52, 100), Done()]
@@ -245,8 +266,9 @@ def test_builder_refuses_bad_arguments(tmp_path: Path) -> None:
 
 _MISSING = [exe for exe in ("chromium", "chromedriver") if shutil.which(exe) is None]
 needs_chromium = pytest.mark.skipif(
-    bool(_MISSING), reason=f"{' and '.join(_MISSING)} not installed (Debian packages chromium, "
-    f"chromium-driver; make test installs them)"
+    bool(_MISSING),
+    reason=f"{' and '.join(_MISSING)} not installed (Debian packages chromium, "
+    f"chromium-driver; make test installs them)",
 )
 
 
@@ -332,8 +354,9 @@ def test_builder_writes_a_set_with_both_classes(tmp_path: Path) -> None:
     pytest.importorskip("cua_rl.envs.backends.miniwob", reason="the miniwob backend is not merged")
     from cua_rl.calibration.labelled import load_labelled
 
-    examples = build_miniwob_labelled(tmp_path, ["click-button", "enter-text"], 6,
-                                      success_share=0.5, seed=0)
+    examples = build_miniwob_labelled(
+        tmp_path, ["click-button", "enter-text"], 6, success_share=0.5, seed=0
+    )
     loaded = load_labelled(tmp_path / "labelled.jsonl")
     assert [e.id for e in loaded] == [e.id for e in examples]
     assert {e.label for e in loaded} == {0, 1}
