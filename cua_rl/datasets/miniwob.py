@@ -239,7 +239,10 @@ def _wrong_element(
     first = plan[0]
     assert isinstance(first, Click)
     if task in ("click-test-2", "click-button", "click-test"):
-        pool = [n for n in _buttons(nodes) if not n.contains(first.x, first.y)]  # type: ignore[arg-type]
+        # another button: not under the solver's click, and without the target's text
+        # (click-button may show the target word on two buttons; either one succeeds)
+        target = [n.text for n in _buttons(nodes) if n.contains(first.x, first.y)]  # type: ignore[arg-type]
+        pool = [n for n in _buttons(nodes) if n.text not in target]
         pool = pool or [n for n in nodes if n.tag == "div" and n.text]
     elif task == "click-link":
         target = _quoted_target(instruction, task)
