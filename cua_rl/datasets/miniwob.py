@@ -250,7 +250,7 @@ def _wrong_element(
     elif task == "click-dialog":  # the dialog's title or text instead of its x
         pool = [n for n in nodes if n.tag in ("p", "span") and n.text and n.box[0] >= 0]
     elif task in ("enter-text", "focus-text"):  # the label / area around the field
-        pool = [n for n in nodes if n.tag == "div" and n.id in ("area", "query")]
+        pool = [n for n in nodes if n.tag == "div" and n.id == "area"]
     else:  # click-checkboxes / click-option: a wrong choice, then Submit
         kind = "checkbox" if task == "click-checkboxes" else "radio"
         targets = set(_select_targets(instruction, task))
@@ -506,7 +506,9 @@ def build_miniwob_labelled(
     unknown = [t for t in tasks if t not in SOLVERS]
     if unknown:
         raise ConfigError(f"tasks {unknown} have no solver; solved: {sorted(SOLVERS)}")
-    base = config or EnvConfig(backend="miniwob", screen=(160, 210), max_steps=10)
+    base = config or EnvConfig(
+        backend="miniwob", screen=(160, 210), families=tuple(tasks), max_steps=10
+    )
     out = Path(out_dir)
     examples: list[LabelledExample] = []
     per_task: dict[str, Any] = {}
