@@ -61,7 +61,7 @@ def test_parse_sample() -> None:
     assert (field.value, field.states, field.text) == ("a\\b", ("focused", "tampered"), "")
     assert text.box[0] == -4917.125
     assert (button.id, button.classes, button.text) == ("subbtn", ("secondary-action",), "Submit")
-    assert button.center() == (53, 116)  # 2 + 101.28125 / 2 = 52.6; 101 + 15.5 = 116.5 -> 116
+    assert button.center == (53, 116)  # 2 + 101.28125 / 2 = 52.6; 101 + 15.5 = 116.5 -> 116
     assert parse_dom_text("\n\n") == []
 
 
@@ -167,7 +167,7 @@ ENTER_TEXT = """body @(0,0,780,210)
 def test_visible_point_avoids_the_button_on_top() -> None:
     nodes = parse_dom_text(CLICK_TEST_2)
     one = nodes[3]
-    assert one.center() == (24, 80)  # covered by TWO (20..60, 76..116)
+    assert one.center == (24, 80)  # covered by TWO (20..60, 76..116)
     x, y = visible_point(nodes, one)
     assert one.contains(x, y) and not nodes[4].contains(x, y)
     assert solve("click-test-2", "Click button ONE.", nodes) == [Click(x, y)]

@@ -21,7 +21,10 @@ order, children indented by two spaces per level (SimDesk's layout)::
   ``(0, 0, 160 * scale, 210 * scale)``.
 
 The first lines are always ``body``, then ``div#query "<instruction>" @(0,0,160,50)`` (at scale
-1). :func:`parse_dom_text` reads the format back into :class:`DomNode` records.
+1). :func:`parse_dom_text` reads the format back into :class:`DomNode` records (also the
+slightly wider grammar hand-written texts use: the quoted text optional, fractional boxes); it
+splits lines at ``\n`` only (``str.splitlines`` would also cut at U+2028 or U+0085 inside a
+page's text, which the writer does not escape).
 """
 
 from __future__ import annotations
@@ -30,6 +33,8 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
+
+from cua_rl.errors import BackendError
 
 __all__ = ["DomNode", "dom_text", "parse_dom_text"]
 
@@ -121,70 +126,135 @@ def dom_text(
 
 @dataclass(frozen=True)
 class DomNode:
-    """One line of the a11y text.
+    """One element of the DOM text.
 
     Attributes:
-        depth: Indentation level (``body`` is 0).
-        tag: Lower-case tag (``button``, ``input_text``, ``t``).
-        id: The element id, or "".
-        classes: Its classes.
-        text: Its text ("" when none).
-        value: Its value for inputs, else None.
-        states: ``focused`` and/or ``checked``.
-        box: (left, top, width, height) in screenshot pixels.
+        index: Position in the text (0 = first line); later elements paint over earlier ones.
+        depth: Indent level (0 = root).
+        parent: Index of the parent, None for a root.
+        tag: Tag (``button``, ``input_text``, ``span``, ``t`` for a text node...).
+        id: The element's HTML id, or "".
+        classes: Its HTML classes.
+        text: Its text ("" if none).
+        value: Its value, or None.
+        states: Its states (``focused``...).
+        box: (left, top, width, height) in screenshot pixels (ints when whole, as the backend
+            writes them).
     """
 
+    index: int
     depth: int
+    parent: int | None
     tag: str
     id: str
     classes: tuple[str, ...]
     text: str
     value: str | None
     states: tuple[str, ...]
-    box: tuple[int, int, int, int]
+    box: tuple[int | float, int | float, int | float, int | float]
 
     @property
     def center(self) -> tuple[int, int]:
-        """The box's centre in screenshot pixels (where a click lands on the element)."""
+        """The box centre, rounded to integer pixels (where a click lands on the element)."""
         left, top, width, height = self.box
-        return left + width // 2, top + height // 2
+        return int(round(left + width / 2)), int(round(top + height / 2))
+
+    def contains(self, x: float, y: float) -> bool:
+        """Whether pixel (x, y) lies in the box (left/top inclusive, right/bottom exclusive)."""
+        left, top, width, height = self.box
+        return left <= x < left + width and top <= y < top + height
 
 
+_QUOTED = r'"((?:[^"\\]|\\.)*)"'
+_NUM = r"\s*(-?\d+(?:\.\d+)?(?:[eE][-+]?\d+)?)\s*"  # groups 8-11: the box
 _LINE = re.compile(
-    r'^(?P<indent>(?:  )*)(?P<tag>[a-z0-9_:-]+)(?P<id>#[^ ."]+)?(?P<classes>(?:\.[^ ."]+)*) '
-    r'"(?P<text>(?:[^"\\]|\\.)*)"'
-    r'(?: value="(?P<value>(?:[^"\\]|\\.)*)")?'
-    r"(?: \[(?P<states>[a-z,]+)\])?"
-    r" @\((?P<box>-?\d+,-?\d+,\d+,\d+)\)$"
+    r"(?P<indent> *)(?P<tag>[A-Za-z_][\w-]*)(?P<id>#[^\s.#\"\[@]+)?"
+    r"(?P<classes>(?:\.[^\s.#\"\[@]+)*)"
+    rf"(?: {_QUOTED})?(?: value={_QUOTED})?(?: \[(?P<states>[^\]]*)\])?"
+    rf" @\({_NUM},{_NUM},{_NUM},{_NUM}\)"
 )
+_ESCAPES = {"\\": "\\", '"': '"', "n": "\n", "t": "\t"}
+
+
+def _number(text: str) -> int | float:
+    """A box number: an int when it is whole (the backend writes whole pixels), else a float."""
+    value = float(text)
+    return int(value) if value.is_integer() else value
+
+
+def _unescape(text: str, where: str) -> str:
+    out, i = [], 0
+    while i < len(text):
+        ch = text[i]
+        if ch == "\\":
+            nxt = text[i + 1]  # the pattern guarantees a character after a backslash
+            if nxt not in _ESCAPES:
+                raise BackendError(f"{where}: unknown escape \\{nxt} in a quoted string")
+            out.append(_ESCAPES[nxt])
+            i += 2
+        else:
+            out.append(ch)
+            i += 1
+    return "".join(out)
 
 
 def parse_dom_text(text: str) -> list[DomNode]:
-    """Read the a11y text of :func:`dom_text` back into nodes, in order.
+    """Parse the DOM text of a ``miniwob`` observation (grammar in the module docstring).
+
+    Args:
+        text: ``info["a11y"]``; blank lines are ignored.
+
+    Returns:
+        The elements in text order.
 
     Raises:
-        ValueError: A line that does not follow the grammar (the message quotes it).
+        BackendError: On a line that does not follow the grammar, an odd indent or a jump of
+            more than one level; the message names the line (the backend wrote bad text).
 
-    >>> nodes = parse_dom_text('body "" @(0,0,160,210)\\n  button#b.x "Say \\\\"hi\\\\"" '
-    ...                        '[focused] @(2,52,40,21)')
-    >>> nodes[1].tag, nodes[1].id, nodes[1].classes, nodes[1].text, nodes[1].center
-    ('button', 'b', ('x',), 'Say "hi"', (22, 62))
+    Example:
+        >>> nodes = parse_dom_text('div#wrap @(0,0,160,210)\\n  button.b "OK" [focused] @(2,3,4,5)')
+        >>> nodes[1].tag, nodes[1].text, nodes[1].parent, nodes[1].center
+        ('button', 'OK', 0, (4, 6))
     """
-    nodes = []
-    for number, line in enumerate(text.splitlines(), 1):
-        match = _LINE.match(line)
-        if match is None:
-            raise ValueError(f"line {number} is not MiniWoB++ a11y text: {line[:120]!r}")
-        value = match["value"]
-        box = tuple(int(v) for v in match["box"].split(","))
-        nodes.append(DomNode(
-            depth=len(match["indent"]) // 2,
-            tag=match["tag"],
-            id=(match["id"] or "#")[1:],
-            classes=tuple(c for c in (match["classes"] or "").split(".") if c),
-            text=_unquote(match["text"]),
-            value=None if value is None else _unquote(value),
-            states=tuple(match["states"].split(",")) if match["states"] else (),
-            box=box,  # type: ignore[arg-type]
-        ))
+    if not isinstance(text, str):
+        raise BackendError(f"the DOM text must be a string, got {type(text).__name__}")
+    nodes: list[DomNode] = []
+    stack: list[int] = []  # index of the last node at each depth
+    # split on \n only: str.splitlines also cuts at U+2028, U+0085... inside quoted text
+    for n, line in enumerate(text.replace("\r\n", "\n").split("\n"), start=1):
+        if not line.strip():
+            continue
+        where = f"DOM text line {n} ({line[:80]!r})"
+        m = _LINE.fullmatch(line.rstrip())
+        if m is None:
+            raise BackendError(
+                f'{where}: expected \'<tag>[#id][.class] ["text"] [value="v"] [[states]] '
+                f"@(left,top,width,height)'"
+            )
+        indent = len(m["indent"])
+        if indent % 2:
+            raise BackendError(f"{where}: indent of {indent} spaces is not a multiple of 2")
+        depth = indent // 2
+        if depth > len(stack):
+            raise BackendError(f"{where}: depth {depth} under a line of depth {len(stack) - 1}")
+        del stack[depth:]
+        box = tuple(_number(m.group(i)) for i in (8, 9, 10, 11))
+        if box[2] < 0 or box[3] < 0:
+            raise BackendError(f"{where}: negative width or height {box[2:]}")
+        states = tuple(s.strip() for s in (m["states"] or "").split(",") if s.strip())
+        nodes.append(
+            DomNode(
+                index=len(nodes),
+                depth=depth,
+                parent=stack[-1] if stack else None,
+                tag=m["tag"],
+                id=(m["id"] or "")[1:],
+                classes=tuple(c for c in (m["classes"] or "").split(".") if c),
+                text=_unescape(m.group(5) or "", where),
+                value=None if m.group(6) is None else _unescape(m.group(6), where),
+                states=states,
+                box=box,  # type: ignore[arg-type]
+            )
+        )
+        stack.append(len(nodes) - 1)
     return nodes
