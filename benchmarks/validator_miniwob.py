@@ -265,7 +265,11 @@ def per_family(condition: str, episodes: Sequence[Episode]) -> str:
     try:
         model = ReferenceModel.learn([prep(e.trace) for e in episodes], config)
     except TraceFormatError as exc:
-        return f"refused: {str(exc)[:110]}"
+        text = str(exc)
+        for what in ("start", "terminal"):
+            if f"share no {what} state" in text:
+                return f"refused: the traces share no {what} state"
+        return f"refused: {text[:110]}"
     return f"learned: {len(model.states)} states, {len(model.essential)} essential"
 
 
@@ -494,8 +498,8 @@ def render(args: argparse.Namespace, results: Sequence[InstanceResult],
 
     lines += ["", "## Model size and the tiers that decided", "",
               "States (essential) of the reference, averaged over instances; decisions per "
-              "tier while validating (summed; `default` = no tier could say SAME); "
-              "validation time per run.", "",
+              "tier while validating (summed over instances and test runs; `default` = no tier "
+              "could say SAME; cached pairs are not counted again).", "",
               "| task | " + " | ".join(f"{c}: states (ess.)" for c in conds) + " | "
               + " | ".join(f"{c}: decisions tier1/a11y/default" for c in conds) + " |",
               "|---|" + "---:|" * (2 * len(conds))]
