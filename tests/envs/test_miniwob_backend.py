@@ -187,6 +187,16 @@ def test_a11y_boxes_match_clicks(env) -> None:  # type: ignore[no-untyped-def]
     assert info["action_error"] is None and "episode_end" not in info
 
 
+def test_a_reset_does_not_carry_the_last_episodes_focus(env) -> None:  # type: ignore[no-untyped-def]
+    # the page is reseeded, not reloaded: the next episode starts with the focus on the body,
+    # as a freshly loaded page has it, not on the field the last episode clicked
+    _, info, nodes = start(env, "miniwob/enter-text/7")
+    _, _, _, _, info = env.step(Click(*node(nodes, "input_text").center))
+    assert "focused" in node(parse_dom_text(info["a11y"]), "input_text").states
+    _, info, nodes = start(env, "miniwob/enter-text/7")
+    assert [n.tag for n in nodes if "focused" in n.states] == ["body"], info["a11y"]
+
+
 def test_typing_and_keys(env) -> None:  # type: ignore[no-untyped-def]
     _, info, nodes = start(env, "miniwob/enter-text/7")
     word = re.search(r'"(.+)"', info["instruction"]).group(1)  # type: ignore[union-attr]

@@ -308,7 +308,10 @@ class MiniWoBBackend:
             self._page = url
         limit = "" if self.episode_time_s is None else (
             f"core.EPISODE_MAX_TIME = {int(self.episode_time_s * 1000)};")
+        # the page is reseeded, not reloaded: blur the last episode's focus so that an
+        # episode's first screen and DOM never depend on the one before
         self._script(
+            "if (document.activeElement) { document.activeElement.blur(); }"
             f"core.endEpisode(0); Math.seedrandom({seed}); core.setDataMode('{self.data_mode}');"
             f"{limit} core.startEpisodeReal();", what="start the episode")
         deadline = time.monotonic() + self.start_timeout_s
