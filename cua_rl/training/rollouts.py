@@ -462,19 +462,33 @@ class InProcessVecEnv(RestartingVecEnv):
 
 
 def _worker_main(conn: Any, env_fn: Any) -> None:
-    """The loop of one :class:`ProcessVecEnv` worker process: EnvWorker calls over a pipe."""
+    """The loop of one :class:`ProcessVecEnv` worker process: EnvWorker calls over a pipe.
+
+    When the parent goes away without closing it (killed, SIGTERM), the pipe ends and the
+    worker still closes its env, so what the env started (a browser, a desktop) does not outlive
+    the run.
+    """
     worker = EnvWorker(env_fn.var)
-    while True:
-        try:
-            name, args = conn.recv()
-        except (EOFError, KeyboardInterrupt):
-            break
-        try:
-            conn.send(("ok", getattr(worker, name)(*args)))
-        except Exception as error:  # reported to the parent, which restarts this worker
-            conn.send(("error", f"{type(error).__name__}: {error}"))
-        if name == "close":
-            break
+    closed = False
+    try:
+        while True:
+            try:
+                name, args = conn.recv()
+            except (EOFError, OSError, KeyboardInterrupt):
+                break
+            try:
+                conn.send(("ok", getattr(worker, name)(*args)))
+            except Exception as error:  # reported to the parent, which restarts this worker
+                conn.send(("error", f"{type(error).__name__}: {error}"))
+            if name == "close":
+                closed = True
+                break
+    finally:
+        if not closed:
+            try:
+                worker.close()
+            except Exception as error:  # the env is broken; the process ends anyway
+                logger.warning("closing the env of an orphaned worker: %s", error)
 
 
 class ProcessVecEnv(RestartingVecEnv):

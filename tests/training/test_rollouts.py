@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import os
 import signal
+import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -230,3 +232,62 @@ def _kill_a_worker_while_learning(tiny_config: Callable[..., TrainConfig], kind:
     # env 0's episode that was killed: its steps in the buffer (rows 0-2) have weight 0
     assert weights.weights[:3, 0].tolist() == [0.0, 0.0, 0.0]
     assert (weights.weights[:, 1] == 1.0).all()
+
+
+def test_worker_processes_close_their_envs_when_the_parent_is_killed(tmp_path: Path) -> None:
+    """A run killed without closing (SIGKILL, SIGTERM) must not leave what its envs started
+    (a browser, a desktop) running: each worker process sees its pipe end and closes its env."""
+    import subprocess
+    import sys
+    import textwrap
+
+    (tmp_path / "marker_env.py").write_text(textwrap.dedent('''
+        import os
+        import gymnasium as gym
+        import numpy as np
+
+        class MarkOnClose(gym.Env):
+            observation_space = gym.spaces.Box(0, 1, (1,), np.float32)
+            action_space = gym.spaces.Discrete(2)
+
+            def __init__(self, folder):
+                self.folder = folder
+
+            def reset(self, *, seed=None, options=None):
+                return np.zeros(1, np.float32), {}
+
+            def step(self, action):
+                return np.zeros(1, np.float32), 0.0, False, False, {}
+
+            def close(self):
+                with open(os.path.join(self.folder, f"closed-{os.getpid()}"), "w") as f:
+                    f.write("closed")
+
+        class Factory:
+            def __init__(self, folder):
+                self.folder = folder
+
+            def __call__(self):
+                return MarkOnClose(self.folder)
+    '''))
+    script = textwrap.dedent(f'''
+        import os, signal, sys
+        sys.path.insert(0, {str(tmp_path)!r})
+        from marker_env import Factory
+        from cua_rl.training.rollouts import ProcessVecEnv
+        venv = ProcessVecEnv([Factory({str(tmp_path)!r})] * 2, step_timeout_s=60)
+        venv.reset()
+        print(" ".join(str(p) for p in venv.worker_pids()), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)  # no close, no atexit
+    ''')
+    path = str(tmp_path) + os.pathsep + os.environ.get("PYTHONPATH", "")
+    env = {**os.environ, "PYTHONPATH": path}
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120, env=env)  # fmt: skip
+    assert run.returncode == -9, run.stderr
+    pids = run.stdout.split()
+    assert len(pids) == 2
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and len(list(tmp_path.glob("closed-*"))) < 2:
+        time.sleep(0.1)
+    assert sorted(p.name for p in tmp_path.glob("closed-*")) == sorted(f"closed-{p}" for p in pids)
