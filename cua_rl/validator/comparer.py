@@ -1,12 +1,23 @@
 """The combined state-equivalence decision: pixels, then accessibility text, then a model.
 
-**The combined decision** (:class:`StateComparer`). Tier-1 SAME is final. Otherwise, when both
-screens carry accessibility text with at least ``a11y_min_lines`` lines and ``use_a11y`` is on,
-equal :func:`~cua_rl.validator.a11y.a11y_key` means SAME and unequal DIFFERENT (the key ignores
-geometry, theme, clock, toasts and update popups). Otherwise an AMBIGUOUS pair (and a DIFFERENT
-one with ``tier2_on_different``) goes to the tier-2
-:class:`~cua_rl.validator.semantic.SemanticComparer` if there is one; without one, or when it
-fails, the pair is DIFFERENT: equal only when a tier says so.
+**The combined decision** (:class:`StateComparer`). With the default ``a11y_rule="decides"``,
+tier-1 SAME is final. Otherwise, when both screens carry accessibility text with at least
+``a11y_min_lines`` lines and ``use_a11y`` is on, equal :func:`~cua_rl.validator.a11y.a11y_key`
+means SAME and unequal DIFFERENT (the key ignores geometry, theme, clock, toasts and update
+popups). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with ``tier2_on_different``) goes to
+the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer` if there is one; without one, or
+when it fails, the pair is DIFFERENT: equal only when a tier says so.
+
+Two stricter rules for apps whose pixels and accessibility text each see what the other misses
+(measured on MiniWoB++, ``benchmarks/results/validator.md``: a page's end-of-episode cover is in
+the pixels only, which button has focus in the DOM only):
+
+* ``a11y_rule="veto"``: as ``decides``, but unequal keys also make a tier-1 SAME pair (identical
+  pixels) DIFFERENT;
+* ``a11y_rule="both"``: SAME needs equal keys *and* a tier-1 verdict other than DIFFERENT;
+  unequal keys, or pixels tier 1 calls DIFFERENT, make the pair DIFFERENT (tier 2 is asked about
+  the latter with ``tier2_on_different``). Not for desktops with window or theme noise, where
+  the key is what sees through the pixels.
 
 **Window jitter and theme noise across traces**, and what works without accessibility text:
 
@@ -55,7 +66,12 @@ from cua_rl.validator.equivalence import (
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame
 
-__all__ = ["SHARED_FEATURES", "Decision", "EquivalenceConfig", "FeatureCache", "StateComparer"]
+__all__ = ["A11Y_RULES", "SHARED_FEATURES", "Decision", "EquivalenceConfig", "FeatureCache",
+           "StateComparer"]
+
+
+A11Y_RULES = ("decides", "veto", "both")
+"""How the accessibility key combines with tier 1 (``EquivalenceConfig.a11y_rule``)."""
 
 
 def _check(cond: bool, name: str, value: object, allowed: str) -> None:
@@ -74,6 +90,11 @@ class EquivalenceConfig:
         a11y_ignore: Regular expressions of accessibility nodes to ignore (with subtrees).
         a11y_min_lines: An accessibility key with fewer lines is not trusted (empty Electron
             trees).
+        a11y_drop_states: ``[flag]`` names the key ignores (default ``focused``: keyboard focus
+            alone is not a task state on a desktop; on a web form it often is the only trace a
+            click leaves, keep it there with ``[]``).
+        a11y_rule: How the key and tier 1 combine: ``decides``, ``veto`` or ``both`` (module
+            docstring).
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
@@ -83,6 +104,8 @@ class EquivalenceConfig:
     use_a11y: bool = True
     a11y_ignore: tuple[str, ...] = DEFAULT_A11Y_IGNORE
     a11y_min_lines: int = 3
+    a11y_drop_states: tuple[str, ...] = ("focused",)
+    a11y_rule: str = "decides"
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
 
@@ -92,6 +115,14 @@ class EquivalenceConfig:
         for pattern in self.a11y_ignore:
             check_ignore_pattern(pattern, "EquivalenceConfig.a11y_ignore")
         object.__setattr__(self, "a11y_ignore", tuple(self.a11y_ignore))
+        drop = self.a11y_drop_states
+        _check(isinstance(drop, list | tuple) and all(
+            isinstance(f, str) and f.strip() and "," not in f and "]" not in f for f in drop),
+            "EquivalenceConfig.a11y_drop_states", drop,
+            "a list of state flag names (non-empty, without ',' or ']')")
+        object.__setattr__(self, "a11y_drop_states", tuple(f.strip() for f in drop))
+        _check(self.a11y_rule in A11Y_RULES, "EquivalenceConfig.a11y_rule", self.a11y_rule,
+               f"one of {list(A11Y_RULES)}")
         for name in ("use_a11y", "tier2_on_different"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
@@ -105,6 +136,7 @@ class EquivalenceConfig:
         d = asdict(self)
         d["tier1"]["masks"] = [list(m) for m in self.tier1.masks]
         d["a11y_ignore"] = list(self.a11y_ignore)
+        d["a11y_drop_states"] = list(self.a11y_drop_states)
         return d
 
     @classmethod
@@ -239,7 +271,7 @@ class StateComparer:
             return None
         h = hashlib.sha1(frame.a11y.encode()).hexdigest()
         if h not in self._keys:
-            key = a11y_key(frame.a11y, self.config.a11y_ignore)
+            key = a11y_key(frame.a11y, self.config.a11y_ignore, self.config.a11y_drop_states)
             ok = key is not None and len(key.splitlines()) >= self.config.a11y_min_lines
             self._keys[h] = key if ok else None
         return self._keys[h]
@@ -307,11 +339,19 @@ class StateComparer:
         return self.decide(a, b).same
 
     def _without_tier2(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
-        if t1.verdict is Equivalence.SAME:
+        rule = self.config.a11y_rule
+        if t1.verdict is Equivalence.SAME and rule == "decides":
             return Decision(True, "tier1", t1)
         ka, kb = self.a11y_key(a), self.a11y_key(b)
-        if ka is not None and kb is not None:
-            return Decision(ka == kb, "a11y", t1)
+        if ka is None or kb is None:
+            if t1.verdict is Equivalence.SAME:
+                return Decision(True, "tier1", t1)
+        elif ka != kb:
+            return Decision(False, "a11y", t1)
+        elif t1.verdict is Equivalence.SAME:
+            return Decision(True, "tier1", t1)
+        elif rule != "both" or t1.verdict is Equivalence.AMBIGUOUS:
+            return Decision(True, "a11y", t1)
         escalate = t1.verdict is Equivalence.AMBIGUOUS or self.config.tier2_on_different
         if escalate and self.semantic is not None:
             return None
@@ -346,8 +386,12 @@ class StateComparer:
                 continue
             t1 = self.tier1(frame, candidates[i])
             if t1.verdict is Equivalence.SAME:
-                self._store(key, Decision(True, "tier1", t1))
-                return i
+                decision = self._without_tier2(frame, candidates[i], t1)
+                assert decision is not None  # a tier-1 SAME pair never goes to tier 2
+                self._store(key, decision)
+                if decision.same:
+                    return i
+                continue
             later.append((i, t1))
         later.sort(key=lambda item: (item[1].verdict is not Equivalence.AMBIGUOUS,
                                      item[1].residual_tiles))

@@ -65,6 +65,9 @@ class ValidatorConfig:
     Attributes:
         equivalence: State-equivalence tiers and thresholds.
         auto_volatile: Detect volatile regions (a clock) from the training traces and mask them.
+        volatile_max_area: A detected region larger than this fraction of the screen is not
+            masked: it is a change of screen (a page covered by an overlay in every run), not a
+            clock, and masking it would merge every state into one.
         exemplars: Screens kept per state (representative + one per other training trace).
         require_unordered: Also fail a trace that never shows a mandatory-but-unordered state.
         thumb_width: Width of the thumbnails written by :meth:`ReferenceModel.save`.
@@ -72,6 +75,7 @@ class ValidatorConfig:
 
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
     auto_volatile: bool = True
+    volatile_max_area: float = 0.25
     exemplars: int = 3
     require_unordered: bool = False
     thumb_width: int = 240
@@ -82,6 +86,10 @@ class ValidatorConfig:
             if isinstance(value, bool) or not isinstance(value, int) or not low <= value <= high:
                 raise ConfigError(f"ValidatorConfig.{name} must be an int >= {low} and <= "
                                   f"{high}, got {value!r:.100}")
+        area = self.volatile_max_area
+        if isinstance(area, bool) or not isinstance(area, int | float) or not 0 < area <= 1:
+            raise ConfigError(f"ValidatorConfig.volatile_max_area must be a number in (0, 1], "
+                              f"got {area!r:.100}")
         if not isinstance(self.equivalence, EquivalenceConfig):
             raise ConfigError(f"ValidatorConfig.equivalence must be an EquivalenceConfig, got "
                               f"{type(self.equivalence).__name__}")
@@ -206,7 +214,8 @@ class ReferenceModel:
         detected: tuple[Rect, ...] = ()
         eq = config.equivalence
         if config.auto_volatile:
-            detected = detect_volatile_regions(traces, eq.tier1)
+            detected = detect_volatile_regions(traces, eq.tier1,
+                                               max_area=config.volatile_max_area)
             if detected:
                 eq = replace(eq, tier1=eq.tier1.with_masks(detected))
                 logger.info("masking volatile regions %s", detected)
@@ -234,7 +243,8 @@ class ReferenceModel:
         return cls(graph, analyse(graph), config, comparer, detected)
 
     def _add_hints(self) -> None:
-        keys = {sid: a11y_key(s.representative.a11y, self.config.equivalence.a11y_ignore)
+        eq = self.config.equivalence
+        keys = {sid: a11y_key(s.representative.a11y, eq.a11y_ignore, eq.a11y_drop_states)
                 for sid, s in self.graph.states.items()}
         for sid, state in self.graph.states.items():
             parent = self.analysis.idom.get(sid)

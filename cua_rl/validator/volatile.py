@@ -15,13 +15,17 @@ masked the find field. Tested: the rule above masks the SimDesk clock and nothin
 Volatile tiles are grouped into connected regions. A region one tile row high is a line of text
 (a clock, a counter) and is padded sideways by ``grow`` tiles, so that digits that never
 changed during training (the clock's hours and minutes) are masked too. Regions are returned as
-rectangles in screenshot pixels (padded by ``pad``), ready for ``Tier1Config.masks``. A clock
+rectangles in screenshot pixels (padded by ``pad``), ready for ``Tier1Config.masks``. A region
+larger than ``max_area`` of the screen is not returned: when every training run ends on a screen
+that replaces the whole page (MiniWoB++'s end-of-episode cover), every tile changes in every
+transition of a short trace, and masking that "region" would make every screen the same. A clock
 with minute resolution changes in too few transitions to be found: give its rectangle in the
 config.
 """
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -33,6 +37,8 @@ from cua_rl.validator.traces import Trace
 
 __all__ = ["detect_volatile_regions"]
 
+logger = logging.getLogger(__name__)
+
 
 def detect_volatile_regions(
     traces: Sequence[Trace],
@@ -42,6 +48,7 @@ def detect_volatile_regions(
     min_fraction: float = 0.9,
     grow: int = 2,
     pad: int = 2,
+    max_area: float = 0.25,
 ) -> tuple[Rect, ...]:
     """Rectangles that change in (nearly) every transition of the training traces.
 
@@ -53,6 +60,7 @@ def detect_volatile_regions(
         min_fraction: ... and in at least this fraction of them.
         grow: Tiles added on each side of a one-row region (a text line).
         pad: Pixels added around each rectangle.
+        max_area: Regions covering more than this fraction of the screen are left out (logged).
 
     Returns:
         (x, y, w, h) rectangles in screenshot pixels, top to bottom, left to right.
@@ -93,5 +101,10 @@ def detect_volatile_regions(
         y0 = max(0, int(sl[0].start * t / scale) - pad)
         x1 = min(width, int(np.ceil(sl[1].stop * t / scale)) + pad)
         y1 = min(height, int(np.ceil(sl[0].stop * t / scale)) + pad)
+        if (x1 - x0) * (y1 - y0) > max_area * width * height:
+            logger.info("not masking %s: %.0f%% of the screen changed in every transition (a "
+                        "change of screen, not a volatile region)", (x0, y0, x1 - x0, y1 - y0),
+                        100 * (x1 - x0) * (y1 - y0) / (width * height))
+            continue
         out.append((x0, y0, x1 - x0, y1 - y0))
     return tuple(sorted(out, key=lambda r: (r[1], r[0])))

@@ -3,21 +3,25 @@
 One task instance (``miniwob/click-dialog/5000``) through the ``miniwob`` backend and CUAEnv:
 two solver runs (one with an idle pointer move first) are the reference; a third solver run must
 PASS and a ``stop_short`` run (the plan without its click: the dialog stays open) must FAIL,
-naming the state it never reached. Volatile detection is off: on MiniWoB++ it takes the
-end-of-episode cover (the whole screen changes) for a volatile region and masks everything
-(``benchmarks/results/validator.md``, MiniWoB++ section).
+naming the state it never reached, with the default config (volatile detection on: the
+end-of-episode cover, a whole-screen change, must not be masked). On click-button, a click on
+the wrong button ends on the same cover as the right one: the default config passes it, the
+shipped ``configs/validator_miniwob.yaml`` fails it (``benchmarks/results/validator.md``,
+MiniWoB++ section).
 """
 
 from __future__ import annotations
 
 import shutil
 from collections.abc import Iterator, Sequence
+from pathlib import Path
 
 import pytest
 
 from cua_rl.actions import Action, Done, Move
 from cua_rl.datasets.miniwob import failure_plan, parse_dom_text, solve
 from cua_rl.validator import ReferenceModel, Trace, ValidatorConfig
+from cua_rl.validator.run import load_validator_config
 
 pytest.importorskip("selenium", reason="selenium is not installed (pip install cua-rl[miniwob])")
 pytest.importorskip("miniwob", reason="miniwob is not installed (pip install cua-rl[miniwob])")
@@ -29,6 +33,7 @@ pytestmark = [
 ]
 
 TASK, SEED = "click-dialog", 5000
+SHIPPED = Path(__file__).resolve().parents[2] / "configs" / "validator_miniwob.yaml"
 
 
 @pytest.fixture(scope="module")
@@ -36,25 +41,27 @@ def env() -> Iterator[object]:
     from cua_rl.envs.config import EnvConfig
     from cua_rl.envs.make import make_env
 
-    e = make_env(EnvConfig(backend="miniwob", screen=(160, 210), families=(TASK,), max_steps=10,
+    e = make_env(EnvConfig(backend="miniwob", screen=(160, 210),
+                           families=(TASK, "click-button"), max_steps=10,
                            backend_kwargs={"max_wait_s": 0.05, "episode_time_s": 60}))
     yield e
     e.close()
 
 
-def episode(env, mode: str, prefix: Sequence[Action] = ()) -> Trace:  # type: ignore[no-untyped-def]
+def episode(env, mode: str, prefix: Sequence[Action] = (),  # type: ignore[no-untyped-def]
+            task: str = TASK) -> Trace:
     """Play the solver (``mode="solve"``) or a failure mode on the instance, then Done."""
     import numpy as np
 
     from cua_rl.tasks.miniwob import make_task
 
-    obs, info = env.reset(options={"task": make_task(TASK, SEED, 10)})
+    obs, info = env.reset(options={"task": make_task(task, SEED, 10)})
     nodes = parse_dom_text(info["a11y"])
     instruction = str(obs["instruction"])
     if mode == "solve":
-        plan = solve(TASK, instruction, nodes)
+        plan = solve(task, instruction, nodes)
     else:
-        plan = failure_plan(mode, TASK, instruction, nodes, np.random.default_rng(0))
+        plan = failure_plan(mode, task, instruction, nodes, np.random.default_rng(0))
     for action in [*prefix, *plan, Done()]:
         obs, _, terminated, truncated, info = env.step(action)
         if terminated or truncated:
@@ -69,7 +76,8 @@ def test_reference_from_two_solver_runs_passes_a_third_and_fails_stop_short(env)
     assert [t.meta["ground_truth"] for t in (*train, held_out, short)] == [1.0, 1.0, 1.0, 0.0]
     assert len(train[1].frames) == len(train[0].frames) + 1  # the idle move is a frame
 
-    model = ReferenceModel.learn(train, ValidatorConfig(auto_volatile=False))
+    model = ReferenceModel.learn(train, ValidatorConfig())
+    assert model.detected_masks == ()  # the cover is a change of screen, not a clock
     # the dialog, then the page after the x (the DOM without the dialog, under the cover)
     assert len(model.essential) == 2
 
@@ -82,3 +90,24 @@ def test_reference_from_two_solver_runs_passes_a_third_and_fails_stop_short(env)
     assert bad.coverage == 0.5 and not bad.terminal_matched
     assert bad.missing == (model.essential[1],)
     assert f"Missing essential states: {model.essential[1]}" in bad.explanation
+
+
+def test_the_shipped_config_fails_the_wrong_button_that_the_defaults_pass(env) -> None:  # type: ignore[no-untyped-def]
+    task = "click-button"
+    train = [episode(env, "solve", task=task),
+             episode(env, "solve", prefix=[Move(150, 200)], task=task)]
+    held_out = episode(env, "solve", prefix=[Move(5, 5)], task=task)
+    wrong = episode(env, "wrong_element", task=task)
+    assert [t.meta["ground_truth"] for t in (*train, held_out, wrong)] == [1.0, 1.0, 1.0, 0.0]
+    assert wrong.frames[-1].digest == held_out.frames[-1].digest  # the same cover on screen
+
+    default = ReferenceModel.learn(train, ValidatorConfig())
+    assert default.validate(held_out).passed
+    assert default.validate(wrong).passed  # focus dropped, identical pixels: indistinguishable
+
+    shipped = ReferenceModel.learn(train, load_validator_config(SHIPPED))
+    assert shipped.config.equivalence.a11y_rule == "both"
+    good = shipped.validate(held_out)
+    assert good.passed and good.coverage == 1.0, good.explanation
+    bad = shipped.validate(wrong)
+    assert not bad.passed and bad.missing == (shipped.essential[-1],), bad.explanation
