@@ -11,7 +11,11 @@ from __future__ import annotations
 
 import argparse
 import logging
+import signal
+import sys
+import threading
 from collections.abc import Sequence
+from types import FrameType
 
 from cua_rl.cli import calibrate, demo, desktop_server, evaluate, train, validate
 from cua_rl.cli._common import EXIT_CODES, HelpFormatter, Parser, run_command
@@ -49,4 +53,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     except SystemExit as done:  # --help, --version, or a usage error (already printed)
         return int(done.code or 0)
     logging.basicConfig(level=logging.INFO if args.verbose else logging.WARNING)
+    exit_on_sigterm(f"cua-rl {args.command}")
     return run_command(f"cua-rl {args.command}", args.run, args)
+
+
+def exit_on_sigterm(prog: str) -> None:
+    """Make SIGTERM (``kill``, a scheduler's pre-emption, ``docker stop``) exit with 143 through
+    ``SystemExit``, so ``finally`` blocks and context managers run: the envs are closed (their
+    browsers, desktops, worker processes and Ray actors ended), loggers flushed. Without it
+    Python dies at once and leaves whatever the envs started to the watchers
+    (``cua_rl/_reaper.py``, the workers' parent checks). Only from the main thread, and only
+    where SIGTERM still has its default action (a command may install its own, as
+    ``desktop-server`` does)."""
+    if threading.current_thread() is not threading.main_thread():
+        return
+    if signal.getsignal(signal.SIGTERM) is not signal.SIG_DFL:
+        return
+
+    def stop(signum: int, frame: FrameType | None) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)  # a second SIGTERM ends it at once
+        print(f"{prog}: stopped by SIGTERM; closing the envs", file=sys.stderr, flush=True)
+        raise SystemExit(128 + signal.SIGTERM)
+
+    signal.signal(signal.SIGTERM, stop)

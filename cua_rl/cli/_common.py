@@ -32,7 +32,8 @@ EXIT_CODES = """\
 exit codes:
   0  success
   1  a test trace failed (validate only)
-  2  bad input or a refused run (one line '{prog}: error: ...' on stderr)"""
+  2  bad input or a refused run (one line '{prog}: error: ...' on stderr)
+  143  stopped by SIGTERM (envs, browsers and desktops closed on the way out)"""
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 
 

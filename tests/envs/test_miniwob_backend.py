@@ -380,3 +380,35 @@ def _dns_queries(tmp_path: Path, mode: str) -> int:
 def test_chromium_makes_no_dns_query(tmp_path: Path) -> None:
     assert _dns_queries(tmp_path, "no-rules") >= 1  # the counter works
     assert _dns_queries(tmp_path, "rules") == 0
+
+
+def test_a_killed_owner_leaves_no_browser_behind(tmp_path: Path) -> None:
+    """SIGKILL of the process that owns the backend (no close(), no atexit): the watcher
+    (cua_rl/_reaper.py) ends chromedriver and every Chromium process under it."""
+    import subprocess
+    import sys
+    import textwrap
+
+    script = textwrap.dedent('''
+        import os, signal
+        from cua_rl.envs.backends.miniwob import MiniWoBBackend, browser_pids
+        from cua_rl.tasks.miniwob import make_task
+        backend = MiniWoBBackend()
+        backend.reset(make_task("click-button", 0))
+        print(" ".join(str(p) for p in browser_pids(backend.browser_pid)), flush=True)
+        os.kill(os.getpid(), signal.SIGKILL)
+    ''')
+    run = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True,
+                         timeout=120)
+    assert run.returncode == -9, run.stderr
+    pids = [int(p) for p in run.stdout.split()]
+    assert len(pids) >= 3, run.stdout  # chromedriver, Chromium and its helpers
+
+    def alive() -> list[int]:
+        return [p for p in pids if os.path.exists(f"/proc/{p}")
+                and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+
+    deadline = time.monotonic() + 10
+    while alive() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert alive() == []

@@ -175,6 +175,47 @@ def test_sigkill_mid_run_then_resume(tmp_path: Path) -> None:
     assert steps == sorted(set(steps))  # every update logged once, in order
 
 
+def test_sigterm_closes_the_envs_and_exits_143(tmp_path: Path) -> None:
+    """``kill <pid>`` of a run: SystemExit through the trainer (cua_rl.cli.exit_on_sigterm), the
+    worker processes closed and gone, exit code 143, a checkpoint to resume from."""
+    from cua_rl._reaper import process_tree
+
+    data = tiny_simdesk_dict(tmp_path / "runs", ppo={"total_timesteps": 100_000,
+                                                     "vec_env": "subproc"})
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
+    run = tmp_path / "runs" / "run"
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    command = [sys.executable, str(ROOT / "scripts" / "train.py"), str(tmp_path / "tiny.yaml"),
+               "--no-progress"]
+    proc = subprocess.Popen(command, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE,
+                            text=True)
+    try:
+        deadline = time.time() + 120
+        while not checkpoint_path(run, 1).exists():
+            assert proc.poll() is None, proc.stderr.read() if proc.stderr else ""
+            assert time.time() < deadline, "no checkpoint within 120 s"
+            time.sleep(0.2)
+        workers = [p for p in process_tree(proc.pid) if p != proc.pid]
+        assert len(workers) >= 2, workers  # the two env worker processes
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=60)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+            proc.wait()
+    assert proc.returncode == 143, stderr
+    assert "cua-rl train: stopped by SIGTERM; closing the envs" in stderr
+    def alive() -> list[int]:
+        return [p for p in workers if os.path.exists(f"/proc/{p}")
+                and "zombie" not in Path(f"/proc/{p}/status").read_text().lower()]
+
+    deadline = time.time() + 10  # the forkserver and resource tracker see the pipe close
+    while alive() and time.time() < deadline:
+        time.sleep(0.1)
+    assert alive() == []
+    assert latest_checkpoint(run) is not None
+
+
 def test_resumed_run_continues_the_same_wandb_run(
     tiny_config: Callable[..., TrainConfig],
 ) -> None:

@@ -61,11 +61,11 @@ import os
 import shutil
 import signal
 import time
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
+from cua_rl._reaper import process_tree, watch_tree
 from cua_rl.actions import (
     Action,
     Click,
@@ -191,24 +191,8 @@ def chromium_paths() -> tuple[str, str]:
     return binary, driver
 
 
-def browser_pids(root: int) -> list[int]:
-    """``root`` and every process under it (children, grandchildren...), read from /proc."""
-    children: dict[int, list[int]] = {}
-    for entry in Path("/proc").iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        ppid = int(stat[stat.rindex(")") + 2:].split()[1])
-        children.setdefault(ppid, []).append(int(entry.name))
-    found, todo = [], [root]
-    while todo:
-        pid = todo.pop()
-        found.append(pid)
-        todo.extend(children.get(pid, ()))
-    return found
+browser_pids = process_tree
+"""``root`` and every process under it (:func:`cua_rl._reaper.process_tree`)."""
 
 
 class MiniWoBBackend:
@@ -275,6 +259,7 @@ class MiniWoBBackend:
         self.browser_starts = 0
         self._utterance = ""
         self._driver: Any = None
+        self._watcher: Any = None
         self._page: str | None = None
         self._task: Task | None = None
         self._pointer = (0.0, 0.0)  # CSS pixels
@@ -396,6 +381,10 @@ class MiniWoBBackend:
                                f"{self.chromedriver}): {error.msg or error}") from None
         driver.command_executor.client_config.timeout = self.call_timeout_s
         self._driver, self._page = driver, None
+        pid = self.browser_pid_of(driver)
+        # killed without close() (SIGKILL, OOM, a Ray actor torn down): the watcher ends the
+        # browser rather than leave it running for ever (cua_rl/_reaper.py)
+        self._watcher = watch_tree(pid) if pid is not None else None
         self.browser_starts += 1
         logger.info("Chromium started in %.2f s (pid of chromedriver %s)",
                     time.monotonic() - started, self.browser_pid)
@@ -419,6 +408,10 @@ class MiniWoBBackend:
         if process is not None:  # reap our own child (chromedriver) so it leaves no zombie
             with contextlib.suppress(Exception):
                 process.wait(timeout=5)
+        watcher, self._watcher = self._watcher, None
+        if watcher is not None:  # it exits once chromedriver is gone
+            with contextlib.suppress(Exception):
+                watcher.wait(timeout=5)
 
     @staticmethod
     def browser_pid_of(driver: Any) -> int | None:
