@@ -18,8 +18,8 @@ judge rate of the training episodes and their false-positive rate (taking e_pos 
         --e-pos 0.1 --e-neg 0.2 --seeds 1000 --run /tmp/mwppo/runs/corr \\
         --calibration /tmp/mwppo/calibration/calibration.json --out /tmp/j13/flips.json
 
-Measured (2026-12-02, corrected run's last checkpoint, 150 held-out tasks): 119 failures, 13
-false positives (P(X <= 13) = 0.006 at 0.2), seeds 0..999 give 23.9 +- 4.3; 66 of the 119
+Measured (2026-12-02, corrected run's last checkpoint, 150 held-out tasks): 119 failures, 12-13
+false positives (P(X <= 13) = 0.006 at 0.2), seeds 0..999 give 23.9 +- 4.4; 66-67 of the 119
 failures end on their task's START screen; training episodes: false-positive rate 0.203.
 """
 
