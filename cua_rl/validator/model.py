@@ -10,6 +10,12 @@ Autonomous Agents" (Sharma, Mittal, Hu, 2026)::
 
 Learning: optional volatile-region detection (``volatile.py``), a prefix tree per trace merged
 by tiered state equivalence (``pta.py``, ``equivalence.py``), then dominators (``dominators.py``).
+Traces may start in different states (a loading window first in some runs): a virtual root then
+feeds their first states, the first state all of them pass is the entry of the essential chain
+and the leading states are optional; ``learn`` refuses only when the traces share no state
+before their end. A *degenerate* model (one state, or no essential state after the entry:
+it would pass almost anything) gives a :class:`ValidatorWarning`, or a refusal with
+``ValidatorConfig.refuse_degenerate``.
 Validation: the essential chain must occur in order in the new trace (``matching.py``), extras
 allowed, and the last frame must show a terminal state of the reference.
 
@@ -55,7 +61,8 @@ _FORMAT = "cua_rl.validator.model/1"
 
 
 class ValidatorWarning(UserWarning):
-    """A reference model was learned from weak evidence (one trace, unmerged endings)."""
+    """A reference model was learned from weak evidence (one trace, unmerged endings, a
+    degenerate model)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class ValidatorConfig:
         exemplars: Screens kept per state (representative + one per other training trace).
         require_unordered: Also fail a trace that never shows a mandatory-but-unordered state.
         thumb_width: Width of the thumbnails written by :meth:`ReferenceModel.save`.
+        refuse_degenerate: Refuse to learn (TraceFormatError) instead of warning when the model
+            is degenerate: one state, or no essential state after the entry, so it would pass
+            nearly any trace (typically thresholds loose enough to merge every screen).
     """
 
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
@@ -79,6 +89,7 @@ class ValidatorConfig:
     exemplars: int = 3
     require_unordered: bool = False
     thumb_width: int = 240
+    refuse_degenerate: bool = False
 
     def __post_init__(self) -> None:
         for name, low, high in (("exemplars", 1, 100), ("thumb_width", 16, 4096)):
@@ -93,7 +104,7 @@ class ValidatorConfig:
         if not isinstance(self.equivalence, EquivalenceConfig):
             raise ConfigError(f"ValidatorConfig.equivalence must be an EquivalenceConfig, got "
                               f"{type(self.equivalence).__name__}")
-        for name in ("auto_volatile", "require_unordered"):
+        for name in ("auto_volatile", "require_unordered", "refuse_degenerate"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"ValidatorConfig.{name} must be true or false, "
                                   f"got {getattr(self, name)!r:.100}")
@@ -164,6 +175,26 @@ class ValidationReport:
         return d
 
 
+def _no_shared_entry(analysis: DominatorAnalysis) -> bool:
+    """Traces starting in different states share nothing before their end: no essential state
+    that is not a terminal one (their first screens differ and so does everything after)."""
+    return all(s in analysis.terminals for s in analysis.essential)
+
+
+def _degenerate(graph: StateGraph, analysis: DominatorAnalysis) -> str | None:
+    """Why a learned model would pass nearly any trace (None when it is not degenerate)."""
+    if len(graph.states) == 1:
+        return (f"every screen of the {graph.n_traces} training trace(s) merged into one state "
+                f"{next(iter(graph.states))}, so any trace that shows it passes; the "
+                f"equivalence thresholds are too loose or a mask covers what changes")
+    if len(analysis.essential) <= 1:
+        chain = " -> ".join(analysis.essential) or "(none)"
+        return (f"{len(graph.states)} states but no essential state after the entry (essential "
+                f"chain: {chain}), so a trace passes when it shows the entry and ends in one of "
+                f"{sorted(analysis.terminals)}; the training traces agree on no step")
+    return None
+
+
 class ReferenceModel:
     """The learned reference: merged states, their dominators, and a comparer to match them.
 
@@ -201,8 +232,9 @@ class ReferenceModel:
             The model.
 
         Raises:
-            TraceFormatError: no traces, or the traces share no start state, or (two or more
-                traces) no two of them share a terminal state.
+            TraceFormatError: no traces, or the traces start in different states and share no
+                state before their end, or (two or more traces) no two of them share a terminal
+                state, or (with ``config.refuse_degenerate``) the model is degenerate.
         """
         config = config or ValidatorConfig()
         traces = list(traces)
@@ -223,12 +255,17 @@ class ReferenceModel:
         comparer = StateComparer(eq, semantic)
         graph = merge_traces(traces, comparer, exemplars=config.exemplars)
         starts = graph.starts
-        if len(starts) > 1:
+        analysis = analyse(graph)
+        if len(starts) > 1 and _no_shared_entry(analysis):
             groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}"
                                for s, idx in sorted(starts.items()))
             raise TraceFormatError(
-                f"the traces share no start state (their first screens differ: {groups}); "
-                f"learn from traces of one task instance, or mask what differs")
+                f"the traces share no start state (their first screens differ: {groups}) and "
+                f"no state that all of them pass before their end; learn from traces of one "
+                f"task instance, or mask what differs")
+        if len(starts) > 1:
+            logger.info("traces start in %d states; entry %s, leading states optional",
+                        len(starts), analysis.entry)
         terminals = graph.terminals
         if len(traces) >= 2 and all(len(v) == 1 for v in terminals.values()):
             raise TraceFormatError(
@@ -240,7 +277,14 @@ class ReferenceModel:
         if lonely and len(traces) >= 2:
             warnings.warn(f"trace(s) {lonely} end in a state no other trace ends in: kept as an "
                           f"alternative ending", ValidatorWarning, stacklevel=2)
-        return cls(graph, analyse(graph), config, comparer, detected)
+        problem = _degenerate(graph, analysis)
+        if problem is not None:
+            if config.refuse_degenerate:
+                raise TraceFormatError(f"refusing a degenerate reference (refuse_degenerate): "
+                                       f"{problem}")
+            warnings.warn(f"degenerate reference: {problem}; set refuse_degenerate to refuse",
+                          ValidatorWarning, stacklevel=2)
+        return cls(graph, analysis, config, comparer, detected)
 
     def _add_hints(self) -> None:
         eq = self.config.equivalence

@@ -2,7 +2,8 @@
 
 * :func:`render_dominator_tree`: the dominator tree as one PNG, a thumbnail per state, depth
   from left to right; essential states (the chain to the end) framed green, mandatory states in
-  varying order orange, optional ones grey, each captioned with its id, evidence and what tells
+  varying order orange, optional ones grey (traces that start in different states hang from a
+  virtual START box), each captioned with its id, evidence and what tells
   it from its dominator (:func:`state_caption`: accessibility hint, a changed title, or the box
   of changed pixels; a title every state shares says nothing).
 * :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, the
@@ -24,7 +25,7 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from cua_rl._io import atomic_write_text
-from cua_rl.validator.dominators import SINK
+from cua_rl.validator.dominators import SINK, START
 from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace
 from cua_rl.viz import save_png
@@ -126,10 +127,11 @@ def render_dominator_tree(
                       fill=color, width=2)
     for node in depth:
         x, y = origin(node)
-        if node == SINK:
+        if node in (SINK, START):  # virtual nodes: the end, the root of several start states
             draw.rectangle([x, y + thumb_h // 2 - 14, x + 60, y + thumb_h // 2 + 14],
                            outline=_GREEN, width=2)
-            draw.text((x + 14, y + thumb_h // 2 - 6), "END", fill=(20, 20, 20), font=font)
+            draw.text((x + 8, y + thumb_h // 2 - 6), "END" if node == SINK else "START",
+                      fill=(20, 20, 20), font=font)
             continue
         state = model.states[node]
         canvas.paste(_thumb(state.representative.screenshot, thumb_width), (x, y))
