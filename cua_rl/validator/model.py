@@ -151,6 +151,14 @@ class ValidationReport:
         unordered_missing: Mandatory-but-unordered states the trace never shows.
         trace_name: Name of the validated trace.
         n_frames: Frames in the validated trace.
+        divergence_kind: What the first divergence looks like, ``"layout"`` (the same content
+            moved or resized) or ``"content"`` (see :data:`~cua_rl.validator.matching.
+            DIVERGENCE_KINDS`); None when nothing is missing or it was not classified.
+        expected_caption: What tells the first missing state apart (its caption), None when
+            nothing is missing.
+        claimed_success: The agent's own verdict (it ended with DONE), from the trace.
+        final_action: The trace's final action (DONE / FAIL), if recorded.
+        final_unobserved: The final action has no screen after it (OSWorld-style traces).
     """
 
     passed: bool
@@ -166,6 +174,11 @@ class ValidationReport:
     unordered_missing: tuple[str, ...] = ()
     trace_name: str = ""
     n_frames: int = 0
+    divergence_kind: str | None = None
+    expected_caption: str | None = None
+    claimed_success: bool | None = None
+    final_action: str | None = None
+    final_unobserved: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -333,6 +346,13 @@ class ReferenceModel:
         """Short description of a state with its evidence."""
         return self.states[state].describe(self.n_traces)
 
+    def caption(self, state: str) -> str:
+        """What tells ``state`` apart from its dominator, in a few words
+        (:func:`cua_rl.validator.render.state_caption`)."""
+        from cua_rl.validator.render import state_caption
+
+        return state_caption(self, state)
+
     def matches(self, frame: Frame, state: str) -> bool:
         """Whether ``frame`` shows ``state`` (same as one of its exemplars)."""
         return any(self.comparer.same(frame, ex) for ex in self.states[state].exemplars)
@@ -364,6 +384,9 @@ class ReferenceModel:
         div = match.first_divergence()
         text = explain(match, chain, self.describe, n_frames=len(frames), terminal=terminal,
                        unordered_missing=unordered_missing, require_unordered=require)
+        meta = trace.meta
+        final = meta.get("final_action")
+        claimed = meta.get("claimed_success")
         return ValidationReport(
             passed=passed,
             coverage=match.coverage,
@@ -378,6 +401,10 @@ class ReferenceModel:
             unordered_missing=unordered_missing,
             trace_name=trace.name,
             n_frames=len(frames),
+            expected_caption=None if div is None else self.caption(chain[div[0]]),
+            claimed_success=None if claimed is None else bool(claimed),
+            final_action=None if final is None else str(final),
+            final_unobserved=bool(meta.get("final_unobserved", False)),
         )
 
     def validate_many(self, traces: Sequence[Trace]) -> list[ValidationReport]:

@@ -6,7 +6,9 @@
   virtual START box), each captioned with its id, evidence and what tells
   it from its dominator (:func:`state_caption`: accessibility hint, a changed title, or the box
   of changed pixels; a title every state shares says nothing).
-* :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, the
+* :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, a
+  table of the report's fields (first divergence, the expected state's caption, whether it
+  looks like a layout or a content change, the terminal state, the agent's own claim), the
   test trace as a strip of thumbnails with the matched essential states marked, the essential
   chain with where each state was found, and the missing states shown from the reference. Every
   thumbnail links to the full-size screen. Images are inlined as base64 (one self-contained
@@ -26,6 +28,7 @@ from PIL import Image, ImageDraw, ImageFont
 
 from cua_rl._io import atomic_write_text
 from cua_rl.validator.dominators import SINK, START
+from cua_rl.validator.matching import DIVERGENCE_KINDS
 from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace
 from cua_rl.viz import save_png
@@ -150,6 +153,41 @@ def render_dominator_tree(
     return canvas
 
 
+def _details(model: ReferenceModel, report: ValidationReport) -> str:
+    """The report's fields as a table: divergence (where, what was expected, layout or content
+    change), terminal state, unordered states never shown, the agent's own claim."""
+    esc = html.escape
+    rows: list[tuple[str, str]] = []
+    if report.expected is None:
+        rows.append(("First divergence", "none: every essential state appears in order"))
+    else:
+        where = ("at the start" if report.first_divergence in (None, -1)
+                 else f"after frame {report.first_divergence}")
+        caption = report.expected_caption or model.caption(report.expected)
+        rows.append(("First divergence", f"{where}; expected {report.expected}: {caption} "
+                                         f"({model.describe(report.expected)})"))
+        kind = report.divergence_kind
+        rows.append(("Looks like", f"{kind} change: {DIVERGENCE_KINDS[kind]}"
+                     if kind in DIVERGENCE_KINDS else "not classified"))
+    last = report.n_frames - 1
+    rows.append(("Terminal state", f"frame {last} shows {report.terminal_state}: "
+                 f"{model.caption(report.terminal_state)}" if report.terminal_state is not None
+                 else f"none: frame {last} shows no terminal state of the reference"))
+    if report.unordered_missing:
+        rows.append(("Never shown (mandatory, varying order)",
+                     ", ".join(report.unordered_missing)
+                     + ("" if model.config.require_unordered else " (not required)")))
+    claim = {True: "DONE (claims success)", False: "FAIL (claims failure)",
+             None: "unknown"}[report.claimed_success]
+    if report.final_action is not None:
+        claim += f"; final action {report.final_action[:120]!r}"
+        if report.final_unobserved:
+            claim += " (no screen after it)"
+    rows.append(("Agent's claim", claim))
+    cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    return f"<table class='details'>{cells}</table>"
+
+
 def _data_uri(image: Image.Image) -> str:
     buf = io.BytesIO()
     image.save(buf, format="PNG")
@@ -214,6 +252,7 @@ def render_report_html(
           for key, label in (("task_id", "Task"), ("instruction", "Instruction"))
           if trace.meta.get(key) is not None),
         f"<p>{esc(report.explanation)}</p>",
+        _details(model, report),
         f"<p>Coverage {report.coverage:.0%} ({len(report.matched)} of "
         f"{len(report.matched) + len(report.missing)} essential states); terminal state "
         f"{'matched' if report.terminal_matched else 'not matched'}; reference learned from "

@@ -1,0 +1,262 @@
+"""Issue 14 (real desktops): a final DONE/FAIL without a screen, optional start states (a loading
+window first in some runs), degenerate models, and the fields every report carries."""
+
+from __future__ import annotations
+
+import json
+import warnings
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+from PIL import Image
+
+from cua_rl.cli import main
+from cua_rl.errors import TraceFormatError
+from cua_rl.validator import Frame, ReferenceModel, Trace, ValidatorConfig, ValidatorWarning
+from cua_rl.validator.dominators import START
+from cua_rl.validator.matching import explain, match_chain
+from cua_rl.validator.render import render_dominator_tree, render_report_html
+from cua_rl.validator.traces import read_trace, read_traces, write_trace
+from tests.validator.simdesk_traces import PIXELS_ONLY, noise_frame
+
+
+def _screen(k: int) -> np.ndarray:
+    """A distinct 80x128 screen per k (a coloured block on a flat background)."""
+    img = np.full((80, 128, 3), 40 + 30 * k, np.uint8)
+    img[10 + 8 * k: 30 + 8 * k, 20 + 12 * k: 50 + 12 * k] = (250 - 40 * k, 30 * k, 90)
+    return img
+
+
+# -- 1. a final DONE/FAIL without a screenshot -----------------------------------------------
+def _osworld_run(folder: Path, n_shots: int, final: object, *, key: str = "null",
+                 done: bool = True) -> Path:
+    """An OSWorld result folder as the reference runner lays it out (``step_<N>_<ts>.png``,
+    ``traj.jsonl`` rows with ``step_num``, ``action_timestamp``, ``action``, ``response``,
+    ``reward``, ``done``, ``info``, ``screenshot_file``), then a last row for ``final`` whose
+    screenshot_file is null (``key="null"``) or absent (``key="absent"``)."""
+    folder.mkdir()
+    rows = []
+    for k in range(1, n_shots + 1):
+        ts = f"20260102@1200{k:02d}123456"
+        name = f"step_{k}_{ts}.png"
+        Image.fromarray(_screen(k)).save(folder / name)
+        rows.append({"step_num": k, "action_timestamp": ts,
+                     "action": f"import pyautogui; pyautogui.click({10 * k}, 20)",
+                     "response": "", "reward": 0, "done": False, "info": {},
+                     "screenshot_file": name})
+    last = {"step_num": n_shots + 1, "action_timestamp": "20260102@120100000000",
+            "action": final, "response": "", "reward": 0, "done": done, "info": {}}
+    if key == "null":
+        last["screenshot_file"] = None
+    rows.append(last)
+    (folder / "traj.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    (folder / "result.txt").write_text("1.0\n")
+    return folder
+
+
+@pytest.mark.parametrize("final, key, claimed", [
+    ("DONE", "null", True),
+    ("DONE", "absent", True),
+    ({"action_type": "FAIL"}, "null", False),
+])
+def test_osworld_final_action_without_screenshot(
+    tmp_path: Path, final: object, key: str, claimed: bool
+) -> None:
+    t = read_trace(_osworld_run(tmp_path / "run", 3, final, key=key))
+    # 3 screens (after clicks 1..3), the first click leads from an unseen screen: 2 actions.
+    assert len(t) == 3 and len(t.actions) == 2
+    assert [f.screenshot[0, 0, 0] for f in t.frames] == [70, 100, 130]
+    assert "click(30, 20)" in t.actions[-1]  # no invented DONE frame, no DONE action edge
+    assert t.claimed_success is claimed and t.meta["final_unobserved"] is True
+    assert t.meta["final_action"] == (final if isinstance(final, str) else json.dumps(final))
+    assert t.meta["ground_truth"] == 1.0
+
+
+def test_osworld_broken_folders_are_precise_errors(tmp_path: Path) -> None:
+    mid = _osworld_run(tmp_path / "mid", 3, "DONE")
+    rows = [json.loads(r) for r in (mid / "traj.jsonl").read_text().splitlines()]
+    rows[1]["screenshot_file"] = None
+    (mid / "traj.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    with pytest.raises(TraceFormatError, match=r"traj\.jsonl'? line 2: key 'screenshot_file' is "
+                                               r"missing or null; only the last line"):
+        read_trace(mid)
+    click = _osworld_run(tmp_path / "click", 2, "import pyautogui; pyautogui.click(1, 1)",
+                         done=False)
+    with pytest.raises(TraceFormatError, match=r"line 3: key 'screenshot_file'.*not a final "
+                                               r"DONE/FAIL"):
+        read_trace(click)
+    gone = _osworld_run(tmp_path / "gone", 2, "DONE")
+    next(gone.glob("step_2_*.png")).unlink()
+    with pytest.raises(TraceFormatError, match=r"step_2_.*\.png.* is missing"):
+        read_trace(gone)
+    only = _osworld_run(tmp_path / "only", 0, "DONE")
+    with pytest.raises(TraceFormatError, match=r"holds no screen.*step_0"):
+        read_trace(only)
+
+
+def test_episode_folder_final_done_without_screenshot(tmp_path: Path) -> None:
+    trace = Trace(tuple(Frame(_screen(k), title="notes.txt - Mousepad") for k in range(3)),
+                  ("click(1, 1)", "typewrite('x')"), "ep")
+    folder = write_trace(trace, tmp_path / "ep")
+    steps = folder / "steps.jsonl"
+    lines = steps.read_text().splitlines()
+    header = json.loads(lines[0])
+    header["length"] = 3
+    final = {"kind": "step", "index": 2, "action_text": "DONE", "action": None,
+             "action_error": None, "screenshot": None, "title": None, "a11y": None, "time": None}
+    steps.write_text("".join(json.dumps(x) + "\n" for x in [header, *map(json.loads, lines[1:]),
+                                                            final]))
+    t = read_trace(folder)
+    assert len(t) == 3 and t.actions == trace.actions and t.digest == trace.digest
+    assert t.meta["final_action"] == "DONE" and t.claimed_success is True
+    assert t.meta["final_unobserved"] is True
+    final["action_text"] = "typewrite('y')"
+    steps.write_text("".join(json.dumps(x) + "\n" for x in [header, *map(json.loads, lines[1:]),
+                                                            final]))
+    with pytest.raises(TraceFormatError, match=r"line 4: key 'screenshot' is missing or null, "
+                                               r"but the line is not a final DONE/FAIL"):
+        read_trace(folder)
+
+
+# -- 2. optional start states ----------------------------------------------------------------
+def _splash() -> Frame:
+    """A loading window: flat grey with a progress bar, unlike every editor screen."""
+    img = np.full((80, 128, 3), 200, np.uint8)
+    img[36:44, 20:108] = (20, 90, 220)
+    return Frame(img, title="Loading...")
+
+
+SCREENS = [Frame(_screen(k), title="notes.txt - Mousepad") for k in range(5)]
+CFG = ValidatorConfig(equivalence=PIXELS_ONLY.equivalence, auto_volatile=False)
+
+
+def _run(name: str, loading: int = 0) -> Trace:
+    frames = (*[_splash()] * loading, *SCREENS)
+    return Trace(frames, tuple(f"a{i}" for i in range(len(frames) - 1)), name)
+
+
+def test_loading_window_first_in_some_runs_is_optional(tmp_path: Path) -> None:
+    train = [_run("slow", loading=2), _run("fast0"), _run("fast1")]
+    model = ReferenceModel.learn(train, CFG)
+    assert model.analysis.start == START and model.analysis.optional_start
+    splash = model.graph.paths[0].frame_states[0]
+    assert splash in model.optional and model.evidence(splash) == (1, 3)
+    entry = model.graph.paths[1].frame_states[0]
+    assert model.analysis.entry == entry and model.essential == model.graph.paths[1].frame_states
+    assert len(model.essential) == 5
+    for t in (_run("new_slow", loading=1), _run("new_fast"), _run("new_slower", loading=3)):
+        report = model.validate(t)
+        assert report.passed and report.coverage == 1.0, report.explanation
+    skipped = Trace((_splash(), *SCREENS[:2], *SCREENS[3:]), name="skip")
+    report = model.validate(skipped)
+    assert not report.passed and report.missing == (model.essential[2],)
+    back = ReferenceModel.load(model.save(tmp_path / "ref"))
+    assert back.analysis.start == START and back.essential == model.essential
+    assert back.validate(_run("again", loading=1)).passed and not back.validate(skipped).passed
+    image = render_dominator_tree(back, tmp_path / "tree.png")
+    assert image.width > 160 and (tmp_path / "tree.png").is_file()
+
+
+def test_optional_start_when_every_run_loads_differently() -> None:
+    other = Frame(np.full((80, 128, 3), 10, np.uint8), title="Starting...")
+    train = [_run("slow", loading=1),
+             Trace((other, *SCREENS), tuple(f"a{i}" for i in range(5)), "other"),
+             _run("plain")]
+    model = ReferenceModel.learn(train, CFG)
+    assert len(model.graph.starts) == 3 and len(model.essential) == 5
+    assert model.validate(_run("new")).passed
+
+
+def test_refusal_when_the_runs_share_nothing_before_their_end() -> None:
+    elsewhere = Trace(tuple(Frame(noise_frame((80, 128, 3), seed=k)) for k in range(4)),
+                      name="elsewhere")
+    with pytest.raises(TraceFormatError, match=r"share no start state.*elsewhere.*no state that "
+                                               r"all of them pass"):
+        ReferenceModel.learn([_run("a"), elsewhere], CFG)
+    # Different starts, only the last screen in common: still nothing shared before the end.
+    ends_alike = Trace((*(Frame(noise_frame((80, 128, 3), seed=k)) for k in range(3)),
+                        SCREENS[-1]), name="ends_alike")
+    with pytest.raises(TraceFormatError, match=r"share no start state.*ends_alike"):
+        ReferenceModel.learn([_run("a"), ends_alike], CFG)
+
+
+# -- 3. degenerate models --------------------------------------------------------------------
+def test_one_state_model_warns_and_refuses_under_the_flag() -> None:
+    still = [Trace((SCREENS[0],) * 4, name=f"still{k}") for k in range(2)]
+    with pytest.warns(ValidatorWarning, match=r"degenerate reference: every screen.*one state "
+                                              r"s0"):
+        model = ReferenceModel.learn(still, CFG)
+    assert len(model.states) == 1
+    assert model.validate(Trace((SCREENS[0],), name="anything")).passed  # why it is degenerate
+    with pytest.raises(TraceFormatError, match=r"refusing a degenerate reference"):
+        ReferenceModel.learn(still, replace(CFG, refuse_degenerate=True))
+
+
+@pytest.mark.filterwarnings("ignore:.*alternative ending:cua_rl.validator.ValidatorWarning")
+def test_no_essential_state_after_the_entry_warns() -> None:
+    s, a, b, c, t, u = SCREENS[0], SCREENS[1], SCREENS[2], SCREENS[3], SCREENS[4], _splash()
+    train = [Trace((s, a, t), name="x"), Trace((s, b, u), name="y"), Trace((s, c, t), name="z")]
+    with pytest.warns(ValidatorWarning, match=r"no essential state after the entry \(essential "
+                                              r"chain: s\d+\)"):
+        model = ReferenceModel.learn(train, CFG)
+    assert len(model.essential) == 1 and len(model.states) == 6
+    with pytest.raises(TraceFormatError, match=r"no essential state after the entry"):
+        ReferenceModel.learn(train, replace(CFG, refuse_degenerate=True))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # a healthy model: no warning at all
+        healthy = ReferenceModel.learn([_run("a"), _run("b")],
+                                       replace(CFG, refuse_degenerate=True))
+    assert len(healthy.essential) == 5
+
+
+def test_refuse_degenerate_round_trips_and_cli_flag(tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    cfg = replace(CFG, refuse_degenerate=True)
+    assert ValidatorConfig.from_dict(cfg.to_dict()) == cfg
+    assert ValidatorConfig.from_dict({k: v for k, v in CFG.to_dict().items()
+                                      if k != "refuse_degenerate"}) == CFG  # old configs load
+    train, test = tmp_path / "train", tmp_path / "test"
+    for k in range(2):
+        write_trace(Trace((SCREENS[0],) * 3, name=f"still{k}"), train / f"still{k}")
+    write_trace(Trace((SCREENS[3], SCREENS[0]), name="any"), test / "any")  # passes: degenerate
+    assert len(read_traces(train)) == 2
+    assert main(["validate", "--train", str(train), "--test", str(test)]) == 0
+    assert "degenerate reference" in capsys.readouterr().err
+    code = main(["validate", "--train", str(train), "--test", str(test), "--refuse-degenerate"])
+    assert code == 2
+    assert "refusing a degenerate reference" in capsys.readouterr().err
+
+
+# -- 4. report fields ------------------------------------------------------------------------
+def test_reports_carry_divergence_claim_and_final_action(tmp_path: Path) -> None:
+    model = ReferenceModel.learn([_run("a", loading=1), _run("b")], CFG)
+    bad = Trace((*SCREENS[:2], *SCREENS[3:]), name="bad",
+                meta={"final_action": "DONE", "claimed_success": True, "final_unobserved": True})
+    report = model.validate(bad)
+    assert not report.passed and report.expected == model.essential[2]
+    assert report.first_divergence == 1 and report.expected_caption == model.caption(
+        model.essential[2])
+    assert report.claimed_success is True and report.final_action == "DONE"
+    assert report.final_unobserved and report.divergence_kind is None
+    d = report.to_dict()
+    assert d["expected_caption"] == report.expected_caption and d["final_unobserved"] is True
+    json.dumps(d)
+    page = render_report_html(model, bad, report, tmp_path / "r.html").read_text()
+    assert "First divergence" in page and "after frame 1; expected " + report.expected in page
+    assert "DONE (claims success); final action &#x27;DONE&#x27; (no screen after it)" in page
+    assert "Looks like</th><td>not classified" in page
+    ok = render_report_html(model, _run("c"), model.validate(_run("c")), tmp_path / "ok.html")
+    assert "none: every essential state appears in order" in ok.read_text()
+
+
+def test_explain_names_layout_or_content_change() -> None:
+    m = match_chain(3, 3, lambda j, i: (j, i) in {(0, 0), (2, 2)})
+    text = explain(m, ["s0", "s1", "s2"], str, n_frames=3, terminal="s2",
+                   divergence_kind="layout")
+    assert "It looks like a layout change: the same content moved, resized" in text
+    assert "looks like" not in explain(m, ["s0", "s1", "s2"], str, n_frames=3, terminal="s2")
+    with pytest.raises(ValueError, match=r"divergence_kind must be one of \['content', "
+                                         r"'layout'\] or None, got 'moved'"):
+        explain(m, ["s0", "s1", "s2"], str, n_frames=3, terminal="s2", divergence_kind="moved")
