@@ -260,3 +260,13 @@ def test_explain_names_layout_or_content_change() -> None:
     with pytest.raises(ValueError, match=r"divergence_kind must be one of \['content', "
                                          r"'layout'\] or None, got 'moved'"):
         explain(m, ["s0", "s1", "s2"], str, n_frames=3, terminal="s2", divergence_kind="moved")
+
+
+def test_shipped_desktop_config_loads() -> None:
+    from cua_rl.validator.run import load_validator_config
+
+    path = Path(__file__).resolve().parents[2] / "configs" / "validator_desktop.yaml"
+    cfg = load_validator_config(path)
+    assert cfg.refuse_degenerate is True and cfg.auto_volatile is True
+    assert cfg.equivalence.a11y_rule == "decides" and cfg.equivalence.tier1.max_shift == 16
+    assert cfg.equivalence.a11y_drop_states == ("focused",)
