@@ -424,6 +424,9 @@ class ReferenceModel:
         lines = [f"reference from {self.n_traces} traces: {len(self.essential)} essential, "
                  f"{len(self.optional)} optional, {len(self.unordered)} unordered mandatory; "
                  f"masks {list(self.config.equivalence.tier1.masks)}"]
+        if self.analysis.optional_start:
+            lines.append(f"  the traces start in {len(self.graph.starts)} different states "
+                         f"({', '.join(sorted(self.graph.starts))}); entry {self.analysis.entry}")
         for sid in self.states:
             kind = ("essential" if sid in self.essential
                     else "unordered" if sid in self.unordered else "optional")

@@ -153,6 +153,8 @@ def test_loading_window_first_in_some_runs_is_optional(tmp_path: Path) -> None:
     entry = model.graph.paths[1].frame_states[0]
     assert model.analysis.entry == entry and model.essential == model.graph.paths[1].frame_states
     assert len(model.essential) == 5
+    assert f"start in 2 different states ({', '.join(sorted(model.graph.starts))}); entry {entry}" \
+        in model.summary()
     for t in (_run("new_slow", loading=1), _run("new_fast"), _run("new_slower", loading=3)):
         report = model.validate(t)
         assert report.passed and report.coverage == 1.0, report.explanation
