@@ -198,8 +198,9 @@ def _degenerate(graph: StateGraph, analysis: DominatorAnalysis) -> str | None:
     """Why a learned model would pass nearly any trace (None when it is not degenerate)."""
     if len(graph.states) == 1:
         return (f"every screen of the {graph.n_traces} training trace(s) merged into one state "
-                f"{next(iter(graph.states))}, so any trace that shows it passes; the "
-                f"equivalence thresholds are too loose or a mask covers what changes")
+                f"{next(iter(graph.states))}, so any trace that shows it passes (loose pixel "
+                f"thresholds, a mask over what changes, or an accessibility key that ignores "
+                f"it)")
     if len(analysis.essential) <= 1:
         chain = " -> ".join(analysis.essential) or "(none)"
         return (f"{len(graph.states)} states but no essential state after the entry (essential "
