@@ -123,10 +123,11 @@ def render_dominator_tree(
 
     for parent, kids in children.items():
         px, py = origin(parent)
+        right = px + (60 if parent == START else thumb_width)  # the START box is 60 wide
         for k in kids:
             kx, ky = origin(k)
             color = _GREEN if k in model.essential or k == SINK else _GREY
-            draw.line([(px + thumb_width, py + thumb_h // 2), (kx, ky + thumb_h // 2)],
+            draw.line([(right, py + thumb_h // 2), (kx, ky + thumb_h // 2)],
                       fill=color, width=2)
     for node in depth:
         x, y = origin(node)
