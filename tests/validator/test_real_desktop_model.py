@@ -392,3 +392,15 @@ def test_real_desktop_osworld_folder_with_unobserved_done(
     assert back.digest == run.digest and back.meta["final_unobserved"] is True
     report = desktop_model.validate(back)
     assert report.passed and report.final_action == "DONE" and report.final_unobserved
+
+
+def test_json_output_names_states_and_warnings(tmp_path: Path) -> None:
+    from cua_rl.validator.run import validate_traces
+
+    still = [Trace((SCREENS[0],) * 2, name=f"still{k}") for k in range(2)]
+    run = validate_traces(still, [_run("x")], CFG, json_out=tmp_path / "r.json")
+    doc = json.loads((tmp_path / "r.json").read_text())
+    assert doc["states"] == {"s0": {"kind": "essential", "caption": "notes.txt - Mousepad",
+                                    "seen_in": [2, 2]}}
+    assert len(doc["warnings"]) == 1 and "degenerate reference" in doc["warnings"][0]
+    assert doc["reports"][0]["trace_name"] == "x" and run.n_passed == 0
