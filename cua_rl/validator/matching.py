@@ -131,6 +131,7 @@ def explain(
     unordered_missing: Sequence[str] = (),
     require_unordered: bool = False,
     divergence_kind: str | None = None,
+    divergence_note: str | None = None,
 ) -> str:
     """A sentence a person can read about a validation.
 
@@ -144,6 +145,9 @@ def explain(
         require_unordered: Whether those make the validation fail.
         divergence_kind: What the first divergence looks like, a key of
             :data:`DIVERGENCE_KINDS` (None: not classified, or nothing is missing).
+        divergence_note: A sentence on how the frame after the divergence differs from the
+            expected state (from the window-aware comparison), appended there instead of the
+            generic sentence for ``divergence_kind``.
 
     Raises:
         ValueError: ``divergence_kind`` is not a key of :data:`DIVERGENCE_KINDS`.
@@ -175,7 +179,9 @@ def explain(
                  else f"after frame {after} (which shows {describe(_at(match, chain, after))})")
         parts.append(f"First divergence {where}: expected {describe(chain[j])}, "
                      f"but no later frame shows it.")
-        if divergence_kind is not None:
+        if divergence_note:
+            parts.append(divergence_note)
+        elif divergence_kind is not None:
             parts.append(f"It looks like a {divergence_kind} change: "
                          f"{DIVERGENCE_KINDS[divergence_kind]}.")
         names = ", ".join(chain[k] for k in match.missing)
