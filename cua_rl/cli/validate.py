@@ -18,8 +18,9 @@ __all__ = ["add_parser", "run", "run_filter"]
 
 SEMANTIC: tuple[str, ...] = ("none", "simulated", "qwen_vl", "openai")
 TRACES = """\
-Trace folders are cua_rl episode folders (steps.jsonl and PNGs, as written by RecordTrajectory)
-or OSWorld-style result folders.
+Trace folders are cua_rl episode folders (steps.jsonl and PNGs, as written by RecordTrajectory),
+OSWorld-style result folders (traj.jsonl; a final DONE/FAIL may have no screenshot) or plain
+folders of numbered PNGs (README, section "Validator").
 
 Tier 2 (--semantic): none (pairs the pixels leave AMBIGUOUS count as different), qwen_vl (a
 local Qwen2-VL, --judge-model), openai (a served model, --base-url and --judge-model), or

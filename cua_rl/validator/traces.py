@@ -20,6 +20,10 @@ Folder formats read by :func:`read_trace`:
   ``meta["ground_truth"]``. The last line may have ``"screenshot_file": null`` (or no such key)
   when it ends the episode (``"done": true``, or the action ``DONE`` / ``FAIL``, also as
   ``{"action_type": "DONE"}``), as runners do that stop without observing the screen after DONE.
+* **Plain folders of PNGs** (no index file): the screens in the order of the first number in each
+  file name (``000.png``, ``step_3.png``, ``frame-12.png``; a name without a number, or two
+  files with one number, is an error); no actions, titles or accessibility text, and
+  ``claimed_success`` unknown. Other files in the folder are not read.
 
 **A final DONE/FAIL without a screenshot** is not a frame: no screen is invented. The trace
 ends at the last observed screen, the action text goes to ``meta["final_action"]``,
@@ -73,6 +77,7 @@ __all__ = [
 _STEPS = STEPS_FILE
 _OSWORLD = "traj.jsonl"
 _OSWORLD_PNG = re.compile(r"^step_(\d+)(?:_.*)?\.png$")
+_FIRST_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, eq=False)
@@ -439,11 +444,36 @@ def _read_osworld(folder: Path) -> Trace:
     return Trace(tuple(frames), tuple(actions), folder.name, meta)
 
 
+def _pngs(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.suffix.lower() == ".png" and p.is_file()
+            and not p.name.startswith(".")]
+
+
+def _read_pngs(folder: Path) -> Trace:
+    """A plain folder of screenshots: ordered by the first number in each name."""
+    numbered: dict[int, Path] = {}
+    for png in _pngs(folder):
+        number = _FIRST_NUMBER.search(png.stem)
+        if number is None:
+            raise TraceFormatError(
+                f"{str(png)!r}: in a plain PNG trace folder every PNG name needs a number "
+                f"giving its place (000.png, step_3.png, frame-12.png)")
+        k = int(number.group())
+        if k in numbered:
+            raise TraceFormatError(f"{str(folder)!r}: {numbered[k].name!r} and {png.name!r} "
+                                   f"both have number {k}; the order of the screens is unclear")
+        numbered[k] = png
+    frames = tuple(Frame(_load_png(numbered[k])) for k in sorted(numbered))
+    return Trace(frames, (), folder.name, {"source": str(folder), "task_id": folder.name})
+
+
 def read_trace(folder: str | os.PathLike[str]) -> Trace:
-    """Read one trace folder (cua_rl episode folder or OSWorld-style result folder).
+    """Read one trace folder: a cua_rl episode folder, an OSWorld-style result folder, or a plain
+    folder of PNGs (screens only, ordered by the first number in each file name: ``000.png``,
+    ``step_3.png``; no actions, no titles, ``claimed_success`` unknown).
 
     Raises:
-        TraceFormatError: the folder is neither format, or a file in it is missing or malformed
+        TraceFormatError: the folder is none of these, or a file in it is missing or malformed
             (the message names the file).
     """
     path = Path(folder)
@@ -451,20 +481,24 @@ def read_trace(folder: str | os.PathLike[str]) -> Trace:
         return _read_episode(path)
     if (path / _OSWORLD).is_file():
         return _read_osworld(path)
+    if path.is_dir() and _pngs(path):
+        return _read_pngs(path)
     raise TraceFormatError(
-        f"{str(path)!r} is not a trace folder: expected {_STEPS} (cua_rl) or {_OSWORLD} (OSWorld)"
+        f"{str(path)!r} is not a trace folder: expected {_STEPS} (cua_rl), {_OSWORLD} (OSWorld) "
+        f"or numbered PNG files"
     )
 
 
 def list_trace_folders(folder: str | os.PathLike[str]) -> list[Path]:
-    """The trace folders directly under ``folder`` (sorted by name; hidden ones skipped)."""
+    """The trace folders directly under ``folder``: those with ``steps.jsonl``, ``traj.jsonl``
+    or PNG files (sorted by name; hidden ones skipped)."""
     root = Path(folder)
     if not root.is_dir():
         raise TraceFormatError(f"{str(root)!r} is not a folder of traces")
     return [
         p for p in sorted(root.iterdir())
         if p.is_dir() and not p.name.startswith(".")
-        and ((p / _STEPS).is_file() or (p / _OSWORLD).is_file())
+        and ((p / _STEPS).is_file() or (p / _OSWORLD).is_file() or bool(_pngs(p)))
     ]
 
 

@@ -406,3 +406,27 @@ def test_json_output_names_states_and_warnings(tmp_path: Path) -> None:
                                     "seen_in": [2, 2]}}
     assert len(doc["warnings"]) == 1 and "degenerate reference" in doc["warnings"][0]
     assert doc["reports"][0]["trace_name"] == "x" and run.n_passed == 0
+
+
+def test_plain_png_folders(tmp_path: Path) -> None:
+    folder = tmp_path / "runs" / "pngs"
+    folder.mkdir(parents=True)
+    for k in (10, 2, 1):  # numeric, not lexical, order: 1, 2, 10
+        Image.fromarray(_screen(k % 5)).save(folder / f"frame-{k}.png")
+    (folder / "notes.txt").write_text("not a screen")
+    t = read_trace(folder)
+    assert [f.screenshot[0, 0, 0] for f in t.frames] == [70, 100, 40]
+    assert t.actions == ("", "") and t.claimed_success is None and t.name == "pngs"
+    assert [x.name for x in read_traces(tmp_path / "runs")] == ["pngs"]
+    Image.fromarray(_screen(3)).save(folder / "step_2_20260102.png")
+    with pytest.raises(TraceFormatError, match=r"'frame-2\.png' and 'step_2_20260102\.png' both "
+                                               r"have number 2"):
+        read_trace(folder)
+    (folder / "step_2_20260102.png").unlink()
+    Image.fromarray(_screen(3)).save(folder / "last.png")
+    with pytest.raises(TraceFormatError, match=r"last\.png'?: in a plain PNG trace folder every "
+                                               r"PNG name needs a number"):
+        read_trace(folder)
+    with pytest.raises(TraceFormatError, match=r"not a trace folder: expected steps\.jsonl.*"
+                                               r"numbered PNG files"):
+        read_trace(tmp_path)
