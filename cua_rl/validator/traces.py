@@ -372,6 +372,8 @@ def _read_episode(folder: Path) -> Trace:
     end_reason = meta["end_reason"]
     meta["claimed_success"] = (claimed if "claimed_success" in header else
                                end_reason == "done" if end_reason is not None else None)
+    if check_bool(header.get("final_unobserved"), where, "final_unobserved"):
+        meta["final_unobserved"] = True  # written by write_trace from such a trace
     if unobserved is not None:
         meta["final_action"] = meta["final_action"] or unobserved
         meta["final_unobserved"] = True

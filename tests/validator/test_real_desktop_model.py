@@ -119,6 +119,8 @@ def test_episode_folder_final_done_without_screenshot(tmp_path: Path) -> None:
     assert len(t) == 3 and t.actions == trace.actions and t.digest == trace.digest
     assert t.meta["final_action"] == "DONE" and t.claimed_success is True
     assert t.meta["final_unobserved"] is True
+    again = read_trace(write_trace(t, tmp_path / "again"))  # the header keeps it
+    assert again.meta["final_unobserved"] is True and again.meta["final_action"] == "DONE"
     final["action_text"] = "typewrite('y')"
     steps.write_text("".join(json.dumps(x) + "\n" for x in [header, *map(json.loads, lines[1:]),
                                                             final]))
