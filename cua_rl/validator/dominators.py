@@ -34,7 +34,8 @@ import networkx as nx
 from cua_rl.validator.pta import StateGraph
 
 __all__ = [
-    "SINK", "START", "DominatorAnalysis", "analyse", "dominator_chain", "immediate_dominators",
+    "SINK", "START", "DominatorAnalysis", "analyse", "degenerate_reason", "dominator_chain",
+    "immediate_dominators",
 ]
 
 SINK = "__sink__"
@@ -131,6 +132,12 @@ class DominatorAnalysis:
         """The traces start in different states (a virtual :data:`START` root was used)."""
         return self.start == START
 
+    @property
+    def shares_state_before_end(self) -> bool:
+        """Some essential state is not a terminal one: the traces share a state before their
+        end (``ReferenceModel.learn`` refuses traces that start apart and share none)."""
+        return any(s not in self.terminals for s in self.essential)
+
     def children(self) -> dict[str, list[str]]:
         """The dominator tree as parent -> children (ids sorted), ``SINK`` included."""
         out: dict[str, list[str]] = {}
@@ -179,3 +186,22 @@ def analyse(states: StateGraph, start: str | None = None) -> DominatorAnalysis:
     unordered = tuple(sorted(must - set(essential), key=_id_key))
     return DominatorAnalysis(start, terminals, essential, optional, must, unordered, evidence,
                              n, idom)
+
+
+def degenerate_reason(states: StateGraph, analysis: DominatorAnalysis) -> str | None:
+    """Why a model of this graph would pass nearly any trace; None when it is not degenerate.
+
+    Degenerate: one state (every screen merged), or no essential state after the entry (the
+    traces agree on no step, so the chain checks nothing but the entry and the ending).
+    """
+    if len(states.states) == 1:
+        return (f"every screen of the {states.n_traces} training trace(s) merged into one state "
+                f"{next(iter(states.states))}, so any trace that shows it passes (loose pixel "
+                f"thresholds, a mask over what changes, or an accessibility key that ignores "
+                f"it)")
+    if len(analysis.essential) <= 1:
+        chain = " -> ".join(analysis.essential) or "(none)"
+        return (f"{len(states.states)} states but no essential state after the entry (essential "
+                f"chain: {chain}), so a trace passes when it shows the entry and ends in one of "
+                f"{sorted(analysis.terminals)}; the training traces agree on no step")
+    return None

@@ -45,7 +45,7 @@ from cua_rl.errors import ConfigError, TraceFormatError
 from cua_rl.images import load_rgb
 from cua_rl.validator.a11y import a11y_hint, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
-from cua_rl.validator.dominators import DominatorAnalysis, analyse
+from cua_rl.validator.dominators import DominatorAnalysis, analyse, degenerate_reason
 from cua_rl.validator.equivalence import Rect
 from cua_rl.validator.matching import explain, match_chain
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
@@ -188,27 +188,6 @@ class ValidationReport:
         return d
 
 
-def _no_shared_entry(analysis: DominatorAnalysis) -> bool:
-    """Traces starting in different states share nothing before their end: no essential state
-    that is not a terminal one (their first screens differ and so does everything after)."""
-    return all(s in analysis.terminals for s in analysis.essential)
-
-
-def _degenerate(graph: StateGraph, analysis: DominatorAnalysis) -> str | None:
-    """Why a learned model would pass nearly any trace (None when it is not degenerate)."""
-    if len(graph.states) == 1:
-        return (f"every screen of the {graph.n_traces} training trace(s) merged into one state "
-                f"{next(iter(graph.states))}, so any trace that shows it passes (loose pixel "
-                f"thresholds, a mask over what changes, or an accessibility key that ignores "
-                f"it)")
-    if len(analysis.essential) <= 1:
-        chain = " -> ".join(analysis.essential) or "(none)"
-        return (f"{len(graph.states)} states but no essential state after the entry (essential "
-                f"chain: {chain}), so a trace passes when it shows the entry and ends in one of "
-                f"{sorted(analysis.terminals)}; the training traces agree on no step")
-    return None
-
-
 class ReferenceModel:
     """The learned reference: merged states, their dominators, and a comparer to match them.
 
@@ -270,7 +249,7 @@ class ReferenceModel:
         graph = merge_traces(traces, comparer, exemplars=config.exemplars)
         starts = graph.starts
         analysis = analyse(graph)
-        if len(starts) > 1 and _no_shared_entry(analysis):
+        if len(starts) > 1 and not analysis.shares_state_before_end:
             groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}"
                                for s, idx in sorted(starts.items()))
             raise TraceFormatError(
@@ -291,7 +270,7 @@ class ReferenceModel:
         if lonely and len(traces) >= 2:
             warnings.warn(f"trace(s) {lonely} end in a state no other trace ends in: kept as an "
                           f"alternative ending", ValidatorWarning, stacklevel=2)
-        problem = _degenerate(graph, analysis)
+        problem = degenerate_reason(graph, analysis)
         if problem is not None:
             if config.refuse_degenerate:
                 raise TraceFormatError(f"refusing a degenerate reference (refuse_degenerate): "
