@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 from typing import Any
 
 from cua_rl.cli._common import add_model_arguments, add_subcommand, unit_float
@@ -17,8 +18,9 @@ __all__ = ["add_parser", "run", "run_filter"]
 
 SEMANTIC: tuple[str, ...] = ("none", "simulated", "qwen_vl", "openai")
 TRACES = """\
-Trace folders are cua_rl episode folders (steps.jsonl and PNGs, as written by RecordTrajectory)
-or OSWorld-style result folders.
+Trace folders are cua_rl episode folders (steps.jsonl and PNGs, as written by RecordTrajectory),
+OSWorld-style result folders (traj.jsonl; a final DONE/FAIL may have no screenshot) or plain
+folders of numbered PNGs (README, section "Validator").
 
 Tier 2 (--semantic): none (pairs the pixels leave AMBIGUOUS count as different), qwen_vl (a
 local Qwen2-VL, --judge-model), openai (a served model, --base-url and --judge-model), or
@@ -84,6 +86,12 @@ def add_parser(subparsers: Any) -> None:
     p.add_argument("--reference-out", help="save the reference model and dominator_tree.png here")
     p.add_argument("--html-out", help="write one HTML report per test trace here")
     p.add_argument("--json-out", help="write the validation reports as JSON here")
+    p.add_argument(
+        "--refuse-degenerate",
+        action="store_true",
+        help="refuse a degenerate reference (one state, or no essential state after the entry) "
+        "instead of warning (sets ValidatorConfig.refuse_degenerate)",
+    )
     _semantic_arguments(p)
     p.set_defaults(run=run)
 
@@ -191,7 +199,8 @@ def _divergence(model: ReferenceModel, report: ValidationReport) -> str:
         if report.first_divergence in (None, -1)
         else f"after frame {report.first_divergence}"
     )
-    return f"{where}: expected {model.describe(report.expected)}"
+    kind = f" ({report.divergence_kind} change)" if report.divergence_kind else ""
+    return f"{where}: expected {model.describe(report.expected)}{kind}"
 
 
 def _cut(text: str, width: int) -> str:
@@ -221,6 +230,8 @@ def run(args: argparse.Namespace) -> int:
     from cua_rl.validator.traces import read_traces
 
     config = load_validator_config(args.config)
+    if args.refuse_degenerate:
+        config = replace(config, refuse_degenerate=True)
     train = read_traces(args.train)
     test = read_traces(args.test)
     semantic = _semantic_from_args(args, [*train, *test])

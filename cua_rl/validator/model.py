@@ -10,6 +10,12 @@ Autonomous Agents" (Sharma, Mittal, Hu, 2026)::
 
 Learning: optional volatile-region detection (``volatile.py``), a prefix tree per trace merged
 by tiered state equivalence (``pta.py``, ``equivalence.py``), then dominators (``dominators.py``).
+Traces may start in different states (a loading window first in some runs): a virtual root then
+feeds their first states, the first state all of them pass is the entry of the essential chain
+and the leading states are optional; ``learn`` refuses only when the traces share no state
+before their end. A *degenerate* model (one state, or no essential state after the entry:
+it would pass almost anything) gives a :class:`ValidatorWarning`, or a refusal with
+``ValidatorConfig.refuse_degenerate``.
 Validation: the essential chain must occur in order in the new trace (``matching.py``), extras
 allowed, and the last frame must show a terminal state of the reference.
 
@@ -39,7 +45,7 @@ from cua_rl.errors import ConfigError, TraceFormatError
 from cua_rl.images import load_rgb
 from cua_rl.validator.a11y import a11y_hint, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
-from cua_rl.validator.dominators import DominatorAnalysis, analyse
+from cua_rl.validator.dominators import DominatorAnalysis, analyse, degenerate_reason
 from cua_rl.validator.equivalence import Rect
 from cua_rl.validator.matching import explain, match_chain
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
@@ -55,7 +61,8 @@ _FORMAT = "cua_rl.validator.model/1"
 
 
 class ValidatorWarning(UserWarning):
-    """A reference model was learned from weak evidence (one trace, unmerged endings)."""
+    """A reference model was learned from weak evidence (one trace, unmerged endings, a
+    degenerate model)."""
 
 
 @dataclass(frozen=True)
@@ -71,6 +78,9 @@ class ValidatorConfig:
         exemplars: Screens kept per state (representative + one per other training trace).
         require_unordered: Also fail a trace that never shows a mandatory-but-unordered state.
         thumb_width: Width of the thumbnails written by :meth:`ReferenceModel.save`.
+        refuse_degenerate: Refuse to learn (TraceFormatError) instead of warning when the model
+            is degenerate: one state, or no essential state after the entry, so it would pass
+            nearly any trace (typically thresholds loose enough to merge every screen).
     """
 
     equivalence: EquivalenceConfig = field(default_factory=EquivalenceConfig)
@@ -79,6 +89,7 @@ class ValidatorConfig:
     exemplars: int = 3
     require_unordered: bool = False
     thumb_width: int = 240
+    refuse_degenerate: bool = False
 
     def __post_init__(self) -> None:
         for name, low, high in (("exemplars", 1, 100), ("thumb_width", 16, 4096)):
@@ -93,7 +104,7 @@ class ValidatorConfig:
         if not isinstance(self.equivalence, EquivalenceConfig):
             raise ConfigError(f"ValidatorConfig.equivalence must be an EquivalenceConfig, got "
                               f"{type(self.equivalence).__name__}")
-        for name in ("auto_volatile", "require_unordered"):
+        for name in ("auto_volatile", "require_unordered", "refuse_degenerate"):
             if not isinstance(getattr(self, name), bool):
                 raise ConfigError(f"ValidatorConfig.{name} must be true or false, "
                                   f"got {getattr(self, name)!r:.100}")
@@ -140,6 +151,14 @@ class ValidationReport:
         unordered_missing: Mandatory-but-unordered states the trace never shows.
         trace_name: Name of the validated trace.
         n_frames: Frames in the validated trace.
+        divergence_kind: What the first divergence looks like, ``"layout"`` (the same content
+            moved or resized) or ``"content"`` (see :data:`~cua_rl.validator.matching.
+            DIVERGENCE_KINDS`); None when nothing is missing or it was not classified.
+        expected_caption: What tells the first missing state apart (its caption), None when
+            nothing is missing.
+        claimed_success: The agent's own verdict (it ended with DONE), from the trace.
+        final_action: The trace's final action (DONE / FAIL), if recorded.
+        final_unobserved: The final action has no screen after it (OSWorld-style traces).
     """
 
     passed: bool
@@ -155,6 +174,11 @@ class ValidationReport:
     unordered_missing: tuple[str, ...] = ()
     trace_name: str = ""
     n_frames: int = 0
+    divergence_kind: str | None = None
+    expected_caption: str | None = None
+    claimed_success: bool | None = None
+    final_action: str | None = None
+    final_unobserved: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict."""
@@ -201,8 +225,9 @@ class ReferenceModel:
             The model.
 
         Raises:
-            TraceFormatError: no traces, or the traces share no start state, or (two or more
-                traces) no two of them share a terminal state.
+            TraceFormatError: no traces, or the traces start in different states and share no
+                state before their end, or (two or more traces) no two of them share a terminal
+                state, or (with ``config.refuse_degenerate``) the model is degenerate.
         """
         config = config or ValidatorConfig()
         traces = list(traces)
@@ -223,12 +248,17 @@ class ReferenceModel:
         comparer = StateComparer(eq, semantic)
         graph = merge_traces(traces, comparer, exemplars=config.exemplars)
         starts = graph.starts
-        if len(starts) > 1:
+        analysis = analyse(graph)
+        if len(starts) > 1 and not analysis.shares_state_before_end:
             groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}"
                                for s, idx in sorted(starts.items()))
             raise TraceFormatError(
-                f"the traces share no start state (their first screens differ: {groups}); "
-                f"learn from traces of one task instance, or mask what differs")
+                f"the traces share no start state (their first screens differ: {groups}) and "
+                f"no state that all of them pass before their end; learn from traces of one "
+                f"task instance, or mask what differs")
+        if len(starts) > 1:
+            logger.info("traces start in %d states; entry %s, leading states optional",
+                        len(starts), analysis.entry)
         terminals = graph.terminals
         if len(traces) >= 2 and all(len(v) == 1 for v in terminals.values()):
             raise TraceFormatError(
@@ -240,7 +270,14 @@ class ReferenceModel:
         if lonely and len(traces) >= 2:
             warnings.warn(f"trace(s) {lonely} end in a state no other trace ends in: kept as an "
                           f"alternative ending", ValidatorWarning, stacklevel=2)
-        return cls(graph, analyse(graph), config, comparer, detected)
+        problem = degenerate_reason(graph, analysis)
+        if problem is not None:
+            if config.refuse_degenerate:
+                raise TraceFormatError(f"refusing a degenerate reference (refuse_degenerate): "
+                                       f"{problem}")
+            warnings.warn(f"degenerate reference: {problem}; set refuse_degenerate to refuse",
+                          ValidatorWarning, stacklevel=2)
+        return cls(graph, analysis, config, comparer, detected)
 
     def _add_hints(self) -> None:
         eq = self.config.equivalence
@@ -289,6 +326,13 @@ class ReferenceModel:
         """Short description of a state with its evidence."""
         return self.states[state].describe(self.n_traces)
 
+    def caption(self, state: str) -> str:
+        """What tells ``state`` apart from its dominator, in a few words
+        (:func:`cua_rl.validator.render.state_caption`)."""
+        from cua_rl.validator.render import state_caption
+
+        return state_caption(self, state)
+
     def matches(self, frame: Frame, state: str) -> bool:
         """Whether ``frame`` shows ``state`` (same as one of its exemplars)."""
         return any(self.comparer.same(frame, ex) for ex in self.states[state].exemplars)
@@ -320,6 +364,9 @@ class ReferenceModel:
         div = match.first_divergence()
         text = explain(match, chain, self.describe, n_frames=len(frames), terminal=terminal,
                        unordered_missing=unordered_missing, require_unordered=require)
+        meta = trace.meta
+        final = meta.get("final_action")
+        claimed = meta.get("claimed_success")
         return ValidationReport(
             passed=passed,
             coverage=match.coverage,
@@ -334,6 +381,10 @@ class ReferenceModel:
             unordered_missing=unordered_missing,
             trace_name=trace.name,
             n_frames=len(frames),
+            expected_caption=None if div is None else self.caption(chain[div[0]]),
+            claimed_success=None if claimed is None else bool(claimed),
+            final_action=None if final is None else str(final),
+            final_unobserved=bool(meta.get("final_unobserved", False)),
         )
 
     def validate_many(self, traces: Sequence[Trace]) -> list[ValidationReport]:
@@ -353,6 +404,9 @@ class ReferenceModel:
         lines = [f"reference from {self.n_traces} traces: {len(self.essential)} essential, "
                  f"{len(self.optional)} optional, {len(self.unordered)} unordered mandatory; "
                  f"masks {list(self.config.equivalence.tier1.masks)}"]
+        if self.analysis.optional_start:
+            lines.append(f"  the traces start in {len(self.graph.starts)} different states "
+                         f"({', '.join(sorted(self.graph.starts))}); entry {self.analysis.entry}")
         for sid in self.states:
             kind = ("essential" if sid in self.essential
                     else "unordered" if sid in self.unordered else "optional")

@@ -3,7 +3,8 @@
 A reference folder may come from anywhere, so :func:`read_model_json` checks the whole document
 before anything is built from it: every key of the format and no other, the type of every value,
 non-empty states and exemplars, unique state ids of a safe alphabet, edges, paths and the start
-between known states, trace indices in range, exemplar files inside the folder, and a valid
+between known states (the start may be the virtual root ``__start__`` of traces that start in
+different states), trace indices in range, exemplar files inside the folder, and a valid
 config (its ``a11y_ignore`` patterns compiled and checked for catastrophic backtracking). A
 failure is a :class:`~cua_rl.errors.TraceFormatError` (a :class:`~cua_rl.errors.ConfigError`
 for the ``config`` key) naming the file and the key. The stored ``essential``, ``optional``,
@@ -18,6 +19,7 @@ from typing import Any
 
 from cua_rl._json import check_int, check_list, check_str, loads
 from cua_rl.errors import ConfigError, TraceFormatError
+from cua_rl.validator.dominators import START
 
 __all__ = ["read_model_json"]
 
@@ -118,7 +120,7 @@ def read_model_json(path: Path) -> tuple[dict[str, Any], Any]:
         for action, count in _dict(e.get("actions"), where, f"{key}.actions").items():
             check_int(count, where, f"{key}.actions[{action[:40]!r}]", low=0)
         _indices(e.get("traces"), where, f"{key}.traces", n)
-    start = _state(doc["start"], where, "start", ids)
+    start = doc["start"] if doc["start"] == START else _state(doc["start"], where, "start", ids)
     paths = check_list(doc["paths"], where, "paths")
     if len(paths) != n:
         raise TraceFormatError(f"{where}: key 'paths' has {len(paths)} paths but 'trace_names' "
@@ -126,7 +128,7 @@ def read_model_json(path: Path) -> tuple[dict[str, Any], Any]:
     for i, p in enumerate(paths):
         for k, sid in enumerate(_nonempty(p, where, f"paths[{i}]")):
             _state(sid, where, f"paths[{i}][{k}]", ids)
-        if p[0] != start:
+        if p[0] != start and start != START:
             raise TraceFormatError(f"{where}: key 'paths[{i}]' starts in {p[0]!r}, not in the "
                                    f"start state {start!r}")
     for i, m in enumerate(check_list(doc.get("detected_masks", []), where, "detected_masks")):

@@ -2,10 +2,13 @@
 
 * :func:`render_dominator_tree`: the dominator tree as one PNG, a thumbnail per state, depth
   from left to right; essential states (the chain to the end) framed green, mandatory states in
-  varying order orange, optional ones grey, each captioned with its id, evidence and what tells
+  varying order orange, optional ones grey (traces that start in different states hang from a
+  virtual START box), each captioned with its id, evidence and what tells
   it from its dominator (:func:`state_caption`: accessibility hint, a changed title, or the box
   of changed pixels; a title every state shares says nothing).
-* :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, the
+* :func:`render_report_html`: an HTML page for one validation: the verdict and its sentence, a
+  table of the report's fields (first divergence, the expected state's caption, whether it
+  looks like a layout or a content change, the terminal state, the agent's own claim), the
   test trace as a strip of thumbnails with the matched essential states marked, the essential
   chain with where each state was found, and the missing states shown from the reference. Every
   thumbnail links to the full-size screen. Images are inlined as base64 (one self-contained
@@ -24,7 +27,8 @@ import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
 from cua_rl._io import atomic_write_text
-from cua_rl.validator.dominators import SINK
+from cua_rl.validator.dominators import SINK, START
+from cua_rl.validator.matching import DIVERGENCE_KINDS
 from cua_rl.validator.model import ReferenceModel, ValidationReport
 from cua_rl.validator.traces import Trace
 from cua_rl.viz import save_png
@@ -119,17 +123,19 @@ def render_dominator_tree(
 
     for parent, kids in children.items():
         px, py = origin(parent)
+        right = px + (60 if parent == START else thumb_width)  # the START box is 60 wide
         for k in kids:
             kx, ky = origin(k)
             color = _GREEN if k in model.essential or k == SINK else _GREY
-            draw.line([(px + thumb_width, py + thumb_h // 2), (kx, ky + thumb_h // 2)],
+            draw.line([(right, py + thumb_h // 2), (kx, ky + thumb_h // 2)],
                       fill=color, width=2)
     for node in depth:
         x, y = origin(node)
-        if node == SINK:
+        if node in (SINK, START):  # virtual nodes: the end, the root of several start states
             draw.rectangle([x, y + thumb_h // 2 - 14, x + 60, y + thumb_h // 2 + 14],
                            outline=_GREEN, width=2)
-            draw.text((x + 14, y + thumb_h // 2 - 6), "END", fill=(20, 20, 20), font=font)
+            draw.text((x + 8, y + thumb_h // 2 - 6), "END" if node == SINK else "START",
+                      fill=(20, 20, 20), font=font)
             continue
         state = model.states[node]
         canvas.paste(_thumb(state.representative.screenshot, thumb_width), (x, y))
@@ -146,6 +152,41 @@ def render_dominator_tree(
     if path is not None:
         save_png(canvas, path)
     return canvas
+
+
+def _details(model: ReferenceModel, report: ValidationReport) -> str:
+    """The report's fields as a table: divergence (where, what was expected, layout or content
+    change), terminal state, unordered states never shown, the agent's own claim."""
+    esc = html.escape
+    rows: list[tuple[str, str]] = []
+    if report.expected is None:
+        rows.append(("First divergence", "none: every essential state appears in order"))
+    else:
+        where = ("at the start" if report.first_divergence in (None, -1)
+                 else f"after frame {report.first_divergence}")
+        caption = report.expected_caption or model.caption(report.expected)
+        rows.append(("First divergence", f"{where}; expected {report.expected}: {caption} "
+                                         f"({model.describe(report.expected)})"))
+        kind = report.divergence_kind
+        rows.append(("Looks like", f"{kind} change: {DIVERGENCE_KINDS[kind]}"
+                     if kind in DIVERGENCE_KINDS else "not classified"))
+    last = report.n_frames - 1
+    rows.append(("Terminal state", f"frame {last} shows {report.terminal_state}: "
+                 f"{model.caption(report.terminal_state)}" if report.terminal_state is not None
+                 else f"none: frame {last} shows no terminal state of the reference"))
+    if report.unordered_missing:
+        rows.append(("Never shown (mandatory, varying order)",
+                     ", ".join(report.unordered_missing)
+                     + ("" if model.config.require_unordered else " (not required)")))
+    claim = {True: "DONE (claims success)", False: "FAIL (claims failure)",
+             None: "unknown"}[report.claimed_success]
+    if report.final_action is not None:
+        claim += f"; final action {report.final_action[:120]!r}"
+        if report.final_unobserved:
+            claim += " (no screen after it)"
+    rows.append(("Agent's claim", claim))
+    cells = "".join(f"<tr><th>{esc(k)}</th><td>{esc(v)}</td></tr>" for k, v in rows)
+    return f"<table class='details'>{cells}</table>"
 
 
 def _data_uri(image: Image.Image) -> str:
@@ -212,6 +253,7 @@ def render_report_html(
           for key, label in (("task_id", "Task"), ("instruction", "Instruction"))
           if trace.meta.get(key) is not None),
         f"<p>{esc(report.explanation)}</p>",
+        _details(model, report),
         f"<p>Coverage {report.coverage:.0%} ({len(report.matched)} of "
         f"{len(report.matched) + len(report.missing)} essential states); terminal state "
         f"{'matched' if report.terminal_matched else 'not matched'}; reference learned from "

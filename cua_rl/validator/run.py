@@ -136,7 +136,8 @@ def validate_traces(
             as different).
         reference_out: Save the model and its ``dominator_tree.png`` here.
         html_out: Write one HTML report per test trace and an ``index.html`` here.
-        json_out: Write the essential states and the reports as JSON here.
+        json_out: Write the essential chain, every state (kind, caption, ``seen_in`` [k, N]
+            training traces), the learning warnings and the reports as JSON here.
 
     Returns:
         The model, the reports, the learning warnings and the paths written.
@@ -158,9 +159,23 @@ def validate_traces(
         html_dir = Path(html_out)
         _write_html(model, test, reports, html_dir)
     if json_out is not None:
+        states = {
+            sid: {
+                "kind": "essential" if sid in model.essential
+                else "unordered" if sid in model.unordered else "optional",
+                "caption": model.caption(sid),
+                "seen_in": list(model.evidence(sid)),
+            }
+            for sid in model.states
+        }
         json_path = atomic_write_json(
             json_out,
-            {"essential": list(model.essential), "reports": [r.to_dict() for r in reports]},
+            {
+                "essential": list(model.essential),
+                "states": states,
+                "warnings": [str(w.message) for w in caught],
+                "reports": [r.to_dict() for r in reports],
+            },
         )
     return ValidationRun(
         model, reports, tuple(str(w.message) for w in caught), reference_dir, html_dir, json_path

@@ -11,12 +11,25 @@ Folder formats read by :func:`read_trace`:
   :func:`write_trace`: ``steps.jsonl`` whose first line is the episode header (``"kind":
   "episode"``, ``"initial"``: the first PNG) and then one ``"kind": "step"`` line per action
   (``index``, ``action_text``, ``screenshot``, ``title``, ``a11y``); the format is documented in
-  :mod:`cua_rl.episode_folder`.
+  :mod:`cua_rl.episode_folder`. The last step line may have ``"screenshot": null`` (or no
+  ``screenshot`` key) when its ``action_text`` is ``DONE`` or ``FAIL``.
 * **OSWorld-style result folders**: ``traj.jsonl`` (one line per action: ``step_num``,
   ``action``, ``screenshot_file``, ``done``, ``info``) and ``step_<N>_<timestamp>.png``; an
   optional ``step_0*.png`` is the initial screen (the reference runner saves none, so the first
   frame is then the screen after the first action); ``result.txt`` becomes
-  ``meta["ground_truth"]``.
+  ``meta["ground_truth"]``. The last line may have ``"screenshot_file": null`` (or no such key)
+  when it ends the episode (``"done": true``, or the action ``DONE`` / ``FAIL``, also as
+  ``{"action_type": "DONE"}``), as runners do that stop without observing the screen after DONE.
+* **Plain folders of PNGs** (no index file): the screens in the order of the first number in each
+  file name (``000.png``, ``step_3.png``, ``frame-12.png``; a name without a number, or two
+  files with one number, is an error); no actions, titles or accessibility text, and
+  ``claimed_success`` unknown. Other files in the folder are not read.
+
+**A final DONE/FAIL without a screenshot** is not a frame: no screen is invented. The trace
+ends at the last observed screen, the action text goes to ``meta["final_action"]``,
+``meta["claimed_success"]`` says whether it was DONE (unless the header says otherwise), and
+``meta["final_unobserved"]`` is True. A line without a screenshot anywhere else, or one that is
+not a DONE/FAIL, is a :class:`~cua_rl.errors.TraceFormatError` naming the file, line and key.
 
 Anything malformed (no frames, a missing or unreadable PNG, a gap in the step numbers, a bad JSON
 line) raises :class:`~cua_rl.errors.TraceFormatError` naming the file. Folders may be hostile:
@@ -64,6 +77,7 @@ __all__ = [
 _STEPS = STEPS_FILE
 _OSWORLD = "traj.jsonl"
 _OSWORLD_PNG = re.compile(r"^step_(\d+)(?:_.*)?\.png$")
+_FIRST_NUMBER = re.compile(r"\d+")
 
 
 @dataclass(frozen=True, eq=False)
@@ -107,6 +121,7 @@ class Trace:
         name: A human-readable name (folder name, task id + seed).
         meta: Read-only episode facts: ``task_id``, ``end_reason``, ``final_action``,
             ``claimed_success`` (the agent's own verdict: it ended with Done), ``ground_truth``,
+            ``final_unobserved`` (True when the final DONE/FAIL has no screen after it),
             ``source`` (the folder it was read from).
     """
 
@@ -279,6 +294,32 @@ def _json_lines(path: Path) -> list[tuple[int, dict[str, Any]]]:
     return rows
 
 
+def _terminal_claim(action: Any) -> bool | None:
+    """True for a DONE action, False for FAIL, None for anything else.
+
+    ``action`` is an action text (``"DONE"``; case and surrounding spaces ignored) or an
+    OSWorld ``computer_13`` dict (``{"action_type": "DONE"}``).
+    """
+    if isinstance(action, Mapping):
+        action = action.get("action_type")
+    if not isinstance(action, str):
+        return None
+    word = action.strip().upper()
+    return True if word == "DONE" else False if word == "FAIL" else None
+
+
+def _unobserved_final(where: str, key: str, is_last: bool, final: bool) -> None:
+    """Raise unless a line without a screenshot is the last one and ends the episode."""
+    if not is_last:
+        raise TraceFormatError(
+            f"{where}: key {key!r} is missing or null; only the last line, a DONE/FAIL that "
+            f"ends the episode, may have no screenshot")
+    if not final:
+        raise TraceFormatError(
+            f"{where}: key {key!r} is missing or null, but the line is not a final DONE/FAIL "
+            f"action; only a DONE/FAIL that ends the episode may have no screenshot")
+
+
 def _screen_text(row: Mapping[str, Any], where: str) -> tuple[str | None, str | None]:
     return check_str(row.get("a11y"), where, "a11y"), check_str(row.get("title"), where, "title")
 
@@ -303,6 +344,7 @@ def _read_episode(folder: Path) -> Trace:
     claimed = check_bool(header.get("claimed_success"), where, "claimed_success")
     length = check_int(header.get("length"), where, "length", optional=True, low=0)
     actions: list[str] = []
+    unobserved: str | None = None
     for expected, (number, row) in enumerate(steps):
         at = f"{str(path)!r} line {number}"
         if row.get("kind") != "step":
@@ -313,11 +355,16 @@ def _read_episode(folder: Path) -> Trace:
             raise TraceFormatError(
                 f"{str(path)!r}: step {expected} is missing (line {number} has index {index})"
             )
-        shot = check_str(row.get("screenshot"), at, "screenshot", optional=False)
-        assert shot is not None  # checked above
+        action_text = check_str(row.get("action_text", ""), at, "action_text") or ""
+        shot = check_str(row.get("screenshot"), at, "screenshot")
+        if shot is None:
+            _unobserved_final(at, "screenshot", expected == len(steps) - 1,
+                              _terminal_claim(action_text) is not None)
+            unobserved = action_text
+            break
         frames.append(Frame(_load_png(inside(folder, shot, at, "screenshot")),
                             *_screen_text(row, at)))
-        actions.append(check_str(row.get("action_text", ""), at, "action_text") or "")
+        actions.append(action_text)
     if length is not None and length != len(steps):
         raise TraceFormatError(
             f"{str(path)!r}: the header says {length} steps but {len(steps)} step lines follow"
@@ -325,6 +372,13 @@ def _read_episode(folder: Path) -> Trace:
     end_reason = meta["end_reason"]
     meta["claimed_success"] = (claimed if "claimed_success" in header else
                                end_reason == "done" if end_reason is not None else None)
+    if check_bool(header.get("final_unobserved"), where, "final_unobserved"):
+        meta["final_unobserved"] = True  # written by write_trace from such a trace
+    if unobserved is not None:
+        meta["final_action"] = meta["final_action"] or unobserved
+        meta["final_unobserved"] = True
+        if meta["claimed_success"] is None:
+            meta["claimed_success"] = _terminal_claim(unobserved)
     for key in ("final_action", "instruction"):
         if meta[key] is None:
             del meta[key]
@@ -344,7 +398,8 @@ def _read_osworld(folder: Path) -> Trace:
         frames.append(Frame(_load_png(initial[0])))
     previous = 0
     final_action = None
-    for number, row in rows:
+    unobserved = False
+    for line, (number, row) in enumerate(rows):
         at = f"{str(path)!r} line {number}"
         step = check_int(row.get("step_num"), at, "step_num")
         if step is None or step < previous or step > previous + 1:
@@ -353,13 +408,22 @@ def _read_osworld(folder: Path) -> Trace:
                 f"missing or out of order"
             )
         previous = step
-        shot = check_str(row.get("screenshot_file"), at, "screenshot_file", optional=False)
-        assert shot is not None  # checked above
         action = row.get("action")
         action_text = action if isinstance(action, str) else json.dumps(action, default=str)
+        shot = check_str(row.get("screenshot_file"), at, "screenshot_file")
+        if shot is None:
+            done = check_bool(row.get("done"), at, "done")
+            _unobserved_final(at, "screenshot_file", line == len(rows) - 1,
+                              bool(done) or _terminal_claim(action) is not None)
+            final_action, unobserved = action_text, True
+            break
         frames.append(Frame(_load_png(inside(folder, shot, at, "screenshot_file"))))
         actions.append(action_text)
         final_action = action_text
+    if not frames:
+        raise TraceFormatError(
+            f"{str(folder)!r} holds no screen: {_OSWORLD} names no screenshot_file before its "
+            f"final action and there is no step_0*.png; a trace needs at least one screen")
     if not initial:
         actions = actions[1:]
     claimed = None
@@ -368,6 +432,8 @@ def _read_osworld(folder: Path) -> Trace:
         claimed = True if "DONE" in upper else (False if "FAIL" in upper else None)
     meta: dict[str, Any] = {"source": str(folder), "final_action": final_action,
                             "claimed_success": claimed, "task_id": folder.name}
+    if unobserved:
+        meta["final_unobserved"] = True
     result = folder / "result.txt"
     if result.is_file():
         try:
@@ -380,11 +446,36 @@ def _read_osworld(folder: Path) -> Trace:
     return Trace(tuple(frames), tuple(actions), folder.name, meta)
 
 
+def _pngs(folder: Path) -> list[Path]:
+    return [p for p in folder.iterdir() if p.suffix.lower() == ".png" and p.is_file()
+            and not p.name.startswith(".")]
+
+
+def _read_pngs(folder: Path) -> Trace:
+    """A plain folder of screenshots: ordered by the first number in each name."""
+    numbered: dict[int, Path] = {}
+    for png in _pngs(folder):
+        number = _FIRST_NUMBER.search(png.stem)
+        if number is None:
+            raise TraceFormatError(
+                f"{str(png)!r}: in a plain PNG trace folder every PNG name needs a number "
+                f"giving its place (000.png, step_3.png, frame-12.png)")
+        k = int(number.group())
+        if k in numbered:
+            raise TraceFormatError(f"{str(folder)!r}: {numbered[k].name!r} and {png.name!r} "
+                                   f"both have number {k}; the order of the screens is unclear")
+        numbered[k] = png
+    frames = tuple(Frame(_load_png(numbered[k])) for k in sorted(numbered))
+    return Trace(frames, (), folder.name, {"source": str(folder), "task_id": folder.name})
+
+
 def read_trace(folder: str | os.PathLike[str]) -> Trace:
-    """Read one trace folder (cua_rl episode folder or OSWorld-style result folder).
+    """Read one trace folder: a cua_rl episode folder, an OSWorld-style result folder, or a plain
+    folder of PNGs (screens only, ordered by the first number in each file name: ``000.png``,
+    ``step_3.png``; no actions, no titles, ``claimed_success`` unknown).
 
     Raises:
-        TraceFormatError: the folder is neither format, or a file in it is missing or malformed
+        TraceFormatError: the folder is none of these, or a file in it is missing or malformed
             (the message names the file).
     """
     path = Path(folder)
@@ -392,20 +483,24 @@ def read_trace(folder: str | os.PathLike[str]) -> Trace:
         return _read_episode(path)
     if (path / _OSWORLD).is_file():
         return _read_osworld(path)
+    if path.is_dir() and _pngs(path):
+        return _read_pngs(path)
     raise TraceFormatError(
-        f"{str(path)!r} is not a trace folder: expected {_STEPS} (cua_rl) or {_OSWORLD} (OSWorld)"
+        f"{str(path)!r} is not a trace folder: expected {_STEPS} (cua_rl), {_OSWORLD} (OSWorld) "
+        f"or numbered PNG files"
     )
 
 
 def list_trace_folders(folder: str | os.PathLike[str]) -> list[Path]:
-    """The trace folders directly under ``folder`` (sorted by name; hidden ones skipped)."""
+    """The trace folders directly under ``folder``: those with ``steps.jsonl``, ``traj.jsonl``
+    or PNG files (sorted by name; hidden ones skipped)."""
     root = Path(folder)
     if not root.is_dir():
         raise TraceFormatError(f"{str(root)!r} is not a folder of traces")
     return [
         p for p in sorted(root.iterdir())
         if p.is_dir() and not p.name.startswith(".")
-        and ((p / _STEPS).is_file() or (p / _OSWORLD).is_file())
+        and ((p / _STEPS).is_file() or (p / _OSWORLD).is_file() or bool(_pngs(p)))
     ]
 
 

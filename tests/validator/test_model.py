@@ -211,8 +211,8 @@ def test_learn_rejects_bad_input(train_clean: list[Trace]) -> None:
     with pytest.raises(TraceFormatError, match="at least one trace"):
         ReferenceModel.learn([])
     src = train_clean[1]
-    elsewhere = Trace((Frame(noise_frame(src.frames[0].screenshot.shape)), *src.frames[1:]),
-                      src.actions, "elsewhere")
+    elsewhere = Trace(tuple(Frame(noise_frame(f.screenshot.shape, seed=k))
+                            for k, f in enumerate(src.frames)), src.actions, "elsewhere")
     with pytest.raises(TraceFormatError, match="share no start state.*elsewhere"):
         ReferenceModel.learn([train_clean[0], elsewhere], PIXELS_ONLY)
     half = train_clean[0].subsequence(range(4), name="half")
