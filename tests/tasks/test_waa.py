@@ -227,3 +227,29 @@ def test_plan_refuses_a_download_without_a_local_copy_and_uploads_one_with(tmp_p
         ("upload_file", {"local_path": str(mirror / "draft.txt"),
                          "path": "C:\\Users\\Docker\\Documents\\draft.txt"})]
     assert [s.type for s in plan.postconfig] == ["close_all"]
+
+
+def test_every_metric_of_the_example_files_runs_or_is_refused_by_name(examples: Path) -> None:
+    from cua_rl.osworld_eval import EvaluatorUnavailable, MetricRunner, MetricUnavailable
+
+    funcs = sorted({f for t in WAATasks.from_folder(examples).specs for f in t.evaluator.func
+                    if f != "infeasible"})
+    refused = {}
+    with MetricRunner() as runner:
+        try:
+            runner.check("exact_match")
+        except EvaluatorUnavailable as exc:
+            pytest.skip(str(exc))
+        for func in funcs:
+            try:
+                runner.check(func)
+            except MetricUnavailable as exc:
+                assert repr(func) in str(exc)
+                refused[func] = str(exc)
+        assert runner.call("exact_match", [True, {"expected": True}], {}) == 1.0
+        assert runner.call("exact_match", ["False", {"expected": "True"}], {}) == 0.0
+    assert {"exact_match", "compare_table", "compare_docx_files"} <= set(funcs) - set(refused)
+    # WAA's own VLC metric is not in desktop-env (refused by name, never scored 0)
+    if "check_qt_video_resize" in funcs:
+        assert "desktop-env has no metric 'check_qt_video_resize'" in refused[
+            "check_qt_video_resize"]
