@@ -10,9 +10,12 @@ WAA keeps OSWorld's task schema (osworld.md section 8) with these differences, a
   name and the field is kept as :attr:`WAATask.declared_id`.
 * **Step types** beyond OSWorld's: ``create_folder`` and ``recycle_file`` (``path``),
   ``close_all`` (no parameters), ``edge_open_tabs`` (``urls_to_open``) and
-  ``update_browse_history_edge`` (``history``, as OSWorld's ``update_browse_history``). Every
-  step is checked against its parameter table; an unknown type or parameter is a
-  :class:`~cua_rl.errors.TaskSpecError` naming the file, the step and the field.
+  ``update_browse_history_edge`` (``history``, as OSWorld's ``update_browse_history``). A step of
+  a known type is checked against its parameter table (a missing, unknown or wrong-typed
+  parameter is a :class:`~cua_rl.errors.TaskSpecError` naming the file, the step and the field).
+  A step of another type (WAA's ``SetupController`` has a few undocumented ones) is kept with its
+  parameters unchecked and refused as unknown by :mod:`cua_rl.tasks.waa_support`, before any
+  episode.
 * Paths are Windows paths (``C:\\Users\\Docker\\...``), kept as written.
 * Converted tasks have ``os="windows"`` and ``domain`` = the app folder (``msedge``,
   ``file_explorer``, ...): the calibration strata and per-OS evaluation reports read these.
@@ -95,9 +98,17 @@ def parse_waa_step(value: Any, where: str) -> SetupStep:
         raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed ['parameters', "
                             "'type'] and notes named '_...'")
     kind = value.get("type")
-    if not isinstance(kind, str) or kind not in WAA_STEP_PARAMETERS:
-        raise TaskSpecError(f"{where}.type: unknown step type {kind!r}; allowed "
-                            f"{list(WAA_STEP_TYPES)}")  # fmt: skip
+    if not isinstance(kind, str) or not kind:
+        raise TaskSpecError(f"{where}.type must be a non-empty string (a set-up step type such "
+                            f"as 'launch'), got {kind!r}")  # fmt: skip
+    if kind not in WAA_STEP_PARAMETERS:
+        # kept, with its parameters unchecked: WAA's SetupController has more `_<type>_setup`
+        # methods than the documented ones; the support table refuses it before any episode
+        params = value.get("parameters", {})
+        if not isinstance(params, dict):
+            raise TaskSpecError(f"{where} ({kind}).parameters must be an object, got "
+                                f"{_kind(params)}")  # fmt: skip
+        return SetupStep(kind, params)
     required, optional = WAA_STEP_PARAMETERS[kind]
     checked = _record(required, optional)(value.get("parameters", {}),
                                           f"{where} ({kind}).parameters")  # fmt: skip

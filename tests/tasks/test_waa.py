@@ -21,7 +21,14 @@ from cua_rl.tasks.waa import (
     split,
     task_from,
 )
-from cua_rl.tasks.waa_support import GETTERS, STEPS, plan_waa, support_of_getter, unsupported
+from cua_rl.tasks.waa_support import (
+    GETTERS,
+    STEPS,
+    plan_waa,
+    support_of_getter,
+    support_of_step,
+    unsupported,
+)
 
 WAA_EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "waa_examples"
 
@@ -103,8 +110,10 @@ def test_a_declared_id_that_differs_from_the_file_name_is_kept_not_refused(tmp_p
          r"'notepad/x\.json'\.config\[0\] \(create_folder\)\.parameters: missing key 'path'"),
         ({"config": [{"type": "recycle_file", "parameters": {"path": "a", "force": True}}]},
          r"config\[0\] \(recycle_file\)\.parameters: unknown key 'force'"),
-        ({"config": [{"type": "open_edge", "parameters": {}}]},
-         r"config\[0\]\.type: unknown step type 'open_edge'; allowed \[.*'close_all'"),
+        ({"config": [{"type": "", "parameters": {}}]},
+         r"config\[0\]\.type must be a non-empty string \(a set-up step type"),
+        ({"config": [{"type": "tidy_desktop", "parameters": [1]}]},
+         r"config\[0\] \(tidy_desktop\)\.parameters must be an object, got list"),
         ({"config": [{"type": "sleep", "parameters": {"seconds": -1}}]},
          r"config\[0\] \(sleep\)\.parameters\.seconds must be a finite number >= 0, got -1"),
         ({"config": {"type": "sleep"}}, r"'notepad/x\.json'\.config must be a list of steps"),
@@ -188,10 +197,11 @@ def test_every_type_in_the_example_files_is_run_or_refused_with_its_reason(
     runs, refused = set(), {}
     for task in tasks.specs:
         steps = [*task.config, *task.evaluator.postconfig]
-        for kind in [s.type for s in steps] + [str(g["type"]) for _, _, g in
-                                               task.evaluator.getters()]:
-            support = STEPS.get(kind) or GETTERS.get(kind)
-            assert support is not None, f"{task.path}: type {kind!r} is in no support table"
+        kinds = [(s.type, support_of_step(s.type)) for s in steps] + [
+            (str(g["type"]), support_of_getter(str(g["type"])))
+            for _, _, g in task.evaluator.getters()]
+        for kind, support in kinds:  # a type in no table is refused as unknown, by name
+            assert support.runs or repr(kind) in support.how or kind in {**STEPS, **GETTERS}
             (runs.add(kind) if support.runs else refused.setdefault(kind, support.how))
         reasons = {r.type: r.reason for r in unsupported(task)}
         assert set(reasons) == {k for k in [s.type for s in steps] + [
@@ -202,6 +212,18 @@ def test_every_type_in_the_example_files_is_run_or_refused_with_its_reason(
             "check_if_timer_started", "vm_folder_exists_in_documents"} <= runs
     assert "CDP" in refused.get("chrome_open_tabs", "CDP")
     assert set(refused) & {"vlc_config", "system_timezone"} <= set(refused)
+
+
+def test_an_unknown_step_type_loads_and_is_refused_before_the_episode(tmp_path: Path) -> None:
+    data = task_json(config=[{"type": "set_default_browser", "parameters": {"browser": "edge"}}])
+    task = load_waa_task(write(tmp_path, "settings", "x", data))
+    assert (task.config[0].type, dict(task.config[0].parameters)) == (
+        "set_default_browser", {"browser": "edge"})
+    assert [str(r) for r in unsupported(task)] == [
+        "config[0] (set_default_browser): unknown step type 'set_default_browser'"]
+    with pytest.raises(TaskSpecError, match=r"task 'x' \(settings\) cannot run here: config\[0\] "
+                                            r"\(set_default_browser\): unknown step type"):
+        plan_waa(task)
 
 
 def test_plan_refuses_a_download_without_a_local_copy_and_uploads_one_with(tmp_path: Path) -> None:
