@@ -106,3 +106,24 @@ def test_task_list_needs_examples_root(tmp_path: Path) -> None:
     tasks = make_tasks(env_config(tmp_path, tasks="test_all.json", eval_tasks="test_all.json",
                                   examples_root="examples"))  # fmt: skip
     assert [t.id for t in tasks] == ["ok-WOS"]
+
+
+def test_waa_accessibility_xml_is_linearised_with_its_namespaces() -> None:
+    from cua_rl.envs.backends.waa import linearize_waa_a11y
+
+    ns = ('xmlns:st="uri:deskat:state.at-spi.gnome.org" '
+          'xmlns:cp="uri:deskat:component.at-spi.gnome.org" '
+          'xmlns:val="uri:deskat:value.at-spi.gnome.org" '
+          'xmlns:win="uri:deskat:uia.windows.microsoft.org"')
+    xml = (f'<desktop {ns}><window name="Untitled - Notepad" st:active="true" st:visible="true" '
+           'cp:screencoord="(0, 0)" cp:size="(1440, 860)" win:class="x">'
+           '<edit name="Text editor" st:editable="true" st:focused="false" val:value="hello" '
+           'cp:screencoord="(8, 60)" cp:size="(1424, 780)"/></window></desktop>')
+    assert linearize_waa_a11y(xml).splitlines() == [
+        'window "Untitled - Notepad" [active,visible] @(0,0,1440,860)',
+        '  edit "Text editor" value="hello" [editable] @(8,60,1424,780)',
+    ]
+    from cua_rl.errors import BackendError
+
+    with pytest.raises(BackendError, match="the accessibility tree is not XML"):
+        linearize_waa_a11y("<desktop")

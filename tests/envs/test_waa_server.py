@@ -201,7 +201,7 @@ def test_a_file_task_is_scored_by_the_metric_over_waa_getters(served, tmp_path: 
         pytest.skip(str(exc))
     setup, checker = waa_hooks(runner=runner, cache_root=tmp_path / "cache")
     client = client_of(server)
-    backend = WAABackend(client, (640, 400), setup=setup, checker=checker, a11y=False,
+    backend = WAABackend(client, (640, 400), setup=setup, checker=checker, a11y=True,
                          ready_timeout_s=5)  # fmt: skip
     data = task_json(id="draft-WOS")
     data["config"][1]["parameters"]["command"] = ["mousepad"]  # notepad's stand-in here
@@ -211,7 +211,14 @@ def test_a_file_task_is_scored_by_the_metric_over_waa_getters(served, tmp_path: 
     spec = to_task(load_waa_task(task))
     try:
         client.execute(["rm", "-f", str(Path(client.documents_path()) / "draft.txt")])
-        backend.reset(spec)
+        obs = backend.reset(spec)
+        end = time.monotonic() + 20
+        while "Mousepad" not in (obs.a11y or "") and time.monotonic() < end:
+            time.sleep(0.2)  # the config's launch step does not wait for the window
+            obs = backend.observe()
+        assert obs.screenshot.shape == (400, 640, 3)
+        assert any(line.strip().startswith("frame ") and "Mousepad" in line
+                   for line in (obs.a11y or "").splitlines()), obs.a11y
         assert backend.ground_truth(spec) == 0.0
         backend.step(Type("x"))
         client.upload_file(DOCS + "\\draft.txt", b"draft")  # what a solving agent saves

@@ -43,7 +43,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.core import Observation, Task
-from cua_rl.envs.backends.vm_server import VMServerBackend, VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm_server import (
+    VMServerBackend,
+    VMServerClient,
+    VMServerHTTPError,
+    linearize_a11y,
+)
 from cua_rl.errors import BackendError, ConfigError, TaskSpecError
 
 if TYPE_CHECKING:
@@ -53,13 +58,39 @@ if TYPE_CHECKING:
     from cua_rl.tasks.waa import WAATasks
 
 __all__ = ["A11Y_BACKENDS", "WAA", "WAABackend", "WAAClient", "WAASettings", "WAASpec",
-           "waa_settings"]
+           "linearize_waa_a11y", "waa_settings"]
 
 #: The accessibility backends WAA's server takes.
 A11Y_BACKENDS = ("uia", "win32")
 #: Keys a ``waa`` config takes beyond the ``osworld`` backend's.
 WAA_KEYS = ("a11y_backend", "a11y_timeout_s")
 W = "env.backend_kwargs"
+#: WAA's server writes OSWorld's older namespace URIs (``uri:deskat:<kind>.at-spi.gnome.org``,
+#: states as ``"true"``/``"false"``) for both its AT-SPI and its pywinauto (UIA/win32) trees.
+_DESKAT = {f"uri:deskat:{kind}.at-spi.gnome.org":
+           f"https://accessibility.ubuntu.example.org/ns/{name}"
+           for kind, name in (("state", "state"), ("component", "component"), ("value", "value"),
+                              ("attributes", "attributes"), ("action", "action"),
+                              ("text", "text"), ("document", "document"))}
+
+
+def linearize_waa_a11y(xml: str, *, max_lines: int = 2000) -> str:
+    """WAA's accessibility XML as one line per element, like
+    :func:`~cua_rl.envs.backends.vm_server.linearize_a11y` (whose namespaces WAA spells
+    ``uri:deskat:...``): ``role "name" value="v" [states] @(x,y,w,h)``.
+
+    Raises:
+        BackendError: ``xml`` does not parse.
+
+    >>> linearize_waa_a11y('<desktop xmlns:st="uri:deskat:state.at-spi.gnome.org" '
+    ...     'xmlns:cp="uri:deskat:component.at-spi.gnome.org"><button name="OK" '
+    ...     'st:enabled="true" st:focused="false" cp:screencoord="(10, 20)" cp:size="(80, 24)"/>'
+    ...     '</desktop>')
+    'button "OK" [enabled] @(10,20,80,24)'
+    """
+    for old, new in _DESKAT.items():
+        xml = xml.replace(old, new)
+    return linearize_a11y(xml, max_lines=max_lines)
 
 
 class WAAClient(VMServerClient):
@@ -227,6 +258,20 @@ class WAABackend(VMServerBackend):
         if self.setup is not None:
             self.setup(self.client, task)
         return self.observe()
+
+    def observe(self) -> Observation:
+        """A fresh screenshot and, with ``a11y``, the tree linearised by
+        :func:`linearize_waa_a11y` (BackendError if the screen size moved)."""
+        a11y, self.a11y = self.a11y, False
+        try:
+            obs = super().observe()
+        finally:
+            self.a11y = a11y
+        if not a11y:
+            return obs
+        xml = self.client.accessibility()
+        text = None if xml is None else linearize_waa_a11y(xml)
+        return dataclasses.replace(obs, a11y=text)
 
     def close(self) -> None:
         """Close the hooks (the checker's metric process, caches)."""
