@@ -4,6 +4,7 @@ loading by app and the refusal of tasks that cannot run (no desktop needed)."""
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Any
 
@@ -14,7 +15,7 @@ from cua_rl.envs.backends.osworld import env_count
 from cua_rl.envs.backends.waa import WAA, WAAClient, WAASpec, waa_settings
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_tasks
-from cua_rl.errors import ConfigError
+from cua_rl.errors import BackendError, ConfigError
 from cua_rl.training.config import load_config
 from tests.tasks.test_waa import task_json, write
 
@@ -127,3 +128,21 @@ def test_waa_accessibility_xml_is_linearised_with_its_namespaces() -> None:
 
     with pytest.raises(BackendError, match="the accessibility tree is not XML"):
         linearize_waa_a11y("<desktop")
+
+
+def test_settings_copy_and_a_server_that_never_answers_probe() -> None:
+    import copy
+    import pickle
+    import socket
+
+    s = waa_settings(env_config(a11y_backend="win32"))
+    assert copy.deepcopy(s) == s and pickle.loads(pickle.dumps(s)).a11y_backend == "win32"
+    with socket.socket() as sock:  # a port nobody listens on
+        sock.bind(("127.0.0.1", 0))
+        port = sock.getsockname()[1]
+    client = WAAClient(f"http://127.0.0.1:{port}", max_retries=0, timeout_s=0.5)
+    start = time.monotonic()
+    with pytest.raises(BackendError, match=rf"WAA server http://127\.0\.0\.1:{port} did not "
+                                           r"answer /probe within 0\.3 s: .*cannot connect"):
+        client.wait_ready(0.3, 0.05)
+    assert 0.3 <= time.monotonic() - start < 2.0

@@ -297,6 +297,8 @@ class WAASettings:
     a11y_timeout_s: float = 300.0
 
     def __getattr__(self, name: str) -> Any:
+        if name.startswith("__") or name == "base":  # copy/pickle probe before ``base`` is set
+            raise AttributeError(name)
         return getattr(self.base, name)
 
 
