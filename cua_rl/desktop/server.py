@@ -326,15 +326,9 @@ class DesktopServer:
         """Route one authorised request: (status, body (bytes, str or JSON value), type)."""
         route = (method, endpoint)
         session = self.session
-        if self.waa is not None:
-            try:
-                body = json.loads(raw.decode("utf-8")) if raw else {}
-            except ValueError:
-                body = None
-            answer = self.waa.handle(method, endpoint, query,
-                                     body if isinstance(body, dict) else None)
-            if answer is not None:
-                return answer
+        answer = None if self.waa is None else self.waa.handle(method, endpoint, query, raw)
+        if answer is not None:
+            return answer
         if route == ("GET", "/screenshot"):
             data, ctype = self.screenshot(headers.get("Accept", ""))
             return 200, data, ctype

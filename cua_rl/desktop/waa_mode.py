@@ -31,6 +31,7 @@ the server.
 
 from __future__ import annotations
 
+import json
 import re
 import shutil
 import subprocess
@@ -99,13 +100,18 @@ class WAAMode:
         self.n_close_all = 0
 
     def handle(self, method: str, endpoint: str, query: str,
-               body: dict[str, Any] | None) -> tuple[int, Any, str] | None:  # fmt: skip
+               raw: bytes) -> tuple[int, Any, str] | None:  # fmt: skip
         """(status, body, type) of a WAA route, or None for the OSWorld routes.
 
-        ``body`` is the parsed JSON object of a POST (``{}`` when empty), None when it is not
-        JSON (only the routes below that need one answer 400 then).
+        ``raw`` is the request body; the routes below that need a JSON object answer 400 when
+        it is not one.
         """
         session = self.server.session
+        try:
+            body = json.loads(raw.decode("utf-8")) if raw else {}
+        except ValueError:
+            body = None
+        body = body if isinstance(body, dict) else None
         if (method, endpoint) == ("GET", "/probe"):
             return 200, {"status": "Probe successful", "message": "Service is operational"}, ""
         if (method, endpoint) == ("GET", "/cua/waa"):

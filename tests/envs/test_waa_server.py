@@ -79,6 +79,11 @@ def test_probe_a11y_backend_parameter_and_refused_endpoints(served) -> None:
         client.revert_to_snapshot()
     with pytest.raises(VMServerHTTPError, match=r"/execute_windows answered HTTP 501: .*exec"):
         client.request("POST", "/execute_windows", json_body={"command": "print(1)"})
+    with pytest.raises(VMServerHTTPError, match=r"/folder_exists answered HTTP 400: .*not a JSON "
+                                                r"object"):
+        client.request("POST", "/folder_exists", form={"folder_name": "x"})
+    with pytest.raises(VMServerHTTPError, match=r"HTTP 400: .*folder_name must be a non-empty"):
+        client.check("/folder_exists", {"path": "C:\\Users\\Docker"})
     with pytest.raises(VMServerHTTPError, match=r"HTTP 501: .*Windows Clock app"):
         client.check("/check_if_timer_started", {"hours": 0, "minutes": 30, "seconds": 0})
 
