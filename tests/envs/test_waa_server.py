@@ -255,3 +255,32 @@ def test_a_server_killed_mid_episode_ends_it_unscorable(served, tmp_path: Path) 
             env.reset(seed=0)
     finally:
         env.close()
+
+
+def test_the_shipped_waa_config_trains_against_a_waa_server(
+    served, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """configs/waa.yaml with its URLs, tasks and sizes pointed at this server: it starts and
+    trains (2 episodes of an infeasible task, scored by WAA's rule, none unscorable)."""
+    import yaml
+
+    from cua_rl.cli import main
+
+    server, _ = served
+    write(tmp_path / "examples", "notepad", "inf-WOS", INFEASIBLE)
+    data = yaml.safe_load((Path(__file__).resolve().parents[2] / "configs" / "waa.yaml")
+                          .read_text())  # fmt: skip
+    kw = data["env"]["backend_kwargs"]
+    for key in ("examples_root", "mirror"):
+        del kw[key]
+    kw.update(urls=[server.url], token=TOKEN, tasks=str(tmp_path / "examples"),  # type: ignore
+              eval_tasks=str(tmp_path / "examples"), a11y=False, cache_dir=str(tmp_path / "c"))
+    data["env"].update(screen=[640, 400], families=[], max_steps=2)
+    data["ppo"].update(n_envs=1, n_steps=4, batch_size=4, total_timesteps=4, vec_env="dummy")
+    data["reward"] = {"primary": "ground_truth"}
+    data["logging"] = {"dir": str(tmp_path / "runs"), "wandb": "disabled"}
+    data["eval"] = {"every": 0, "at_start": False, "at_end": False}
+    (tmp_path / "waa.yaml").write_text(yaml.safe_dump(data))
+    assert main(["train", str(tmp_path / "waa.yaml"), "--no-progress"]) == 0
+    out = capsys.readouterr().out
+    assert "steps: 4, updates: 1" in out and "episodes: 2, unscorable (excluded): 0" in out
