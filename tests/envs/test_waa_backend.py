@@ -43,6 +43,7 @@ def env_config(tmp_path: Path | None = None, **kwargs: Any) -> EnvConfig:
                           r"backend"),
         ({"client_password": "x"}, r"client_password: WAA tasks use no password"),
         ({"ready_timeout_s": -1}, r"env\.backend_kwargs\.ready_timeout_s: must be a number"),
+        ({"tasks": None}, r"env\.task_files: the waa backend needs a task folder or task list"),
     ],
 )
 def test_config_errors_name_the_key(kwargs: dict[str, Any], match: str) -> None:

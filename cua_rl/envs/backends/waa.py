@@ -331,7 +331,11 @@ def waa_settings(config: EnvConfig) -> WAASettings:
         raise ConfigError(f"{W}.urls: the waa backend needs a non-empty list of WAA server URLs "
                           f"(one env per VM, e.g. http://20.20.20.21:5000), got "
                           f"{kw.get('urls')!r}")  # fmt: skip
-    base = osworld.settings(dataclasses.replace(config, backend="osworld", backend_kwargs=kw))
+    try:
+        base = osworld.settings(dataclasses.replace(config, backend="osworld",
+                                                    backend_kwargs=kw))  # fmt: skip
+    except ConfigError as error:  # the shared checks name the backend they ran for
+        raise ConfigError(str(error).replace("the osworld backend", "the waa backend")) from None
     return WAASettings(dataclasses.replace(base, backend="waa"), backend, float(timeout))
 
 
