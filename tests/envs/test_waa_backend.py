@@ -147,3 +147,36 @@ def test_settings_copy_and_a_server_that_never_answers_probe() -> None:
                                            r"answer /probe within 0\.3 s: .*cannot connect"):
         client.wait_ready(0.3, 0.05)
     assert 0.3 <= time.monotonic() - start < 2.0
+
+
+def test_waa_tasks_are_windows_app_strata_of_the_corrected_reward(tmp_path: Path) -> None:
+    """A WAA task's ``os="windows"`` and app folder pick the (windows, app) calibration."""
+    import numpy as np
+
+    from cua_rl.calibration import estimate_calibration
+    from cua_rl.core import Observation, Trajectory
+    from cua_rl.judges import JudgeRequest, SimulatedJudge
+    from cua_rl.rewards.corrected import CorrectedReward
+    from cua_rl.tasks.waa import WAATasks
+
+    for app in ("notepad", "clock"):
+        write(tmp_path, app, f"{app}-WOS", task_json(id=f"{app}-WOS"))
+    tasks = {t.domain: t for t in WAATasks.from_folder(tmp_path).tasks}
+    judge = SimulatedJudge(0.05, 0.05, per_stratum={("windows", "clock"): (0.3, 0.2)}, seed=2)
+    shot = np.zeros((2, 2, 3), np.uint8)
+    n = 600
+    strata = [("windows", app) for app in ("notepad", "clock") for _ in range(2 * n)]
+    labels = np.tile(np.r_[np.ones(n, int), np.zeros(n, int)], 2)
+    requests = [JudgeRequest("do", (shot,), task_id=f"c{i}", os=os, domain=app,
+                             ground_truth=float(y))
+                for i, ((os, app), y) in enumerate(zip(strata, labels, strict=True))]
+    cal = estimate_calibration(judge.judge(requests), labels, strata=strata)
+    clock = cal.for_stratum("windows", "clock")
+    assert clock.e_pos == pytest.approx(0.3, abs=0.05) and clock.e_neg == pytest.approx(0.2,
+                                                                                       abs=0.05)
+    reward = CorrectedReward(judge, {"windows": cal})
+    batch = [Trajectory(task=tasks[app], initial=Observation(shot), steps=(), end_reason="done",
+                        ground_truth=1.0) for app in ("notepad", "clock")]
+    reward.score_batch(batch)
+    assert reward.last_calibrations == [cal.for_stratum("windows", "notepad"), clock]
+    assert reward.uncovered == 0
