@@ -69,6 +69,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--app-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable for the desktop's programs (repeatable)")
     p.add_argument("--no-a11y", action="store_true", help="no AT-SPI (no /accessibility)")
+    p.add_argument("--mode", choices=("osworld", "waa"), default="osworld",
+                   help="protocol: OSWorld's server (default) or Windows Agent Arena's "
+                        "differences on top (/probe, /setup/close_all, ...; docs/waa.md)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="end when the process that started this one ends")
     p.set_defaults(run=run)
@@ -99,7 +102,8 @@ def _reexec_private(args: argparse.Namespace) -> None:
         return
     argv = [sys.executable, "-m", "cua_rl.cli", "desktop-server", "--host", args.host,
             "--port", str(args.port), "--size", f"{args.size[0]}x{args.size[1]}",
-            "--home-mode", args.home_mode, "--open-timeout", str(args.open_timeout)]  # fmt: skip
+            "--home-mode", args.home_mode, "--open-timeout", str(args.open_timeout),
+            "--mode", args.mode]  # fmt: skip
     argv += ["--no-token"] if args.no_token else ["--token-file", str(args.token_file)]
     for flag in ("allow_remote", "no_a11y", "exit_with_parent"):
         if getattr(args, flag):
@@ -135,7 +139,7 @@ def run(args: argparse.Namespace) -> int:
     try:
         server = DesktopServer(session, host=args.host, port=args.port, token=token,
                                allow_remote=args.allow_remote,
-                               open_timeout_s=args.open_timeout)  # fmt: skip
+                               open_timeout_s=args.open_timeout, mode=args.mode)  # fmt: skip
     except BaseException:
         session.close()
         raise

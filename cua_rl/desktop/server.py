@@ -26,6 +26,7 @@ VM the same way. Differences, all deliberate:
   ``/setup/change_wallpaper`` paints the root window with ImageMagick ``display``; ``/wallpaper``
   answers that file (404 before any).
 * Extra: ``GET /cua/health`` and ``POST /cua/reset`` (kill every app, fresh HOME).
+* ``mode="waa"`` adds Windows Agent Arena's differences (:mod:`cua_rl.desktop.waa_mode`).
 """
 
 from __future__ import annotations
@@ -53,6 +54,7 @@ from PIL import Image
 from cua_rl._http import encode_answer, parse_multipart
 from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
 from cua_rl.desktop.session import USER_HOME, DesktopSession
+from cua_rl.desktop.waa_mode import WAAMode, windows_path
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX
 from cua_rl.errors import ActionError, BackendError, ConfigError
 
@@ -101,9 +103,11 @@ class DesktopServer:
         allow_remote: Allow a non-loopback ``host``.
         open_timeout_s: How long ``/setup/open_file`` waits for the window.
         execute_timeout_s: Deadline of a real ``/execute`` process (OSWorld: 120 s).
+        mode: ``osworld`` (OSWorld's protocol) or ``waa`` (plus WAA's differences,
+            :class:`~cua_rl.desktop.waa_mode.WAAMode`, in :attr:`waa`).
 
     Raises:
-        ConfigError: A non-loopback host without ``allow_remote``, or an empty token.
+        ConfigError: A non-loopback host without ``allow_remote``, an empty token, a bad mode.
     """
 
     def __init__(
@@ -116,8 +120,11 @@ class DesktopServer:
         allow_remote: bool = False,
         open_timeout_s: float = 180.0,
         execute_timeout_s: float = EXECUTE_TIMEOUT_S,
+        mode: str = "osworld",
     ) -> None:
         check_host(host, allow_remote)
+        if mode not in ("osworld", "waa"):
+            raise ConfigError(f"DesktopServer mode must be 'osworld' or 'waa', got {mode!r}")
         if token is not None and (not isinstance(token, str) or len(token) < 8):
             raise ConfigError("DesktopServer token must be a string of at least 8 characters")
         self.session = session
@@ -127,6 +134,8 @@ class DesktopServer:
         self.wallpaper: Path | None = None
         self.n_fast = 0
         self.n_process = 0
+        self.mode = mode
+        self.waa = WAAMode(self) if mode == "waa" else None
         self._httpd = ThreadingHTTPServer((host, port), _handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
@@ -183,6 +192,8 @@ class DesktopServer:
         if not isinstance(value, str) or not value:
             raise ValueError(f"a path must be a non-empty string, got {value!r:.80}")
         home = self.session.env["HOME"]
+        if self.waa is not None:
+            value = windows_path(value, home)
         if value == "~" or value.startswith("~/"):
             value = home + value[1:]
         for key, val in self.session.env.items():
@@ -310,10 +321,14 @@ class DesktopServer:
 
     # -- routing ---------------------------------------------------------------------------------
 
-    def handle(self, method: str, endpoint: str, headers: Any, raw: bytes) -> tuple[int, Any, str]:
+    def handle(self, method: str, endpoint: str, headers: Any, raw: bytes,
+               query: str = "") -> tuple[int, Any, str]:
         """Route one authorised request: (status, body (bytes, str or JSON value), type)."""
         route = (method, endpoint)
         session = self.session
+        answer = None if self.waa is None else self.waa.handle(method, endpoint, query, raw)
+        if answer is not None:
+            return answer
         if route == ("GET", "/screenshot"):
             data, ctype = self.screenshot(headers.get("Accept", ""))
             return 200, data, ctype
@@ -329,7 +344,8 @@ class DesktopServer:
             loc = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
             return 200, [int(loc.get("X", 0)), int(loc.get("Y", 0))], ""
         if route == ("GET", "/cua/health"):
-            return 200, {"status": "ok", "display": session.display, "home": session.env["HOME"],
+            return 200, {"status": "ok", "mode": self.mode, "display": session.display,
+                         "home": session.env["HOME"],
                          "home_mode": session.home_mode, "size": list(session.size),
                          "pid": os.getpid(), "n_fast": self.n_fast,
                          "n_process": self.n_process}, ""  # fmt: skip
@@ -570,9 +586,11 @@ def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
                 self._answer(401, {"error": "missing or wrong bearer token (Authorization: "
                                             "Bearer <token>)"})  # fmt: skip
                 return
-            endpoint = urllib.parse.urlsplit(self.path).path
+            parts = urllib.parse.urlsplit(self.path)
+            endpoint = parts.path
             try:
-                status, body, ctype = server.handle(method, endpoint, self.headers, raw)
+                status, body, ctype = server.handle(method, endpoint, self.headers, raw,
+                                                    parts.query)
             except (BackendError, OSError, subprocess.SubprocessError) as exc:
                 status, body, ctype = 500, {"status": "error", "message": str(exc)}, ""
             except Exception as exc:  # a bug must answer, not hang the client

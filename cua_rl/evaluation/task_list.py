@@ -391,20 +391,24 @@ def _report(outcomes: tuple[TaskOutcome, ...], judged: EvalReport | None, confid
 def load_task_file(config: EnvConfig, path: str | Path,
                    examples_root: str | Path | None = None) -> list[Task]:  # fmt: skip
     """The tasks of a task list (``{domain: [ids]}``, OSWorld's ``test_all.json``), a folder of
-    ``<domain>/<uuid>.json`` or one task file, for an ``osworld``/``x11`` env section.
+    ``<domain>/<uuid>.json`` or one task file, for an ``osworld``/``x11``/``waa`` env section.
 
     A task list resolves against ``examples_root`` (default ``env.backend_kwargs.examples_root``,
     else the section's task folder when it names exactly one folder).
 
     Raises:
-        ConfigError: Not an osworld/x11 section, or a task list with no examples root.
+        ConfigError: Not an osworld/x11/waa section, or a task list with no examples root.
         TaskSpecError: A bad task or task list (the message names the file and field).
     """
     from cua_rl.envs.backends.osworld import load_tasks, settings
 
-    if config.backend not in ("osworld", "x11"):
-        raise ConfigError(f"--tasks: task lists run on the osworld or x11 backend; the config's "
-                          f"env.backend is {config.backend!r}")
+    if config.backend not in ("osworld", "x11", "waa"):
+        raise ConfigError(f"--tasks: task lists run on the osworld, x11 or waa backend; the "
+                          f"config's env.backend is {config.backend!r}")
+    if config.backend == "waa":  # WAA's ids are file names, not uuids: its own loader
+        from cua_rl.envs.backends.waa import load_waa, waa_settings
+
+        load_tasks, settings = load_waa, waa_settings  # type: ignore[assignment]
     s = settings(config)
     root = examples_root if examples_root is not None else s.examples_root
     if root is None and len(s.tasks) == 1 and Path(s.tasks[0]).is_dir():
@@ -453,7 +457,7 @@ def evaluate_task_file(
     tasks = load_task_file(env_config, tasks_file, examples_root)
     limit = env_count(env_config)
     assert limit is not None  # load_task_file refused other backends
-    what = "urls" if env_config.backend == "osworld" else "desktops"
+    what = "desktops" if env_config.backend == "x11" else "urls"
     if n_envs is None:
         n_envs = limit
     elif not 1 <= n_envs <= limit:

@@ -26,7 +26,7 @@ import copy
 import logging
 import shutil
 import tempfile
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -99,6 +99,7 @@ def score_osworld(
     plan: SetupPlan,
     cache_dir: PathArg,
     run_postconfig: bool = True,
+    getter: Callable[[GetterContext, Mapping[str, Any]], Any] = get_value,
 ) -> float:
     """Score the VM's current state as OSWorld does (see the module docstring).
 
@@ -110,6 +111,8 @@ def score_osworld(
         plan: The task's plan (``plan.postconfig``; ``plan.files`` for ``cloud_file``).
         cache_dir: The task's cache folder (getters write files there).
         run_postconfig: Run ``plan.postconfig`` first (OSWorld always does).
+        getter: Reads one getter config (default OSWorld's :func:`get_value`; the ``waa``
+            backend passes its own, which adds WAA's getters).
 
     Returns:
         The score in [0, 1].
@@ -138,10 +141,10 @@ def score_osworld(
         assert result_cfg is not None  # parse_evaluator: only infeasible lacks it
         ctx = GetterContext(client, spec.id, cache, plan.files, f"{where}.result ({func})")
         try:
-            args = [get_value(ctx, result_cfg)]
+            args = [getter(ctx, result_cfg)]
             if ev.expected[i] is not None:
                 ctx.where = f"{where}.expected ({func})"
-                args.append(get_value(ctx, ev.expected[i]))
+                args.append(getter(ctx, ev.expected[i]))
         except FileNotFoundError as exc:
             logger.info("task %s: %s scores 0: %s", spec.id, func, exc)
             if ev.conj == "and":

@@ -233,7 +233,7 @@ def test_bad_arguments_and_corrupt_results(suite: Suite, servers: list[FakeOSWor
     (folder / "result.txt").write_text("nan\n")
     with pytest.raises(ConfigError, match=r"result\.txt' holds 'nan', not a score"):
         run_task_list(env_fn(config), policy, tasks, layout)
-    with pytest.raises(ConfigError, match=r"--tasks: task lists run on the osworld or x11"):
+    with pytest.raises(ConfigError, match=r"--tasks: task lists run on the osworld, x11 or waa"):
         load_task_file(EnvConfig(), suite.root)
 
 

@@ -82,10 +82,10 @@ def test_make_env_eval_split_and_unimplemented(tiny_config: Callable[..., TrainC
         assert 700 <= int(info["task_id"].rsplit("/", 1)[1]) < 703
     finally:
         env.close()
-    other = tiny_config(env={"backend": "waa", "families": [], "task_files": ["x.json"]})
-    with pytest.raises(ConfigError, match="the 'waa' backend is not implemented yet"):
+    other = tiny_config(env={"backend": "macosworld", "families": [], "task_files": ["x.json"]})
+    with pytest.raises(ConfigError, match="the 'macosworld' backend is not implemented yet"):
         make_env(other.env)
-    with pytest.raises(ConfigError, match="the 'waa' backend is not implemented yet"):
+    with pytest.raises(ConfigError, match="the 'macosworld' backend is not implemented yet"):
         make_tasks(other.env, "eval")
 
 

@@ -411,6 +411,10 @@ def env_count(config: EnvConfig) -> int | None:
         return len(settings(config).urls)
     if config.backend == "x11":
         return settings(config).desktops
+    if config.backend == "waa":
+        from cua_rl.envs.backends.waa import env_count as waa_count
+
+        return waa_count(config)
     return None
 
 

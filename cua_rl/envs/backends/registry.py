@@ -78,12 +78,11 @@ BACKENDS: dict[str, str] = {
     "simdesk": "cua_rl.envs.backends.simdesk.spec:SPEC",
     "osworld": "cua_rl.envs.backends.osworld:OSWORLD",
     "x11": "cua_rl.envs.backends.osworld:X11",
-    "waa": "cua_rl.envs.backends.registry:WAA",
+    "waa": "cua_rl.envs.backends.waa:WAA",
     "macosworld": "cua_rl.envs.backends.registry:MACOSWORLD",
     "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
 }
 
-WAA = PlannedBackend("waa", "task_files")
 MACOSWORLD = PlannedBackend("macosworld", "task_files")
 
 

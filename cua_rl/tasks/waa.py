@@ -1,0 +1,349 @@
+"""Windows Agent Arena tasks: load task files and task lists, convert to :class:`~cua_rl.core.Task`.
+
+WAA keeps OSWorld's task schema (osworld.md section 8) with these differences, all handled here:
+
+* **Ids** are not uuids: ``<uuid>-WOS``, ``-wos``, ``-WOS-2``, ``INF-<uuid>-WOS``, upper- or
+  lower-case, and one real id has non-hex letters. An id is any 1-128 characters of
+  ``[A-Za-z0-9._-]``. WAA's runner finds a task by **file name** (``examples/<domain>/<name>.json``
+  from ``test_all.json``), and in the real files the ``id`` field differs from the file name
+  in 3 of 81 (case, or ``-2-WOS`` vs ``-WOS-2``); so the task's :attr:`WAATask.id` is the file
+  name and the field is kept as :attr:`WAATask.declared_id`.
+* **Step types** beyond OSWorld's: ``create_folder`` and ``recycle_file`` (``path``),
+  ``close_all`` (no parameters), ``edge_open_tabs`` (``urls_to_open``) and
+  ``update_browse_history_edge`` (``history``, as OSWorld's ``update_browse_history``). A step of
+  a known type is checked against its parameter table (a missing, unknown or wrong-typed
+  parameter is a :class:`~cua_rl.errors.TaskSpecError` naming the file, the step and the field).
+  A step of another type (WAA's ``SetupController`` has a few undocumented ones) is kept with its
+  parameters unchecked and refused as unknown by :mod:`cua_rl.tasks.waa_support`, before any
+  episode.
+* Paths are Windows paths (``C:\\Users\\Docker\\...``), kept as written.
+* Converted tasks have ``os="windows"`` and ``domain`` = the app folder (``msedge``,
+  ``file_explorer``, ...): the calibration strata and per-OS evaluation reports read these.
+
+What runs here and what is refused (with the reason) is :mod:`cua_rl.tasks.waa_support`.
+
+Example (with WAA's ``evaluation_examples_windows`` checked out)::
+
+    tasks = WAATasks.from_folder("evaluation_examples_windows/examples")
+    train, held_out = split(tasks, 0.2, seed=0)
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass
+from os import PathLike
+from pathlib import Path
+from typing import Any
+
+from cua_rl.core import Task
+from cua_rl.errors import TaskSpecError
+from cua_rl.tasks import osworld as _osw
+from cua_rl.tasks.osworld_spec import (
+    STEP_PARAMETERS,
+    OSWorldTask,
+    SetupStep,
+    _kind,
+    _list_of,
+    _nonempty_str,
+    _number,
+    _record,
+    _str,
+    parse_evaluator,
+)
+
+__all__ = [
+    "DEFAULT_MAX_STEPS", "ID_RE", "WAA_STEP_TYPES", "WAATask", "WAATasks", "load_waa_task",
+    "load_waa_task_list", "load_waa_tasks", "parse_waa_step", "parse_waa_task", "split",
+    "to_task",
+]
+
+DEFAULT_MAX_STEPS = 15
+"""WAA's ``run.py`` default step budget (``--max_steps 15``)."""
+ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
+"""A WAA task id / file name (without ``.json``)."""
+KNOWN_KEYS = frozenset({
+    "id", "snapshot", "instruction", "source", "config", "trajectory", "related_apps",
+    "evaluator", "proxy", "fixed_ip", "possibility_of_env_change",
+})
+
+_PATH = ({"path": _nonempty_str}, {})
+WAA_STEP_PARAMETERS: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {
+    **STEP_PARAMETERS,
+    "create_folder": _PATH,
+    "recycle_file": _PATH,
+    "close_all": ({}, {}),
+    "edge_open_tabs": ({"urls_to_open": _list_of(_nonempty_str)}, {}),
+    "update_browse_history_edge": ({"history": _list_of(_record({
+        "url": _nonempty_str, "title": _str, "visit_time_from_now_in_seconds": _number}))}, {}),
+}
+WAA_STEP_TYPES: tuple[str, ...] = tuple(WAA_STEP_PARAMETERS)
+"""Every set-up step type a WAA task may name (OSWorld's and WAA's own)."""
+
+
+def parse_waa_step(value: Any, where: str) -> SetupStep:
+    """Check one WAA set-up (or postconfig) step; ``where`` names it.
+
+    Raises:
+        TaskSpecError: Not an object, an unknown type, a missing, unknown or wrong-typed
+            parameter (the message names ``where``, the type and the field).
+    """
+    if not isinstance(value, dict):
+        raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
+    unknown = sorted(k for k in set(value) - {"type", "parameters"} if not k.startswith("_"))
+    if unknown:  # "_comment" keys (one real file) are notes, as upstream ignores them
+        raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed ['parameters', "
+                            "'type'] and notes named '_...'")
+    kind = value.get("type")
+    if not isinstance(kind, str) or not kind:
+        raise TaskSpecError(f"{where}.type must be a non-empty string (a set-up step type such "
+                            f"as 'launch'), got {kind!r}")  # fmt: skip
+    if kind not in WAA_STEP_PARAMETERS:
+        # kept, with its parameters unchecked: WAA's SetupController has more `_<type>_setup`
+        # methods than the documented ones; the support table refuses it before any episode
+        params = value.get("parameters", {})
+        if not isinstance(params, dict):
+            raise TaskSpecError(f"{where} ({kind}).parameters must be an object, got "
+                                f"{_kind(params)}")  # fmt: skip
+        return SetupStep(kind, params)
+    required, optional = WAA_STEP_PARAMETERS[kind]
+    checked = _record(required, optional)(value.get("parameters", {}),
+                                          f"{where} ({kind}).parameters")  # fmt: skip
+    return SetupStep(kind, checked)
+
+
+def _steps(value: Any, where: str) -> tuple[SetupStep, ...]:
+    if not isinstance(value, list):
+        raise TaskSpecError(f"{where} must be a list of steps, got {_kind(value)}")
+    return tuple(parse_waa_step(step, f"{where}[{i}]") for i, step in enumerate(value))
+
+
+@dataclass(frozen=True)
+class WAATask(OSWorldTask):
+    """One WAA task file, checked: OSWorld's record (same schema) plus the id in the file.
+
+    Attributes:
+        declared_id: The file's ``id`` field (``id`` is the file name, as WAA's runner uses).
+        (the rest as :class:`~cua_rl.tasks.osworld_spec.OSWorldTask`)
+    """
+
+    declared_id: str = ""
+
+    @property
+    def id_mismatch(self) -> bool:
+        """True when the ``id`` field differs from the file name (3 of the 81 real files)."""
+        return self.declared_id != self.id
+
+
+def parse_waa_task(data: Any, where: str, *, domain: str = "", file_id: str | None = None,
+                   path: str = "") -> WAATask:  # fmt: skip
+    """Check a WAA task's JSON value and build the :class:`WAATask`.
+
+    Args:
+        data: The parsed JSON.
+        where: Names the source in messages (``"'msedge/x-wos.json'"``).
+        domain: The app folder it came from.
+        file_id: The file name without ``.json`` (the task's id); default the ``id`` field.
+        path: The file it came from.
+
+    Raises:
+        TaskSpecError: Naming ``where`` and the field: not an object, a missing or malformed
+            ``id``/``snapshot``/``instruction``/``evaluator``, a bad step, bad list lengths.
+    """
+    if not isinstance(data, dict):
+        raise TaskSpecError(f"{where}: a task must be a JSON object, got {_kind(data)}")
+    declared = data.get("id")
+    if not isinstance(declared, str) or not ID_RE.match(declared):
+        raise TaskSpecError(f"{where}: key 'id' must be 1-128 characters of [A-Za-z0-9._-] "
+                            f"starting with a letter or digit, got {declared!r}")
+    task_id = declared if file_id is None else file_id
+    if not ID_RE.match(task_id):
+        raise TaskSpecError(f"{where}: the file name {task_id!r} is not a task id "
+                            "([A-Za-z0-9._-], at most 128 characters)")
+    for key in ("snapshot", "instruction", "evaluator"):
+        if key not in data:
+            raise TaskSpecError(f"{where}: missing key {key!r}")
+    evaluator = data["evaluator"]
+    if not isinstance(evaluator, dict):
+        raise TaskSpecError(f"{where}.evaluator must be an object, got {_kind(evaluator)}")
+    rest = {k: v for k, v in evaluator.items() if k != "postconfig"}
+    post = _steps(evaluator.get("postconfig", []), f"{where}.evaluator.postconfig")
+    parsed = dataclasses.replace(parse_evaluator(rest, f"{where}.evaluator"), postconfig=post)
+    source = data.get("source") or ""  # null in one real file
+    if isinstance(source, list):
+        source = tuple(_str(s, f"{where}.source[{i}]") for i, s in enumerate(source))
+    else:
+        _str(source, f"{where}.source")
+    related = data.get("related_apps", [])
+    if not isinstance(related, list):
+        raise TaskSpecError(f"{where}.related_apps must be a list, got {_kind(related)}")
+    flags = {}
+    for key in ("proxy", "fixed_ip"):
+        flag = data.get(key, False)
+        if not isinstance(flag, bool):
+            raise TaskSpecError(f"{where}.{key} must be true or false, got {flag!r}")
+        flags[key] = flag
+    env_change = data.get("possibility_of_env_change", "low")
+    if env_change not in ("low", "medium", "high"):
+        raise TaskSpecError(f"{where}.possibility_of_env_change must be one of ['low', "
+                            f"'medium', 'high'], got {env_change!r}")
+    return WAATask(
+        id=task_id, domain=domain,
+        snapshot=_nonempty_str(data["snapshot"], f"{where}.snapshot"),
+        instruction=_nonempty_str(data["instruction"], f"{where}.instruction"),
+        source=source, config=_steps(data.get("config", []), f"{where}.config"),
+        related_apps=tuple(_str(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
+        evaluator=parsed, possibility_of_env_change=env_change,
+        trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
+        extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},  # _comments, comments
+        raw=data, path=path, declared_id=declared, **flags,
+    )  # fmt: skip
+
+
+PathArg = str | PathLike[str]
+
+
+def load_waa_task(path: PathArg, *, domain: str | None = None) -> WAATask:
+    """Read and check one task file (``<domain>/<name>.json``; ``domain`` defaults to the
+    folder's name, the id to the file name).
+
+    Raises:
+        TaskSpecError: The file is missing, not JSON, or not a valid task (naming the file and
+            the field).
+    """
+    path = Path(path)
+    data = _osw._read_json(path)
+    return parse_waa_task(data, f"{str(path)!r}", domain=path.parent.name if domain is None
+                          else domain, file_id=path.stem, path=str(path))  # fmt: skip
+
+
+def load_waa_tasks(source: PathArg | Iterable[PathArg]) -> tuple[WAATask, ...]:
+    """Every task of a folder (``<domain>/<name>.json`` below it; JSON files directly in it,
+    such as ``test_all.json``, are task lists, not tasks) or of a list of files.
+
+    Returns:
+        The tasks sorted by domain, then id.
+
+    Raises:
+        TaskSpecError: An invalid file, a folder without tasks, one id in two files.
+    """
+    if isinstance(source, str | PathLike):
+        root = Path(source)
+        if root.is_file():
+            files = [root]
+        elif root.is_dir():
+            files = sorted(p for p in root.rglob("*.json") if p.parent != root)
+            if not files:
+                raise TaskSpecError(f"{str(root)!r} holds no <domain>/<id>.json task files")
+        else:
+            raise TaskSpecError(f"{str(root)!r}: no such folder or file")
+    else:
+        files = [Path(p) for p in source]
+    seen: dict[str, Path] = {}
+    tasks = []
+    for file in files:
+        task = load_waa_task(file)
+        if task.id in seen:
+            raise TaskSpecError(f"task id {task.id!r} is in two files: {str(seen[task.id])!r} "
+                                f"and {str(file)!r}")
+        seen[task.id] = file
+        tasks.append(task)
+    return tuple(sorted(tasks, key=lambda t: (t.domain, t.id)))
+
+
+def load_waa_task_list(path: PathArg, examples_root: PathArg, *,
+                       allow_missing: bool = False) -> _osw.TaskList:  # fmt: skip
+    """Resolve a ``{domain: [ids]}`` list (WAA's ``test_all.json``) against
+    ``<examples_root>/<domain>/<id>.json``.
+
+    Raises:
+        TaskSpecError: A malformed list, an id listed twice, or (unless ``allow_missing``) ids
+            with no file (counted, the first named).
+    """
+    path, root = Path(path), Path(examples_root)
+    where = f"{str(path)!r}"
+    data = _osw._read_json(path)
+    if not isinstance(data, dict):
+        raise TaskSpecError(f"{where}: a task list must be an object {{domain: [ids]}}, got "
+                            f"{_kind(data)}")
+    tasks, missing, seen = [], [], set()
+    for domain, ids in data.items():
+        if not isinstance(ids, list):
+            raise TaskSpecError(f"{where}.{domain} must be a list of task ids, got {_kind(ids)}")
+        for i, task_id in enumerate(ids):
+            if not isinstance(task_id, str) or not ID_RE.match(task_id):
+                raise TaskSpecError(f"{where}.{domain}[{i}] must be a task id ([A-Za-z0-9._-]), "
+                                    f"got {task_id!r}")
+            if task_id in seen:
+                raise TaskSpecError(f"{where}.{domain}[{i}]: task id {task_id!r} is listed twice")
+            seen.add(task_id)
+            file = root / domain / f"{task_id}.json"
+            if file.is_file():
+                tasks.append(load_waa_task(file, domain=domain))
+            else:
+                missing.append((domain, task_id))
+    if missing and not allow_missing:
+        domain, task_id = missing[0]
+        raise TaskSpecError(f"{where}: {len(missing)} of {len(seen)} listed tasks have no file "
+                            f"under {str(root)!r}, the first "
+                            f"{str(root / domain / (task_id + '.json'))!r}")
+    return _osw.TaskList(tuple(sorted(tasks, key=lambda t: (t.domain, t.id))), tuple(missing))
+
+
+def to_task(task: WAATask, *, max_steps: int = DEFAULT_MAX_STEPS) -> Task:
+    """The :class:`~cua_rl.core.Task` of a WAA task: ``os="windows"``, ``domain`` its app
+    folder, ``config`` a copy of the file's JSON plus ``_waa_file_id`` (the file name, which
+    differs from the JSON ``id`` in a few real files)."""
+    config = copy.deepcopy(dict(task.raw))
+    config["_waa_file_id"] = task.id
+    return Task(id=task.id, instruction=task.instruction, domain=task.domain, os="windows",
+                config=config, max_steps=max_steps)
+
+
+def task_from(task: Task | WAATask) -> WAATask:
+    """The typed WAA task of a :class:`~cua_rl.core.Task` made by :func:`to_task`."""
+    if isinstance(task, WAATask):
+        return task
+    config = copy.deepcopy(dict(task.config))
+    file_id = config.pop("_waa_file_id", task.id)
+    return parse_waa_task(config, f"task {task.id!r}", domain=task.domain, file_id=file_id)
+
+
+class WAATasks(_osw.OSWorldTasks):
+    """A :class:`~cua_rl.tasks.base.TaskSet` of WAA tasks in a fixed order (domain, id).
+
+    Args:
+        tasks: The tasks; at least one, ids unique.
+        max_steps: Step budget of each converted :class:`~cua_rl.core.Task`.
+    """
+
+    def __init__(self, tasks: Sequence[WAATask], *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
+        super().__init__(tasks, max_steps=max_steps)
+        self.specs: tuple[WAATask, ...]  # type: ignore[assignment]
+        self.tasks = tuple(to_task(t, max_steps=max_steps) for t in self.specs)
+
+    @classmethod
+    def from_folder(cls, root: PathArg, *, max_steps: int = DEFAULT_MAX_STEPS) -> WAATasks:
+        """All tasks under ``root`` (see :func:`load_waa_tasks`)."""
+        return cls(load_waa_tasks(root), max_steps=max_steps)
+
+    def _lookup(self, task_id: str) -> int:
+        try:
+            return self._index[task_id]
+        except (KeyError, TypeError):
+            raise TaskSpecError(f"no WAA task {task_id!r} among the {len(self)} tasks") from None
+
+
+def split(tasks: WAATasks, eval_fraction: float, seed: int) -> tuple[WAATasks, WAATasks]:
+    """Disjoint (train, eval) sets, stratified by domain: OSWorld's
+    :func:`~cua_rl.tasks.osworld.split` (same rule, same seeds), kept as WAA tasks.
+
+    Raises:
+        TaskSpecError: ``eval_fraction`` outside (0, 1), or a side left empty.
+    """
+    train, held_out = _osw.split(tasks.specs, eval_fraction, seed)
+    return (WAATasks(train.specs, max_steps=tasks.max_steps),  # type: ignore[arg-type]
+            WAATasks(held_out.specs, max_steps=tasks.max_steps))  # type: ignore[arg-type]
