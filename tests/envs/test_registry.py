@@ -83,7 +83,7 @@ def test_each_backend_checks_its_own_config(env: dict, message: str) -> None:
         EnvConfig(**env)
 
 
-@pytest.mark.parametrize("name", ["waa", "macosworld"])
+@pytest.mark.parametrize("name", ["waa"])
 def test_planned_backends_load_but_refuse_to_run(name: str) -> None:
     config = EnvConfig(backend=name, task_files=("t.json",))
     with pytest.raises(ConfigError, match=f"the '{name}' backend is not implemented yet"):

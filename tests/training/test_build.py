@@ -228,7 +228,7 @@ def test_missing_reference_model(tiny_config: Callable[..., TrainConfig]) -> Non
         prepare_run(config)
 
 
-@pytest.mark.parametrize("backend", ["waa", "macosworld"])
+@pytest.mark.parametrize("backend", ["waa"])
 def test_backends_not_implemented_yet(
     tiny_config: Callable[..., TrainConfig], backend: str
 ) -> None:

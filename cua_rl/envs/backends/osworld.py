@@ -411,6 +411,10 @@ def env_count(config: EnvConfig) -> int | None:
         return len(settings(config).urls)
     if config.backend == "x11":
         return settings(config).desktops
+    if config.backend == "macosworld":  # one env per Mac
+        from cua_rl.envs.backends.macosworld import env_count as macos_count
+
+        return macos_count(config)
     return None
 
 

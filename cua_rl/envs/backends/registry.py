@@ -79,12 +79,11 @@ BACKENDS: dict[str, str] = {
     "osworld": "cua_rl.envs.backends.osworld:OSWORLD",
     "x11": "cua_rl.envs.backends.osworld:X11",
     "waa": "cua_rl.envs.backends.registry:WAA",
-    "macosworld": "cua_rl.envs.backends.registry:MACOSWORLD",
+    "macosworld": "cua_rl.envs.backends.macosworld:MACOSWORLD",
     "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
 }
 
 WAA = PlannedBackend("waa", "task_files")
-MACOSWORLD = PlannedBackend("macosworld", "task_files")
 
 
 def backend_names() -> tuple[str, ...]:
