@@ -150,17 +150,18 @@ class LocalVNCServer:
         password: A VNC password (classic VNC authentication), or None for none.
         cursor: Draw the pointer into the framebuffer. Off by default, so VNC frames can be
             compared with the X server's own grab (which has no pointer either).
+        port: The port (e.g. a restarted server's old one); default a free one.
 
     Attributes:
         port: Its port.
     """
 
     def __init__(self, display: str, *, password: str | None = None, cursor: bool = False,
-                 startup_timeout_s: float = 10.0) -> None:  # fmt: skip
+                 port: int | None = None, startup_timeout_s: float = 10.0) -> None:  # fmt: skip
         if shutil.which("x11vnc") is None:
             raise BackendError("x11vnc not installed (scripts/apt-deps.sh)")
         self.display = display
-        self.port = free_port()
+        self.port = port or free_port()
         argv = ["x11vnc", "-display", display, "-rfbport", str(self.port), "-localhost",
                 "-forever", "-shared", "-quiet", "-noxrecord", "-wait", "5", "-defer", "5"]
         argv += ["-passwd", password] if password else ["-nopw"]
