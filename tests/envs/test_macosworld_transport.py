@@ -346,6 +346,51 @@ def test_vnc_through_an_ssh_tunnel(desk: object, vnc_server: LocalVNCServer,
         ssh.close()
 
 
+def test_missing_libraries_name_the_extra(monkeypatch: pytest.MonkeyPatch) -> None:
+    import sys
+
+    from cua_rl.envs.backends import vnc
+    from cua_rl.errors import DependencyNotInstalled
+
+    monkeypatch.setitem(sys.modules, "paramiko", None)
+    with pytest.raises(DependencyNotInstalled,
+                       match=r"'paramiko' is not installed; install it with `pip install "
+                             r"'cua-rl\[macos\]'`"):
+        SSHClient("h", user="u", key_file=__file__, known_hosts=__file__)
+    vnc._classes.cache_clear()
+    monkeypatch.setitem(sys.modules, "vncdotool", None)
+    try:
+        with pytest.raises(DependencyNotInstalled,
+                           match=r"'vncdotool' is not installed.*cua-rl\[macos\]"):
+            VNCClient("h")
+    finally:
+        monkeypatch.undo()
+        vnc._classes.cache_clear()
+
+
+def test_keysyms_agree_with_python_xlib() -> None:
+    """Our keysym table against python-xlib's (an independent source) for the x11 keymap."""
+    xk = pytest.importorskip("Xlib.XK", reason="python-xlib not installed (the x11 extra)")
+    from cua_rl.actions import KEY_NAMES, xdotool_keysym
+    from cua_rl.envs.backends.vnc_keys import keysym
+
+    checked = 0
+    for key in sorted(KEY_NAMES):
+        try:
+            name = xdotool_keysym(key)
+        except ActionError:
+            continue
+        expected = xk.string_to_keysym(name)
+        if expected == 0 or name in ("alt", "ctrl", "shift", "super"):
+            continue  # XF86 names (not in python-xlib's default tables); xdotool aliases
+        assert keysym(key, "x11") == expected, (key, name)
+        checked += 1
+    assert checked > 120
+    assert keysym("alt", "x11") == xk.string_to_keysym("Alt_L")
+    assert keysym("command", "macos") == xk.string_to_keysym("Alt_L")  # Command on a Mac
+    assert keysym("option", "macos") == xk.string_to_keysym("Meta_L")
+
+
 def test_threads_left_are_daemons() -> None:
     """The reactor and tunnel threads never keep the interpreter alive."""
     assert all(t.daemon for t in threading.enumerate() if t is not threading.main_thread()

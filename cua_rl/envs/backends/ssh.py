@@ -43,9 +43,8 @@ MAX_OUTPUT = 16 * 2**20
 def _paramiko():  # noqa: ANN202 - the module
     try:
         import paramiko
-    except ImportError as error:
-        raise DependencyNotInstalled(
-            f"the SSH client needs paramiko ({error}); pip install 'cua-rl[macos]'") from None
+    except ImportError:
+        raise DependencyNotInstalled("paramiko", "macos") from None
     return paramiko
 
 

@@ -38,7 +38,7 @@ import numpy as np
 
 from cua_rl.actions import Action
 from cua_rl.envs.backends.vnc_keys import KEYMAPS, Event, action_events, pointer_after
-from cua_rl.errors import ActionError, BackendError, ConfigError, DependencyNotInstalled
+from cua_rl.errors import BackendError, ConfigError, DependencyNotInstalled
 
 __all__ = ["VNCClient"]
 
@@ -54,9 +54,8 @@ def _classes() -> tuple[Any, Any, Any]:
         from twisted.internet.error import ConnectionDone
         from vncdotool import api, rfb
         from vncdotool.client import VNCDoToolClient, VNCDoToolFactory
-    except ImportError as error:
-        raise DependencyNotInstalled(
-            f"the VNC client needs vncdotool ({error}); pip install 'cua-rl[macos]'") from None
+    except ImportError:
+        raise DependencyNotInstalled("vncdotool", "macos") from None
 
     class Client(VNCDoToolClient):  # type: ignore[misc, valid-type]
         """vncdotool's client plus calls made in the reactor thread. Like vncdotool's own,
@@ -308,6 +307,3 @@ def _per_key(events: Sequence[Event]) -> list[list[Event]]:
             out.append([])
     return [b for b in out if b]
 
-
-# re-exported for callers that catch it with the client
-ActionError = ActionError

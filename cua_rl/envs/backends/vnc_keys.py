@@ -67,7 +67,7 @@ _NAMED = {
     "divide": 0xFFAF, "shift": 0xFFE1, "shiftleft": 0xFFE1, "shiftright": 0xFFE2,
     "ctrl": 0xFFE3, "ctrlleft": 0xFFE3, "ctrlright": 0xFFE4, "capslock": 0xFFE5,
     "del": 0xFFFF, "delete": 0xFFFF, "space": 0x20, "yen": 0xA5,
-    "kanji": 0xFF21, "convert": 0xFF23, "nonconvert": 0xFF22, "kana": 0xFF2E,
+    "kanji": 0xFF21, "convert": 0xFF23, "nonconvert": 0xFF22, "kana": 0xFF26,
     "hangul": 0xFF31, "hanguel": 0xFF31, "hanja": 0xFF34, "junja": 0xFF38,
     "volumedown": 0x1008FF11, "volumemute": 0x1008FF12, "volumeup": 0x1008FF13,
     "playpause": 0x1008FF14, "stop": 0x1008FF15, "prevtrack": 0x1008FF16,
