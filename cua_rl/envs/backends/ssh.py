@@ -95,6 +95,10 @@ class RunningCommand:
                 if len(self._out) < MAX_OUTPUT:
                     self._out.extend(data)
 
+    def output(self) -> str:
+        """What it printed so far (stdout and stderr together: it runs on a pty)."""
+        return bytes(self._out).decode("utf-8", "replace").replace("\r\n", "\n")
+
     def done(self) -> bool:
         """Whether the command has exited."""
         return bool(self.channel.exit_status_ready())  # type: ignore[attr-defined]
@@ -114,8 +118,7 @@ class RunningCommand:
         with contextlib.suppress(Exception):
             self.channel.close()  # type: ignore[attr-defined]
         self._thread.join(timeout=2.0)
-        text = bytes(self._out).decode("utf-8", "replace").replace("\r\n", "\n")
-        return CommandResult(self.command, status, text, "",
+        return CommandResult(self.command, status, self.output(), "",
                              time.monotonic() - self.started), killed  # fmt: skip
 
 
@@ -263,14 +266,14 @@ class SSHClient:
                 while the command ran.
         """
         limit = self.timeout_s if timeout_s is None else float(timeout_s)
-        with self._lock:
-            start = time.monotonic()
+        start = time.monotonic()
+        with self._lock:  # opening (and re-opening) is serialized; channels then run in parallel
             chan = self._open_channel()
-            try:
-                return self._wait(chan, command, start, limit)
-            finally:
-                with contextlib.suppress(Exception):
-                    chan.close()  # type: ignore[attr-defined]
+        try:
+            return self._wait(chan, command, start, limit)
+        finally:
+            with contextlib.suppress(Exception):
+                chan.close()  # type: ignore[attr-defined]
 
     def _wait(self, chan: object, command: str, start: float, limit: float) -> CommandResult:
         c = chan
@@ -318,16 +321,16 @@ class SSHClient:
         events); :meth:`RunningCommand.finish` collects it or hangs it up."""
         with self._lock:
             chan = self._open_channel()
-            try:
-                chan.get_pty()  # type: ignore[attr-defined]
-                chan.exec_command(command)  # type: ignore[attr-defined]
-            except Exception as error:  # noqa: BLE001
-                with contextlib.suppress(Exception):
-                    chan.close()  # type: ignore[attr-defined]
-                self._drop()
-                raise BackendError(f"ssh {self.where}: cannot start {command[:60]!r}: "
-                                   f"{error}") from None  # fmt: skip
-            return RunningCommand(chan, command)
+        try:
+            chan.get_pty()  # type: ignore[attr-defined]
+            chan.exec_command(command)  # type: ignore[attr-defined]
+        except Exception as error:  # noqa: BLE001
+            with contextlib.suppress(Exception):
+                chan.close()  # type: ignore[attr-defined]
+            self._drop()
+            raise BackendError(f"ssh {self.where}: cannot start {command[:60]!r}: "
+                               f"{error}") from None  # fmt: skip
+        return RunningCommand(chan, command)
 
     # -- tunnels -------------------------------------------------------------------------------
 
