@@ -81,7 +81,7 @@ def make_env_workers(
     limit = env_count(config.env)
     needed = envs_needed(config) + (ranks - 1) * config.ppo.n_envs
     if limit is not None and needed > limit:
-        what = "desktops" if config.env.backend == "x11" else "urls"
+        what = {"x11": "desktops", "macosworld": "hosts"}.get(config.env.backend, "urls")
         per = f" on each of {ranks} ranks" if ranks > 1 else ""
         also = (" plus 1 for the evaluation while training (its own, so that it never resets a "
                 "training env's desktop mid-episode; or set eval.every: 0, at_start and at_end: "

@@ -8,6 +8,7 @@ import pytest
 
 from cua_rl.envs.backends import registry
 from cua_rl.envs.backends.base import BackendSpec
+from cua_rl.envs.backends.registry import PlannedBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.make import make_env, make_tasks
@@ -83,8 +84,22 @@ def test_each_backend_checks_its_own_config(env: dict, message: str) -> None:
         EnvConfig(**env)
 
 
-@pytest.mark.parametrize("name", ["macosworld"])  # waa: tests/envs/test_waa_backend.py
-def test_planned_backends_load_but_refuse_to_run(name: str) -> None:
+PLANNED = PlannedBackend("planned_os", "task_files")
+"""A planned backend (every real one is built now): its configs load, building refuses."""
+
+
+@pytest.fixture
+def planned() -> Iterator[str]:
+    """Registers ``planned_os`` -> :data:`PLANNED` for one test."""
+    from cua_rl.envs.backends.registry import BACKENDS, register_backend
+
+    register_backend("planned_os", "tests.envs.test_registry:PLANNED")
+    yield "planned_os"
+    BACKENDS.pop("planned_os", None)
+
+
+def test_planned_backends_load_but_refuse_to_run(planned: str) -> None:
+    name = planned
     config = EnvConfig(backend=name, task_files=("t.json",))
     with pytest.raises(ConfigError, match=f"the '{name}' backend is not implemented yet"):
         make_env(config)

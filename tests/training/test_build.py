@@ -228,10 +228,13 @@ def test_missing_reference_model(tiny_config: Callable[..., TrainConfig]) -> Non
         prepare_run(config)
 
 
-@pytest.mark.parametrize("backend", ["macosworld"])  # waa: tests/envs/test_waa_backend.py
 def test_backends_not_implemented_yet(
-    tiny_config: Callable[..., TrainConfig], backend: str
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    from cua_rl.envs.backends.registry import BACKENDS
+
+    backend = "planned_os"
+    monkeypatch.setitem(BACKENDS, backend, "tests.envs.test_registry:PLANNED")
     config = tiny_config(env={"backend": backend, "families": [], "task_files": ["t.json"]})
     with pytest.raises(
         ConfigError, match=rf"env\.backend: the '{backend}' backend is not implemented yet"

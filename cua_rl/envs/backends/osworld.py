@@ -415,6 +415,10 @@ def env_count(config: EnvConfig) -> int | None:
         from cua_rl.envs.backends.waa import env_count as waa_count
 
         return waa_count(config)
+    if config.backend == "macosworld":  # one env per Mac
+        from cua_rl.envs.backends.macosworld import env_count as macos_count
+
+        return macos_count(config)
     return None
 
 

@@ -79,11 +79,9 @@ BACKENDS: dict[str, str] = {
     "osworld": "cua_rl.envs.backends.osworld:OSWORLD",
     "x11": "cua_rl.envs.backends.osworld:X11",
     "waa": "cua_rl.envs.backends.waa:WAA",
-    "macosworld": "cua_rl.envs.backends.registry:MACOSWORLD",
+    "macosworld": "cua_rl.envs.backends.macosworld:MACOSWORLD",
     "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
 }
-
-MACOSWORLD = PlannedBackend("macosworld", "task_files")
 
 
 def backend_names() -> tuple[str, ...]:
