@@ -74,7 +74,12 @@ def test_factory_builds_the_wrapped_env_and_pickles(
         env.close()
 
 
-def test_make_env_eval_split_and_unimplemented(tiny_config: Callable[..., TrainConfig]) -> None:
+def test_make_env_eval_split_and_unimplemented(
+    tiny_config: Callable[..., TrainConfig], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from cua_rl.envs.backends.registry import BACKENDS
+
+    monkeypatch.setitem(BACKENDS, "planned_os", "tests.envs.test_registry:PLANNED")
     config = tiny_config(env={"split": {"eval_seed_start": 700, "eval_seeds": 3}})
     env = make_env(config.env, "eval")
     try:
@@ -82,10 +87,10 @@ def test_make_env_eval_split_and_unimplemented(tiny_config: Callable[..., TrainC
         assert 700 <= int(info["task_id"].rsplit("/", 1)[1]) < 703
     finally:
         env.close()
-    other = tiny_config(env={"backend": "macosworld", "families": [], "task_files": ["x.json"]})
-    with pytest.raises(ConfigError, match="the 'macosworld' backend is not implemented yet"):
+    other = tiny_config(env={"backend": "planned_os", "families": [], "task_files": ["x.json"]})
+    with pytest.raises(ConfigError, match="the 'planned_os' backend is not implemented yet"):
         make_env(other.env)
-    with pytest.raises(ConfigError, match="the 'macosworld' backend is not implemented yet"):
+    with pytest.raises(ConfigError, match="the 'planned_os' backend is not implemented yet"):
         make_tasks(other.env, "eval")
 
 

@@ -12,7 +12,7 @@ import numpy as np
 import pytest
 
 from cua_rl.errors import ConfigError
-from cua_rl.validator import ReferenceModel, Trace, ValidatorConfig
+from cua_rl.validator import ReferenceModel, Trace, ValidatorConfig, ValidatorWarning
 from cua_rl.validator.comparer import A11Y_RULES, EquivalenceConfig, StateComparer
 from cua_rl.validator.traces import Frame
 from cua_rl.validator.volatile import detect_volatile_regions
@@ -116,8 +116,9 @@ def test_a_whole_screen_change_is_not_a_volatile_region() -> None:
     model = ReferenceModel.learn(traces[:3], ValidatorConfig(
         equivalence=EquivalenceConfig(use_a11y=False)))
     assert model.detected_masks == () and len(model.essential) == 2
-    collapsed = ReferenceModel.learn(traces[:3], ValidatorConfig(
-        equivalence=EquivalenceConfig(use_a11y=False), volatile_max_area=1.0))
+    with pytest.warns(ValidatorWarning, match="degenerate reference"):
+        collapsed = ReferenceModel.learn(traces[:3], ValidatorConfig(
+            equivalence=EquivalenceConfig(use_a11y=False), volatile_max_area=1.0))
     assert collapsed.detected_masks == (whole,) and len(collapsed.states) == 1
     assert not model.validate(Trace([Frame(_page(0))], name="stopped")).passed
 
