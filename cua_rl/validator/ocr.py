@@ -1,0 +1,393 @@
+"""On-screen text as a state signal: Tesseract OCR, a text key per screen, and its comparison.
+
+Where a backend gives no accessibility text (a recorded PNG folder, a VNC screen), the words on
+the screen still name the state: a dialog's title, a field's value, "0 occurrences". The text
+key ignores where the words are (a moved or resized window), the colour theme and the pixels
+between the words; it sees what the words say.
+
+**Engine.** Tesseract 5 (LSTM), the maintained open-source engine (Debian ``tesseract-ocr``
+5.3 + ``tesseract-ocr-eng`` for the model), through **tesserocr** (Tesseract's C++ API, loaded
+once per process; the PyPI wheel bundles libtesseract 5.5 and reads Debian's
+``eng.traineddata``). pytesseract was measured and not chosen: it starts the ``tesseract``
+program per call (writes a PNG, reloads the 4 MB model), 5-12x the cost for the same text.
+Measured on this machine (1 core, Python 3.11; ``python benchmarks/ocr_cost.py``):
+
+==========================================  ===============  ==============
+per screen, raw screenshot (PSM 11)          x11 1280 x 720   SimDesk 640x400
+==========================================  ===============  ==============
+tesserocr (C API)                            238 ms           42 ms
+pytesseract ``image_to_string``              1376 ms          508 ms
+pytesseract ``image_to_data``                1533 ms          409 ms
+==========================================  ===============  ==============
+
+**Reading a screen** (:func:`read_words`). Raw screenshots lose most of their text to
+Tesseract's page layout (40 % of the words of a Mousepad screen at 1280 x 720; the white title
+on blue, the white banner text on red and grey "0 occurrences" were all lost). So each screen
+is first redrawn as black text on white: text lines are found as blobs of strong local contrast
+(3 x 3 max - min >= ``edge_min`` grey levels, joined 9 px sideways), each blob is inverted when
+its background (median) is dark and contrast-stretched from its darkest pixel to its
+background, everything else is white; the canvas is upscaled ``scale`` times (Lanczos) and read
+in one pass (PSM 11, sparse text). Words come back with confidence and box in screenshot pixels.
+
+**The key** (:func:`text_key`): the multiset of the words read with confidence >=
+``min_conf``, normalised (case kept, punctuation at the ends dropped, empty ones gone), without
+words matching an ``ignore`` pattern (clock times and dates by default). Two keys are
+compared by :func:`compare_keys`: equal multisets are SAME; a difference among words read
+confidently by both sides is DIFFERENT; anything else (too few words, only low-confidence
+words differ) is undecided.
+"""
+
+from __future__ import annotations
+
+import glob
+import hashlib
+import os
+import re
+import threading
+import time
+from collections import Counter, OrderedDict
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+from PIL import Image
+from scipy import ndimage
+
+from cua_rl.errors import BackendError, DependencyNotInstalled
+
+__all__ = [
+    "DEFAULT_OCR_IGNORE",
+    "OcrReader",
+    "OcrWord",
+    "TextKey",
+    "compare_keys",
+    "find_tessdata",
+    "normalise_word",
+    "ocr_available",
+    "prepare_for_ocr",
+    "read_words",
+    "shared_reader",
+    "text_hint",
+    "text_key",
+]
+
+DEFAULT_OCR_IGNORE: tuple[str, ...] = (
+    r"^\d{1,2}[:.]\d{2}(?::\d{2})?$",  # 10:42, 10:42:07
+    r"^(?:AM|PM|am|pm)$",
+    r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}$",  # 2026-12-02, 02/12/2026
+)
+"""Volatile words: clock times and dates (a taskbar clock, a file's modification time)."""
+
+
+def find_tessdata() -> str | None:
+    """The folder holding ``eng.traineddata``: ``$TESSDATA_PREFIX`` or Debian's, else None."""
+    env = os.environ.get("TESSDATA_PREFIX")
+    candidates = [env] if env else []
+    candidates += sorted(glob.glob("/usr/share/tesseract-ocr/*/tessdata"), reverse=True)
+    candidates += ["/usr/share/tessdata", "/usr/local/share/tessdata"]
+    for path in candidates:
+        if path and os.path.isfile(os.path.join(path, "eng.traineddata")):
+            return path
+    return None
+
+
+def ocr_available() -> str | None:
+    """None when OCR can run here, else what is missing (for a skip reason or an error)."""
+    try:
+        import tesserocr  # noqa: F401
+    except ImportError:
+        return "the Python package tesserocr (pip install 'cua-rl[ocr]')"
+    if find_tessdata() is None:
+        return ("Tesseract's English model eng.traineddata (Debian tesseract-ocr-eng; "
+                "scripts/apt-deps.sh) or $TESSDATA_PREFIX")
+    return None
+
+
+@dataclass(frozen=True)
+class OcrWord:
+    """One word read from a screen.
+
+    Attributes:
+        text: The word as read.
+        conf: Tesseract's confidence, 0-100.
+        box: (x, y, w, h) in screenshot pixels.
+    """
+
+    text: str
+    conf: float
+    box: tuple[int, int, int, int]
+
+
+def prepare_for_ocr(screenshot: np.ndarray, *, edge_min: int = 32, scale: int = 2,
+                    max_line_height: int = 64, line_min: int = 25) -> Image.Image:
+    """Redraw a screenshot as black text on white, upscaled (module docstring).
+
+    Args:
+        screenshot: H x W x 3 uint8 RGB.
+        edge_min: Local contrast (grey levels) that marks a text stroke.
+        scale: Integer upscale factor (Tesseract reads ~20 px high glyphs best).
+        max_line_height: Blobs taller than this (pictures) are left out.
+        line_min: Straight stroke runs at least this long (frames, borders) are not text.
+
+    Returns:
+        A grey PIL image of ``scale`` times the screenshot's size.
+    """
+    grey = np.asarray(Image.fromarray(screenshot).convert("L"))
+    g16 = grey.astype(np.int16)
+    contrast = ndimage.maximum_filter(g16, 3) - ndimage.minimum_filter(g16, 3)
+    strokes = contrast >= edge_min
+    # Window frames, separators and field borders are long thin runs (a 1-px line is 3 px of
+    # contrast); a line of text is a run too, but a thick one. Thin runs glue every line of a
+    # window into one blob, so they go before joining.
+    s8 = strokes.view(np.uint8)
+
+    def opening(size: tuple[int, int]) -> np.ndarray:  # separable min/max filters: fast
+        return ndimage.maximum_filter(ndimage.minimum_filter(s8, size), size).view(bool)
+
+    def thin(long: tuple[int, int], thick: tuple[int, int]) -> np.ndarray:
+        return opening(long) & ~opening(thick)
+
+    lines = thin((1, line_min), (7, line_min)) | thin((line_min, 1), (line_min, 7))
+    strokes &= ~lines
+    joined = ndimage.maximum_filter(strokes.view(np.uint8), (3, 9)).view(bool)
+    labels, _ = ndimage.label(joined)
+    canvas = np.full_like(grey, 255)
+    height, width = grey.shape
+    boxes = [sl for sl in ndimage.find_objects(labels) if sl is not None]
+    boxes.sort(key=lambda sl: -(sl[0].stop - sl[0].start) * (sl[1].stop - sl[1].start))
+    for sl in boxes:  # largest first: a line's own box overrides the bar around it
+        h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if h < 6 or h > max_line_height or w < 4:
+            continue
+        sl = (slice(max(0, sl[0].start - 1), min(height, sl[0].stop + 1)),
+              slice(max(0, sl[1].start - 1), min(width, sl[1].stop + 1)))
+        crop = grey[sl].astype(np.float32)
+        rim = np.concatenate([grey[sl][0], grey[sl][-1], grey[sl][:, 0], grey[sl][:, -1]])
+        bg = float(np.bincount(rim).argmax())  # the box's edge is background
+        far = np.abs(crop - bg) > edge_min
+        if far.any() and float((crop[far] - bg).mean()) > 0:  # light text on dark
+            crop, bg = 255.0 - crop, 255.0 - bg
+        lo = float(crop.min())
+        out = np.clip((crop - lo) * (255.0 / max(1.0, bg - lo)), 0, 255).astype(np.uint8)
+        canvas[sl] = out
+    image = Image.fromarray(canvas)
+    if scale > 1:
+        image = image.resize((image.width * scale, image.height * scale),
+                             Image.Resampling.LANCZOS)
+    return image
+
+
+
+class OcrReader:
+    """One Tesseract instance (model loaded once) with a cache of read screens; thread-safe.
+
+    :func:`shared_reader` gives the process-wide one (one model in memory however many
+    comparers read screens).
+
+    Args:
+        edge_min: See :func:`prepare_for_ocr`.
+        max_cached: Screens whose words are kept (least recently used evicted).
+
+    Attributes:
+        reads: Screens read (cache misses).
+        seconds: Time spent reading them (preparation included).
+
+    Raises:
+        DependencyNotInstalled: tesserocr is missing.
+        BackendError: Tesseract's English model is not found.
+    """
+
+    def __init__(self, *, edge_min: int = 32, max_cached: int = 4096) -> None:
+        try:
+            import tesserocr
+        except ImportError:
+            raise DependencyNotInstalled("tesserocr", "ocr") from None
+        path = find_tessdata()
+        if path is None:
+            raise BackendError(f"OCR needs {ocr_available()}")
+        self._tesserocr = tesserocr
+        self._api = tesserocr.PyTessBaseAPI(path=path, lang="eng",
+                                            psm=tesserocr.PSM.SPARSE_TEXT)
+        self.edge_min, self.max_cached = int(edge_min), int(max_cached)
+        self._cache: OrderedDict[tuple[str, int], tuple[OcrWord, ...]] = OrderedDict()
+        self._lock = threading.Lock()
+        self.reads = 0
+        self.seconds = 0.0
+
+    def close(self) -> None:
+        """Free the Tesseract instance."""
+        with self._lock:
+            if self._api is not None:
+                self._api.End()
+                self._api = None
+
+    def words(self, screenshot: np.ndarray, digest: str | None = None, *,
+              scale: int = 2) -> tuple[OcrWord, ...]:
+        """The words on ``screenshot``, boxes in its pixels.
+
+        Args:
+            screenshot: H x W x 3 uint8 RGB.
+            digest: Cache key of these pixels (default: a SHA-1 of them).
+            scale: Upscale factor before reading (:func:`prepare_for_ocr`).
+        """
+        if digest is None:
+            digest = hashlib.sha1(repr(screenshot.shape).encode()
+                                  + screenshot.tobytes()).hexdigest()
+        key = (digest, int(scale))
+        with self._lock:
+            found = self._cache.get(key)
+            if found is not None:
+                self._cache.move_to_end(key)
+                return found
+            if self._api is None:
+                raise BackendError("OcrReader used after close()")
+            t0 = time.perf_counter()
+            image = prepare_for_ocr(screenshot, edge_min=self.edge_min, scale=scale)
+            found = tuple(self._read(image, int(scale)))
+            self.seconds += time.perf_counter() - t0
+            self.reads += 1
+            self._cache[key] = found
+            while len(self._cache) > self.max_cached:
+                self._cache.popitem(last=False)
+            return found
+
+    def _read(self, image: Image.Image, s: int) -> list[OcrWord]:
+        tess = self._tesserocr
+        self._api.SetImage(image)
+        self._api.Recognize()
+        level = tess.RIL.WORD
+        out: list[OcrWord] = []
+        iterator: Any = self._api.GetIterator()
+        if iterator is None:
+            return out
+        while True:
+            text = iterator.GetUTF8Text(level)
+            box = iterator.BoundingBox(level)
+            if text and text.strip() and box is not None:
+                x0, y0, x1, y1 = box
+                out.append(OcrWord(text.strip(), float(iterator.Confidence(level)),
+                                   (x0 // s, y0 // s, max(1, (x1 - x0) // s),
+                                    max(1, (y1 - y0) // s))))
+            if not iterator.Next(level):
+                break
+        return out
+
+
+_SHARED: OcrReader | None = None
+_SHARED_LOCK = threading.Lock()
+
+
+def shared_reader() -> OcrReader:
+    """The process-wide :class:`OcrReader` (created on first use)."""
+    global _SHARED
+    with _SHARED_LOCK:
+        if _SHARED is None:
+            _SHARED = OcrReader()
+        return _SHARED
+
+
+def read_words(screenshot: np.ndarray, *, scale: int = 2) -> tuple[OcrWord, ...]:
+    """The words on one screenshot, read by :func:`shared_reader`."""
+    return shared_reader().words(screenshot, scale=scale)
+
+
+_EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
+
+
+def normalise_word(text: str) -> str:
+    """A word without leading/trailing punctuation (``'(bananas),'`` -> ``'bananas'``).
+
+    Example:
+        >>> normalise_word("'(bananas),")
+        'bananas'
+    """
+    return _EDGE_PUNCT.sub("", text.strip())
+
+
+@dataclass(frozen=True)
+class TextKey:
+    """What a screen says, for comparison (module docstring).
+
+    Attributes:
+        sure: Multiset of the confidently read words (word -> count).
+        unsure: Multiset of the other words.
+        lines: The confident words in reading order, one string per text line (for captions).
+        boxes: The boxes (x, y, w, h) of the confident words, in screenshot pixels.
+    """
+
+    sure: tuple[tuple[str, int], ...]
+    unsure: tuple[tuple[str, int], ...]
+    lines: tuple[str, ...]
+    boxes: tuple[tuple[int, int, int, int], ...] = ()
+
+    @property
+    def n_words(self) -> int:
+        """Confident words in the key."""
+        return sum(n for _, n in self.sure)
+
+
+def text_key(words: Sequence[OcrWord], *, min_conf: float = 60.0,
+             ignore: Sequence[str] = DEFAULT_OCR_IGNORE) -> TextKey:
+    """The :class:`TextKey` of one screen's words.
+
+    Args:
+        words: From :meth:`OcrReader.words`.
+        min_conf: Confidence from which a word counts as read.
+        ignore: Regular expressions; a normalised word matching one is dropped.
+    """
+    patterns = [re.compile(p) for p in ignore]
+    sure: Counter[str] = Counter()
+    unsure: Counter[str] = Counter()
+    rows: list[tuple[int, int, str]] = []
+    boxes: list[tuple[int, int, int, int]] = []
+    for w in words:
+        t = normalise_word(w.text)
+        if not t or any(p.search(t) for p in patterns):
+            continue
+        if w.conf >= min_conf:
+            sure[t] += 1
+            rows.append((w.box[1] + w.box[3] // 2, w.box[0], t))
+            boxes.append(w.box)
+        else:
+            unsure[t] += 1
+    rows.sort()
+    lines: list[list[str]] = []
+    last_y: int | None = None
+    for y, _, t in rows:
+        if last_y is None or y - last_y > 6:
+            lines.append([])
+        lines[-1].append(t)
+        last_y = y
+    return TextKey(tuple(sorted(sure.items())), tuple(sorted(unsure.items())),
+                   tuple(" ".join(line) for line in lines), tuple(boxes))
+
+
+def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:
+    """True (same text), False (a confidently read word differs) or None (undecided).
+
+    Undecided: either screen has fewer than ``min_words`` confident words, or the confident
+    words differ only by words the other screen read with low confidence (OCR noise).
+    """
+    if a.n_words < min_words or b.n_words < min_words:
+        return None
+    if a.sure == b.sure:
+        return True
+    sa, sb = Counter(dict(a.sure)), Counter(dict(b.sure))
+    ua, ub = Counter(dict(a.unsure)), Counter(dict(b.unsure))
+    only_a, only_b = sa - sb, sb - sa
+    if only_a - ub or only_b - ua:
+        return False
+    return None
+
+
+def text_hint(key: TextKey | None, parent: TextKey | None, width: int = 70) -> str:
+    """The first text line of ``key`` with a word its parent's key lacks ('' when none)."""
+    if key is None:
+        return ""
+    have = Counter(dict(parent.sure)) if parent is not None else Counter()
+    for line in key.lines:
+        if any(have[w] == 0 for w in line.split()):
+            text = f'text "{line}"'
+            return text if len(text) <= width else text[: width - 4] + '..."'
+    return ""
