@@ -130,7 +130,7 @@ class EquivalenceConfig:
     a11y_rule: str = "decides"
     use_ocr: bool = False
     ocr_min_words: int = 3
-    ocr_min_conf: float = 60.0
+    ocr_min_conf: float = 85.0
     ocr_ignore: tuple[str, ...] = DEFAULT_OCR_IGNORE
     ocr_scale: int = 2
     tier2_on_different: bool = False

@@ -65,7 +65,7 @@ __all__ = [
     "find_tessdata",
     "normalise_word",
     "ocr_available",
-    "prepare_for_ocr",
+    "TextLine",
     "read_words",
     "shared_reader",
     "text_hint",
@@ -119,19 +119,35 @@ class OcrWord:
     box: tuple[int, int, int, int]
 
 
-def prepare_for_ocr(screenshot: np.ndarray, *, edge_min: int = 32, scale: int = 2,
-                    max_line_height: int = 64, line_min: int = 25) -> Image.Image:
-    """Redraw a screenshot as black text on white, upscaled (module docstring).
+@dataclass(frozen=True, eq=False)
+class TextLine:
+    """One line of text found on a screen, redrawn dark on light.
+
+    Attributes:
+        x: Left of the crop in screenshot pixels.
+        y: Top of the crop in screenshot pixels.
+        crop: Grey uint8 crop, text near 0 and background 255.
+    """
+
+    x: int
+    y: int
+    crop: np.ndarray
+
+
+def text_lines(screenshot: np.ndarray, *, edge_min: int = 32, max_line_height: int = 64,
+               line_min: int = 25) -> list[TextLine]:
+    """The text lines of a screenshot, each redrawn as dark text on white (module docstring).
 
     Args:
         screenshot: H x W x 3 uint8 RGB.
         edge_min: Local contrast (grey levels) that marks a text stroke.
-        scale: Integer upscale factor (Tesseract reads ~20 px high glyphs best).
         max_line_height: Blobs taller than this (pictures) are left out.
-        line_min: Straight stroke runs at least this long (frames, borders) are not text.
+        line_min: Thin vertical stroke runs at least this long, and horizontal ones four times
+            as long (frames, borders, separators), are not text.
 
     Returns:
-        A grey PIL image of ``scale`` times the screenshot's size.
+        The lines, top to bottom then left to right. A line's crop depends only on the pixels
+        in and around it, so a moved window gives the same crops.
     """
     grey = np.asarray(Image.fromarray(screenshot).convert("L"))
     g16 = grey.astype(np.int16)
@@ -148,35 +164,31 @@ def prepare_for_ocr(screenshot: np.ndarray, *, edge_min: int = 32, scale: int = 
     def thin(long: tuple[int, int], thick: tuple[int, int]) -> np.ndarray:
         return opening(long) & ~opening(thick)
 
-    lines = thin((1, line_min), (7, line_min)) | thin((line_min, 1), (line_min, 7))
+    lines = thin((1, 4 * line_min), (7, 4 * line_min)) | thin((line_min, 1), (line_min, 7))
     strokes &= ~lines
-    joined = ndimage.maximum_filter(strokes.view(np.uint8), (3, 9)).view(bool)
+    joined = ndimage.maximum_filter(strokes.view(np.uint8), (1, 9)).view(bool)
     labels, _ = ndimage.label(joined)
-    canvas = np.full_like(grey, 255)
     height, width = grey.shape
-    boxes = [sl for sl in ndimage.find_objects(labels) if sl is not None]
-    boxes.sort(key=lambda sl: -(sl[0].stop - sl[0].start) * (sl[1].stop - sl[1].start))
-    for sl in boxes:  # largest first: a line's own box overrides the bar around it
+    out: list[TextLine] = []
+    for sl in ndimage.find_objects(labels):
+        if sl is None:
+            continue
         h, w = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
         if h < 6 or h > max_line_height or w < 4:
             continue
-        sl = (slice(max(0, sl[0].start - 1), min(height, sl[0].stop + 1)),
-              slice(max(0, sl[1].start - 1), min(width, sl[1].stop + 1)))
-        crop = grey[sl].astype(np.float32)
-        rim = np.concatenate([grey[sl][0], grey[sl][-1], grey[sl][:, 0], grey[sl][:, -1]])
+        y0, x0 = max(0, sl[0].start - 1), max(0, sl[1].start - 1)
+        box = grey[y0: min(height, sl[0].stop + 1), x0: min(width, sl[1].stop + 1)]
+        crop = box.astype(np.float32)
+        rim = np.concatenate([box[0], box[-1], box[:, 0], box[:, -1]])
         bg = float(np.bincount(rim).argmax())  # the box's edge is background
         far = np.abs(crop - bg) > edge_min
         if far.any() and float((crop[far] - bg).mean()) > 0:  # light text on dark
             crop, bg = 255.0 - crop, 255.0 - bg
         lo = float(crop.min())
-        out = np.clip((crop - lo) * (255.0 / max(1.0, bg - lo)), 0, 255).astype(np.uint8)
-        canvas[sl] = out
-    image = Image.fromarray(canvas)
-    if scale > 1:
-        image = image.resize((image.width * scale, image.height * scale),
-                             Image.Resampling.LANCZOS)
-    return image
-
+        norm = np.clip((crop - lo) * (255.0 / max(1.0, bg - lo)), 0, 255).astype(np.uint8)
+        out.append(TextLine(x0, y0, norm))
+    out.sort(key=lambda line: (line.y, line.x))
+    return out
 
 
 class OcrReader:
@@ -186,12 +198,13 @@ class OcrReader:
     comparers read screens).
 
     Args:
-        edge_min: See :func:`prepare_for_ocr`.
+        edge_min: See :func:`text_lines`.
         max_cached: Screens whose words are kept (least recently used evicted).
 
     Attributes:
         reads: Screens read (cache misses).
-        seconds: Time spent reading them (preparation included).
+        lines_read: Text lines put to Tesseract (a line seen before, anywhere, is not).
+        seconds: Time spent reading screens (finding lines included).
 
     Raises:
         DependencyNotInstalled: tesserocr is missing.
@@ -208,9 +221,11 @@ class OcrReader:
             raise BackendError(f"OCR needs {ocr_available()}")
         self._tesserocr = tesserocr
         self._api = tesserocr.PyTessBaseAPI(path=path, lang="eng",
-                                            psm=tesserocr.PSM.SPARSE_TEXT)
+                                            psm=tesserocr.PSM.SINGLE_LINE)
         self.edge_min, self.max_cached = int(edge_min), int(max_cached)
         self._cache: OrderedDict[tuple[str, int], tuple[OcrWord, ...]] = OrderedDict()
+        self._lines: OrderedDict[str, Any] = OrderedDict()
+        self.lines_read = 0
         self._lock = threading.Lock()
         self.reads = 0
         self.seconds = 0.0
@@ -229,7 +244,7 @@ class OcrReader:
         Args:
             screenshot: H x W x 3 uint8 RGB.
             digest: Cache key of these pixels (default: a SHA-1 of them).
-            scale: Upscale factor before reading (:func:`prepare_for_ocr`).
+            scale: Upscale factor of each line before reading.
         """
         if digest is None:
             digest = hashlib.sha1(repr(screenshot.shape).encode()
@@ -243,8 +258,8 @@ class OcrReader:
             if self._api is None:
                 raise BackendError("OcrReader used after close()")
             t0 = time.perf_counter()
-            image = prepare_for_ocr(screenshot, edge_min=self.edge_min, scale=scale)
-            found = tuple(self._read(image, int(scale)))
+            found = tuple(w for line in text_lines(screenshot, edge_min=self.edge_min)
+                          for w in self._read_line(line, int(scale)))
             self.seconds += time.perf_counter() - t0
             self.reads += 1
             self._cache[key] = found
@@ -252,26 +267,48 @@ class OcrReader:
                 self._cache.popitem(last=False)
             return found
 
-    def _read(self, image: Image.Image, s: int) -> list[OcrWord]:
-        tess = self._tesserocr
+    def _read_line(self, line: TextLine, scale: int) -> list[OcrWord]:
+        """The words of one line, cached by its pixels (menus, labels repeat across screens)."""
+        key = hashlib.sha1(repr((line.crop.shape, scale)).encode()
+                           + line.crop.tobytes()).hexdigest()
+        rel = self._lines.get(key)
+        if rel is None:
+            rel = self._recognise(line.crop, scale)
+            self._lines[key] = rel
+            while len(self._lines) > 16 * self.max_cached:
+                self._lines.popitem(last=False)
+            self.lines_read += 1
+        else:
+            self._lines.move_to_end(key)
+        return [OcrWord(t, c, (line.x + x, line.y + y, w, h)) for t, c, (x, y, w, h) in rel]
+
+    def _recognise(self, crop: np.ndarray, scale: int
+                   ) -> tuple[tuple[str, float, tuple[int, int, int, int]], ...]:
+        tess, pad = self._tesserocr, 4
+        padded = np.pad(crop, pad, constant_values=255)
+        image = Image.fromarray(padded)
+        if scale > 1:
+            image = image.resize((image.width * scale, image.height * scale),
+                                 Image.Resampling.LANCZOS)
         self._api.SetImage(image)
         self._api.Recognize()
         level = tess.RIL.WORD
-        out: list[OcrWord] = []
+        out = []
         iterator: Any = self._api.GetIterator()
-        if iterator is None:
-            return out
-        while True:
-            text = iterator.GetUTF8Text(level)
+        while iterator is not None:
+            try:
+                text = iterator.GetUTF8Text(level)
+            except RuntimeError:  # tesserocr: "No text returned" (nothing on the line)
+                break
             box = iterator.BoundingBox(level)
             if text and text.strip() and box is not None:
                 x0, y0, x1, y1 = box
-                out.append(OcrWord(text.strip(), float(iterator.Confidence(level)),
-                                   (x0 // s, y0 // s, max(1, (x1 - x0) // s),
-                                    max(1, (y1 - y0) // s))))
+                out.append((text.strip(), float(iterator.Confidence(level)),
+                            (x0 // scale - pad, y0 // scale - pad, max(1, (x1 - x0) // scale),
+                             max(1, (y1 - y0) // scale))))
             if not iterator.Next(level):
                 break
-        return out
+        return tuple(out)
 
 
 _SHARED: OcrReader | None = None
@@ -327,7 +364,7 @@ class TextKey:
         return sum(n for _, n in self.sure)
 
 
-def text_key(words: Sequence[OcrWord], *, min_conf: float = 60.0,
+def text_key(words: Sequence[OcrWord], *, min_conf: float = 85.0,
              ignore: Sequence[str] = DEFAULT_OCR_IGNORE) -> TextKey:
     """The :class:`TextKey` of one screen's words.
 
