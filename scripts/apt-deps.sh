@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Install the Debian packages of the local desktop (cua_rl.desktop, `cua-rl desktop-server`) and
-# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py).
+# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py), and
+# Tesseract's English model for the validator's OCR tier (cua_rl/validator/ocr.py).
 # Used by `make test`: runs `apt-get update` once and `apt-get install -y --no-install-recommends`
 # only when root and apt-get exist and a package is missing; writes the stamp file given as $1
 # when everything is installed, so a second run installs nothing. Where installing is impossible
@@ -12,6 +13,7 @@ PACKAGES=(
   python3-pyatspi at-spi2-core dbus-x11 util-linux
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
   chromium chromium-driver
+  tesseract-ocr tesseract-ocr-eng
 )
 stamp="${1:-}"
 

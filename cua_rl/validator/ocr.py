@@ -46,7 +46,7 @@ import re
 import threading
 import time
 from collections import Counter, OrderedDict
-from collections.abc import Sequence
+from collections.abc import Collection, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -389,15 +389,15 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 85.0,
         else:
             unsure[t] += 1
     rows.sort()
-    lines: list[list[str]] = []
+    lines: list[list[tuple[int, str]]] = []
     last_y: int | None = None
-    for y, _, t in rows:
+    for y, x, t in rows:  # a word more than 6 px below the previous one starts a new line
         if last_y is None or y - last_y > 6:
             lines.append([])
-        lines[-1].append(t)
+        lines[-1].append((x, t))
         last_y = y
     return TextKey(tuple(sorted(sure.items())), tuple(sorted(unsure.items())),
-                   tuple(" ".join(line) for line in lines), tuple(boxes))
+                   tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(boxes))
 
 
 def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:
@@ -418,13 +418,27 @@ def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:
     return None
 
 
-def text_hint(key: TextKey | None, parent: TextKey | None, width: int = 70) -> str:
-    """The first text line of ``key`` with a word its parent's key lacks ('' when none)."""
+def text_hint(key: TextKey | None, parent: TextKey | None, common: Collection[str] = (),
+              width: int = 70) -> str:
+    """What a state's screen says that its parent's does not, from their :class:`TextKey`.
+
+    The first text line (reading order) with a word the parent's key lacks and that is not in
+    ``common`` (words every state shows: the menu bar, the window title), quoted and cut to
+    ``width`` characters; '' when there is none.
+
+    Example:
+        >>> a = TextKey((("File", 1), ("Find", 1)), (), ("File", "Find"))
+        >>> b = TextKey((("File", 1), ("Find", 1), ("0", 1), ("matches", 1)), (),
+        ...             ("File", "Find", "0 matches"))
+        >>> text_hint(b, a)
+        'text "0 matches"'
+    """
     if key is None:
         return ""
     have = Counter(dict(parent.sure)) if parent is not None else Counter()
+    skip = set(common)
     for line in key.lines:
-        if any(have[w] == 0 for w in line.split()):
+        if any(have[w] == 0 and w not in skip for w in line.split()):
             text = f'text "{line}"'
             return text if len(text) <= width else text[: width - 4] + '..."'
     return ""
