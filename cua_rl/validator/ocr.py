@@ -6,28 +6,36 @@ key ignores where the words are (a moved or resized window), the colour theme an
 between the words; it sees what the words say.
 
 **Engine.** Tesseract 5 (LSTM), the maintained open-source engine (Debian ``tesseract-ocr``
-5.3 + ``tesseract-ocr-eng`` for the model), through **tesserocr** (Tesseract's C++ API, loaded
-once per process; the PyPI wheel bundles libtesseract 5.5 and reads Debian's
-``eng.traineddata``). pytesseract was measured and not chosen: it starts the ``tesseract``
-program per call (writes a PNG, reloads the 4 MB model), 5-12x the cost for the same text.
-Measured on this machine (1 core, Python 3.11; ``python benchmarks/ocr_cost.py``):
+5.3 + ``tesseract-ocr-eng`` for the model), through **tesserocr** (Tesseract's C++ API, model
+loaded once per process; the PyPI wheel bundles libtesseract 5.5 and reads Debian's
+``eng.traineddata``: extra ``ocr``). pytesseract was measured and not chosen: it starts the
+``tesseract`` program per call (writes the image, reloads the model), 10x the cost for the same
+text. ``PYTHONPATH=. python benchmarks/ocr_cost.py`` (2 shared cores, load average 7):
 
-==========================================  ===============  ==============
-per screen, raw screenshot (PSM 11)          x11 1280 x 720   SimDesk 640x400
-==========================================  ===============  ==============
-tesserocr (C API)                            238 ms           42 ms
-pytesseract ``image_to_string``              1376 ms          508 ms
-pytesseract ``image_to_data``                1533 ms          409 ms
-==========================================  ===============  ==============
+=============================  =================  ==================  ======================
+ms per screen                  tesserocr, page    pytesseract, page   validator reader, cold
+=============================  =================  ==================  ======================
+x11 Mousepad 1280 x 720 (5)    170                1756                202 (37 lines read)
+SimDesk 640 x 400 (7)          119                1119                186 (61 lines read)
+=============================  =================  ==================  ======================
 
-**Reading a screen** (:func:`read_words`). Raw screenshots lose most of their text to
-Tesseract's page layout (40 % of the words of a Mousepad screen at 1280 x 720; the white title
-on blue, the white banner text on red and grey "0 occurrences" were all lost). So each screen
-is first redrawn as black text on white: text lines are found as blobs of strong local contrast
-(3 x 3 max - min >= ``edge_min`` grey levels, joined 9 px sideways), each blob is inverted when
-its background (median) is dark and contrast-stretched from its darkest pixel to its
-background, everything else is white; the canvas is upscaled ``scale`` times (Lanczos) and read
-in one pass (PSM 11, sparse text). Words come back with confidence and box in screenshot pixels.
+**Reading a screen** (:meth:`OcrReader.words`). Tesseract's page layout loses much of a
+screen's text: of 34 known words on a Mousepad screen it read 47 % (the white title on blue,
+the banner's white on red and grey labels go). So text lines are found first
+(:func:`text_lines`): strokes are pixels of strong local contrast (3 x 3 max - min >=
+``edge_min`` grey levels), thin long runs (frames, borders, separators) are removed, strokes
+are joined 9 px sideways into line blobs, and each blob is inverted when its text is lighter
+than its background (the most common grey of its edge) and stretched to black on white. Each
+line is read alone (PSM 7, upscaled ``scale`` times, Lanczos) and cached by its pixels, so a
+line read once costs nothing on any later screen: a moved window puts no new line to
+Tesseract, and menus, banners and unchanged text are read once per run. Recall on that screen:
+88 % of the 34 words with confidence >= 85 (``benchmarks/ocr_cost.py``).
+
+**Key stability** (same script, Mousepad with the find bar open): equal for the same screen
+grabbed twice and for the window moved (``xdotool windowmove``); unequal when the find
+result changes (``bananas`` 1 hit -> ``kiwis`` 0 hits). Moved *and resized* wider, the key
+differs: the wider find bar shows "1 occurrence", which the narrow one hides; the words on
+screen really differ, and OCR alone cannot tell a revealed label from a new one.
 
 **The key** (:func:`text_key`): the multiset of the words read with confidence >=
 ``min_conf``, normalised (case kept, punctuation at the ends dropped, empty ones gone), without

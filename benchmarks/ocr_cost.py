@@ -1,0 +1,135 @@
+"""Cost and accuracy of the validator's OCR tier (cua_rl/validator/ocr.py) on real screens.
+
+Screens: Mousepad on the local X11 desktop (1280 x 720; a known file, the find bar with a hit
+and with none, the window moved, moved and resized) and SimDesk's editor_find (640 x 400).
+Measured per screen: tesserocr on the raw screenshot (one page, PSM 11), pytesseract on the same
+(when installed: it starts the tesseract program per call), and the validator's reader (text
+lines redrawn dark on light, one Tesseract call per new line, lines cached by their pixels);
+recall of the known words read with confidence >= 85; whether the text key of the same screen
+is equal after a repeat, a move, a move + resize, and unequal after the find result changes.
+
+    PYTHONPATH=. python benchmarks/ocr_cost.py            # prints a markdown table
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import time
+
+import numpy as np
+from PIL import Image
+
+from cua_rl.validator.ocr import OcrReader, compare_keys, find_tessdata, normalise_word, text_key
+
+FILE = ("Shopping list for the weekend\nApples, bananas and oranges\n"
+        "Invoice number 4711 due Friday\nThe quick brown fox jumps over the lazy dog\n")
+UI = ["File", "Edit", "Search", "View", "Document", "Help", "Match", "case", "Regular",
+      "expression"]  # what the find bar of the narrow window shows (no "1 occurrence")
+
+
+def mousepad_screens() -> dict[str, np.ndarray]:
+    """Mousepad screens on a fresh local desktop (empty when the desktop cannot start)."""
+    from cua_rl.desktop.session import DesktopSession, missing_programs
+
+    if missing_programs() or shutil.which("mousepad") is None:
+        return {}
+    shots: dict[str, np.ndarray] = {}
+    with DesktopSession(size=(1280, 720), a11y=False, startup_timeout_s=60) as s:
+        path = os.path.join(str(s.home), "notes_run1.txt")
+        with open(path, "w") as f:
+            f.write(FILE)
+        s.popen(["mousepad", path])
+        for _ in range(60):
+            wins = [w for w in s.windows() if "ousepad" in str(w["wm_class"])]
+            if wins:
+                break
+            time.sleep(0.5)
+        time.sleep(3)
+        wid = str(int(str(wins[0]["id"]), 16))
+        s.xdotool([["xdotool", "key", "ctrl+f"], ["xdotool", "type", "bananas"]])
+        time.sleep(1.5)
+        shots["find: 1 hit"] = s.screenshot()
+        shots["find: 1 hit, again"] = s.screenshot()
+        s.xdotool([["xdotool", "windowmove", wid, "150", "120"]])
+        time.sleep(1)
+        shots["find: 1 hit, moved"] = s.screenshot()
+        s.xdotool([["xdotool", "windowsize", wid, "900", "500"]])
+        time.sleep(1)
+        shots["find: 1 hit, moved + resized"] = s.screenshot()
+        s.xdotool([["xdotool", "key", "ctrl+a"], ["xdotool", "type", "kiwis"]])
+        time.sleep(1.5)
+        shots["find: 0 hits, moved + resized"] = s.screenshot()
+    return shots
+
+
+def simdesk_screens() -> list[np.ndarray]:
+    from tests.validator.simdesk_traces import CLEAN, simdesk_trace
+
+    return [f.screenshot for f in simdesk_trace(CLEAN, name="ocr", hesitation=0.0,
+                                                seed=0).frames]
+
+
+def ms(fn, images) -> float:  # noqa: ANN001
+    t0 = time.perf_counter()
+    for im in images:
+        fn(im)
+    return 1000 * (time.perf_counter() - t0) / len(images)
+
+
+def main() -> None:
+    import tesserocr
+
+    mouse = mousepad_screens()
+    sim = simdesk_screens()
+    api = tesserocr.PyTessBaseAPI(path=find_tessdata(), lang="eng",
+                                  psm=tesserocr.PSM.SPARSE_TEXT)
+
+    def raw(im: np.ndarray) -> str:
+        api.SetImage(Image.fromarray(im))
+        return api.GetUTF8Text()
+
+    rows = []
+    for label, images in (("x11 Mousepad 1280x720", list(mouse.values())),
+                          ("SimDesk 640x400", sim)):
+        if not images:
+            continue
+        raw(images[0])
+        row = {"screens": label, "tesserocr raw page": ms(raw, images)}
+        try:
+            import pytesseract
+
+            row["pytesseract raw page"] = ms(
+                lambda im: pytesseract.image_to_string(Image.fromarray(im), config="--psm 11"),
+                images)
+        except ImportError:
+            row["pytesseract raw page"] = float("nan")
+        reader = OcrReader()
+        row["validator reader, cold"] = ms(reader.words, images)
+        row["lines read"] = reader.lines_read
+        rows.append(row)
+    print("| screens | tesserocr raw page (ms) | pytesseract raw page (ms) | validator reader, "
+          "cold (ms/screen) | lines put to Tesseract |")
+    print("|---|---|---|---|---|")
+    for r in rows:
+        print(f"| {r['screens']} | {r['tesserocr raw page']:.0f} | "
+              f"{r['pytesseract raw page']:.0f} | {r['validator reader, cold']:.0f} | "
+              f"{r['lines read']} |")
+    if mouse:
+        reader = OcrReader()
+        keys = {name: text_key(reader.words(im)) for name, im in mouse.items()}
+        truth = [normalise_word(w) for w in FILE.split()] + UI
+        first = mouse["find: 1 hit"]
+        got = {normalise_word(w.text) for w in reader.words(first) if w.conf >= 85}
+        raw_got = {normalise_word(w) for w in raw(first).split()}
+        print(f"\nrecall of {len(truth)} known words (Mousepad, find bar open): validator "
+              f"reader {sum(w in got for w in truth) / len(truth):.2f}, raw page "
+              f"{sum(w in raw_got for w in truth) / len(truth):.2f}\n")
+        base = keys["find: 1 hit"]
+        for name, key in keys.items():
+            print(f"- key of '{name}' vs 'find: 1 hit': {compare_keys(base, key)} "
+                  f"({key.n_words} words)")
+
+
+if __name__ == "__main__":
+    main()
