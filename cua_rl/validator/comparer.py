@@ -112,7 +112,8 @@ class EquivalenceConfig:
             docstring).
         use_ocr: Decide pairs the pixels and accessibility text leave open by the words on the
             screens (Tesseract; needs ``pip install 'cua-rl[ocr]'`` and Debian
-            ``tesseract-ocr-eng``). Off by default: 40-250 ms per new screen.
+            ``tesseract-ocr-eng``). Off by default: 0.3-0.7 s per new 1280 x 720 screen
+            (``benchmarks/ocr_cost.py``; text lines seen before are free).
         ocr_min_words: A screen with fewer confidently read words is not decided by OCR.
         ocr_min_conf: Tesseract confidence (0-100) from which a word counts as read.
         ocr_ignore: Regular expressions of words the text key drops (clock times, dates).
@@ -130,9 +131,9 @@ class EquivalenceConfig:
     a11y_rule: str = "decides"
     use_ocr: bool = False
     ocr_min_words: int = 3
-    ocr_min_conf: float = 85.0
+    ocr_min_conf: float = 70.0
     ocr_ignore: tuple[str, ...] = DEFAULT_OCR_IGNORE
-    ocr_scale: int = 2
+    ocr_scale: int = 3
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
 

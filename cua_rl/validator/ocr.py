@@ -10,26 +10,35 @@ between the words; it sees what the words say.
 loaded once per process; the PyPI wheel bundles libtesseract 5.5 and reads Debian's
 ``eng.traineddata``: extra ``ocr``). pytesseract was measured and not chosen: it starts the
 ``tesseract`` program per call (writes the image, reloads the model), 10x the cost for the same
-text. ``PYTHONPATH=. python benchmarks/ocr_cost.py`` (2 shared cores, load average 7):
+text. ``PYTHONPATH=. python benchmarks/ocr_cost.py`` (2 cores shared with other jobs, load
+average 7-10: absolute times are inflated 2-4x against an idle core, ratios hold):
 
 =============================  =================  ==================  ======================
 ms per screen                  tesserocr, page    pytesseract, page   validator reader, cold
 =============================  =================  ==================  ======================
-x11 Mousepad 1280 x 720 (5)    170                1756                202 (37 lines read)
-SimDesk 640 x 400 (7)          119                1119                186 (61 lines read)
+x11 Mousepad 1280 x 720 (5)    447                2439                672 (37 lines read)
+SimDesk 640 x 400 (7)          250                1692                290 (61 lines read)
 =============================  =================  ==================  ======================
 
+"Cold" is a reader that has seen none of the lines; a line seen before costs nothing, so the
+cost per screen falls as a run goes on (5 Mousepad screens put 37 lines to Tesseract, 7 per
+screen). An earlier run at load 5 (``ocr_scale`` 2): tesserocr 238 / pytesseract 1376 ms at
+1280 x 720, 42 / 508 ms at 640 x 400.
+
 **Reading a screen** (:meth:`OcrReader.words`). Tesseract's page layout loses much of a
-screen's text: of 34 known words on a Mousepad screen it read 47 % (the white title on blue,
+screen's text: of 33 known words on a Mousepad screen it read 48 % (the white title on blue,
 the banner's white on red and grey labels go). So text lines are found first
 (:func:`text_lines`): strokes are pixels of strong local contrast (3 x 3 max - min >=
 ``edge_min`` grey levels), thin long runs (frames, borders, separators) are removed, strokes
 are joined 9 px sideways into line blobs, and each blob is inverted when its text is lighter
 than its background (the most common grey of its edge) and stretched to black on white. Each
-line is read alone (PSM 7, upscaled ``scale`` times, Lanczos) and cached by its pixels, so a
+line is read alone (PSM 7, upscaled ``scale`` = 3 times, Lanczos: at 2 a grey "1 match" was
+read with confidence 20, at 3 with 72) and cached by its pixels, so a
 line read once costs nothing on any later screen: a moved window puts no new line to
 Tesseract, and menus, banners and unchanged text are read once per run. Recall on that screen:
-88 % of the 34 words with confidence >= 85 (``benchmarks/ocr_cost.py``).
+91 % of 33 known words with confidence >= 70, against 48 % for the raw page
+(``benchmarks/ocr_cost.py``). Icons and a border glued to a word are read as junk words with
+confidence 20-80; they are the same junk for the same pixels, so they do not break equality.
 
 **Key stability** (same script, Mousepad with the find bar open): equal for the same screen
 grabbed twice and for the window moved (``xdotool windowmove``); unequal when the find
@@ -246,7 +255,7 @@ class OcrReader:
                 self._api = None
 
     def words(self, screenshot: np.ndarray, digest: str | None = None, *,
-              scale: int = 2) -> tuple[OcrWord, ...]:
+              scale: int = 3) -> tuple[OcrWord, ...]:
         """The words on ``screenshot``, boxes in its pixels.
 
         Args:
@@ -332,7 +341,7 @@ def shared_reader() -> OcrReader:
         return _SHARED
 
 
-def read_words(screenshot: np.ndarray, *, scale: int = 2) -> tuple[OcrWord, ...]:
+def read_words(screenshot: np.ndarray, *, scale: int = 3) -> tuple[OcrWord, ...]:
     """The words on one screenshot, read by :func:`shared_reader`."""
     return shared_reader().words(screenshot, scale=scale)
 
@@ -372,7 +381,7 @@ class TextKey:
         return sum(n for _, n in self.sure)
 
 
-def text_key(words: Sequence[OcrWord], *, min_conf: float = 85.0,
+def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
              ignore: Sequence[str] = DEFAULT_OCR_IGNORE) -> TextKey:
     """The :class:`TextKey` of one screen's words.
 

@@ -107,7 +107,7 @@ def test_config_keys_round_trip_and_refuse_bad_values() -> None:
     again = EquivalenceConfig.from_dict(cfg.to_dict())
     assert again == cfg and again.ocr_ignore == (r"^\d+%$",)
     old = EquivalenceConfig.from_dict({"use_a11y": True, "tier1": {"max_shift": 8}})
-    assert old.use_ocr is False and old.ocr_min_conf == 85.0  # configs from before OCR load
+    assert old.use_ocr is False and old.ocr_min_conf == 70.0  # configs from before OCR load
     with pytest.raises(ConfigError, match=r"ocr_min_conf must be a number in \[0, 100\], got 101"):
         EquivalenceConfig(ocr_min_conf=101)
     with pytest.raises(ConfigError, match=r"ocr_scale must be an int in \[1, 4\], got 0"):
@@ -203,3 +203,30 @@ def test_masked_regions_are_not_read() -> None:
     cmp = comparer(tier1=Tier1Config(masks=((40, 30, 521, 26),)))  # the title bar
     key = cmp.text_key(Frame(screen()))
     assert key is not None and "Notes" not in dict(key.sure) and "Shopping" in dict(key.sure)
+
+
+@needs_ocr
+def test_model_states_merge_across_moved_windows_and_are_captioned_by_their_text() -> None:
+    from cua_rl.validator.model import ReferenceModel, ValidatorConfig
+    from cua_rl.validator.render import state_caption
+    from cua_rl.validator.traces import Trace
+
+    def run(origin: tuple[int, int], name: str) -> Trace:
+        shots = [screen(origin, status="Ready"), screen(origin, status="3 matches")]
+        return Trace(tuple(Frame(s, title="Notes Editor") for s in shots),
+                     ("key ctrl+f",), name=name)
+
+    cfg = ValidatorConfig(equivalence=EquivalenceConfig(use_ocr=True), auto_volatile=False)
+    runs = [run((40, 30), "a"), run((90, 60), "b"), run((20, 50), "c")]
+    model = ReferenceModel.learn(runs, cfg)
+    assert len(model.states) == 2  # tier 1 calls every cross-run pair DIFFERENT; OCR merges
+    start, found = model.analysis.start, model.essential[-1]
+    assert model.evidence(found) == (3, 3)
+    assert model.states[found].hint == 'text "3 matches"'
+    # the title is the same for every state: the captions are the text that tells them apart
+    assert state_caption(model, found) == 'text "3 matches"'
+    assert state_caption(model, start) == 'text "Ready"'
+    assert model.comparer.counts["ocr"] >= 2 and model.comparer.counts["tier2"] == 0
+    # the same traces without OCR: the runs never merge, learning refuses
+    with pytest.raises(Exception, match="share no start state"):
+        ReferenceModel.learn(runs, ValidatorConfig(auto_volatile=False))
