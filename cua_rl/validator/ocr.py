@@ -93,8 +93,12 @@ DEFAULT_OCR_IGNORE: tuple[str, ...] = (
     r"^\d{1,2}[:.]\d{2}(?::\d{2})?$",  # 10:42, 10:42:07
     r"^(?:AM|PM|am|pm)$",
     r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}$",  # 2026-12-02, 02/12/2026
+    r"[\w.~-]/[\w.-]|^/[\w.-]",  # /home/user/run-3f2a/notes.txt, ~/Documents/a
+    r"[0-9a-f]{8}",  # run ids: 62d271bf, 5f3a9c0e1d (also a number of 8+ digits)
 )
-"""Volatile words: clock times and dates (a taskbar clock, a file's modification time)."""
+"""Volatile words: clock times and dates (a taskbar clock, a file's modification time), file
+paths and hexadecimal run ids (a window title naming a per-run scratch folder: the words of
+different runs of one task would never match)."""
 
 
 def find_tessdata() -> str | None:
@@ -388,7 +392,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
     Args:
         words: From :meth:`OcrReader.words`.
         min_conf: Confidence from which a word counts as read.
-        ignore: Regular expressions; a normalised word matching one is dropped.
+        ignore: Regular expressions; a word matching one (as read or normalised) is dropped.
     """
     patterns = [re.compile(p) for p in ignore]
     sure: Counter[str] = Counter()
@@ -397,7 +401,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
     boxes: list[tuple[int, int, int, int]] = []
     for w in words:
         t = normalise_word(w.text)
-        if not t or any(p.search(t) for p in patterns):
+        if not t or any(p.search(t) or p.search(w.text.strip()) for p in patterns):
             continue
         if w.conf >= min_conf:
             sure[t] += 1
