@@ -8,7 +8,15 @@ lines redrawn dark on light, one Tesseract call per new line, lines cached by th
 recall of the known words read with confidence >= 70; whether the text key of the same screen
 is equal after a repeat, a move, a move + resize, and unequal after the find result changes.
 
-    PYTHONPATH=. python benchmarks/ocr_cost.py            # prints a markdown table
+Pairs (``--pairs N``): every cross-run pair of frames of N SimDesk editor_find runs with
+window jitter (8 px), colour theme and font jitter, popups (``--popup-rate``) and loading
+screens, no accessibility text given to the comparer; ground truth: the a11y label of each
+frame (SimDesk's own state; clock, toasts and popups ignored). For tier 1 alone
+(``max_shift`` 12), tier 1 + OCR, and both with a simulated tier 2 (a perfect VLM: the ground
+truth itself): how many pairs each tier decided, how many of those decisions were wrong, and
+how many questions tier 2 got.
+
+    PYTHONPATH=. python benchmarks/ocr_cost.py --pairs 5 [--popup-rate 0]
 """
 
 from __future__ import annotations
@@ -77,8 +85,63 @@ def ms(fn, images) -> float:  # noqa: ANN001
     return 1000 * (time.perf_counter() - t0) / len(images)
 
 
+def pair_study(n_runs: int, popup_rate: float = 0.2) -> None:
+    """Decisions per tier on cross-run SimDesk pairs, against the a11y ground truth."""
+    from itertools import combinations
+
+    from cua_rl.envs.backends.simdesk import SimDeskConfig
+    from cua_rl.validator import EquivalenceConfig, Frame, SimulatedComparer
+    from cua_rl.validator.comparer import FeatureCache, StateComparer
+    from cua_rl.validator.equivalence import Tier1Config
+    from tests.validator.simdesk_traces import simdesk_trace
+
+    cfg = SimDeskConfig(width=640, height=400, jitter=8, theme_jitter=True,
+                        popup_rate=popup_rate, loading_prob=0.3)
+    traces = [simdesk_trace(cfg, name=f"r{s}", hesitation=0.3, seed=s) for s in range(n_runs)]
+    truth = SimulatedComparer.from_traces(traces).labels
+    frames = [(i, Frame(f.screenshot, None, f.title)) for i, t in enumerate(traces)
+              for f in t.frames]
+    pairs = [(a, b) for (ia, a), (ib, b) in combinations(frames, 2) if ia != ib]
+    t1 = Tier1Config(max_shift=12)
+    print(f"\n{len(pairs)} cross-run pairs of {len(frames)} frames ({n_runs} runs); "
+          f"{sum(truth[a.digest] == truth[b.digest] for a, b in pairs)} show the same state\n")
+    print("| comparer | decided by | pairs | wrong | of them false SAME |")
+    print("|---|---|---|---|---|")
+    plain = EquivalenceConfig(tier1=t1, use_a11y=False)
+    ocr = EquivalenceConfig(tier1=t1, use_a11y=False, use_ocr=True)
+    for name, eq, tier2 in (("tier 1", plain, None), ("tier 1 + OCR", ocr, None),
+                            ("tier 1 + tier 2", plain, SimulatedComparer(truth)),
+                            ("tier 1 + OCR + tier 2", ocr, SimulatedComparer(truth))):
+        cmp = StateComparer(eq, tier2, cache=FeatureCache())
+        tally: dict[str, list[int]] = {}
+        t0 = time.perf_counter()
+        for a, b in pairs:
+            d = cmp.decide(a, b)
+            real = truth[a.digest] == truth[b.digest]
+            row = tally.setdefault(d.tier, [0, 0, 0])
+            row[0] += 1
+            row[1] += d.same != real
+            row[2] += d.same and not real
+        for tier, (n, wrong, false_same) in sorted(tally.items()):
+            print(f"| {name} | {tier} | {n} | {wrong} | {false_same} |")
+        secs = ", ".join(f"{k} {v:.1f} s" for k, v in cmp.seconds.items() if v)
+        print(f"| {name} | time | {time.perf_counter() - t0:.1f} s | {secs} | "
+              f"{cmp.counts['ocr_read']} screens read, {cmp.counts['tier2_asked']} tier-2 "
+              f"questions |")
+
+
 def main() -> None:
+    import argparse
+
     import tesserocr
+
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--pairs", type=int, default=0, help="SimDesk runs for the pair study")
+    parser.add_argument("--popup-rate", type=float, default=0.2, help="SimDesk popups per step")
+    args = parser.parse_args()
+    if args.pairs:
+        pair_study(args.pairs, args.popup_rate)
+        return
 
     mouse = mousepad_screens()
     sim = simdesk_screens()

@@ -9,7 +9,11 @@ the screens decide (:mod:`~cua_rl.validator.ocr`: Tesseract, a word multiset per
 keys SAME, a confidently read word on one side only DIFFERENT; undecided when a screen has
 fewer than ``ocr_min_words`` words, when only low-confidence words differ, or when the keys are
 equal but tier 1 saw a local change with no word in it (a ticked checkbox, an icon: the text
-cannot see it). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with
+cannot see it), and, with a tier-2 comparer and ``ocr_added_to_tier2``, when tier 1 saw a
+local change and one screen only adds words, hiding at most the words under them (a toast or
+popup over the same state, or a new panel: words cannot tell; measured on SimDesk with theme,
+jitter and popups,
+``benchmarks/ocr_cost.py --pairs``). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with
 ``tier2_on_different``) goes to the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer`
 if there is one; without one, or when it fails, the pair is DIFFERENT: equal only when a tier
 says so.
@@ -75,6 +79,7 @@ from cua_rl.validator.ocr import (
     OcrReader,
     TextKey,
     compare_keys,
+    overlay_only,
     shared_reader,
     text_key,
 )
@@ -118,6 +123,10 @@ class EquivalenceConfig:
         ocr_min_conf: Tesseract confidence (0-100) from which a word counts as read.
         ocr_ignore: Regular expressions of words the text key drops (clock times, dates).
         ocr_scale: Upscale factor of the screen before OCR (1-4).
+        ocr_added_to_tier2: When there is a tier-2 comparer, an AMBIGUOUS pair whose text
+            differs only by words one screen adds over the other (a toast, a popup, or a new
+            panel: words cannot tell; :func:`~cua_rl.validator.ocr.overlay_only`) goes to
+            tier 2 instead of being DIFFERENT.
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
@@ -134,6 +143,7 @@ class EquivalenceConfig:
     ocr_min_conf: float = 70.0
     ocr_ignore: tuple[str, ...] = DEFAULT_OCR_IGNORE
     ocr_scale: int = 3
+    ocr_added_to_tier2: bool = True
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
 
@@ -159,7 +169,7 @@ class EquivalenceConfig:
         _check(isinstance(self.ocr_min_conf, int | float) and not isinstance(
             self.ocr_min_conf, bool) and 0 <= self.ocr_min_conf <= 100,
             "EquivalenceConfig.ocr_min_conf", self.ocr_min_conf, "a number in [0, 100]")
-        for name in ("use_a11y", "use_ocr", "tier2_on_different"):
+        for name in ("use_a11y", "use_ocr", "ocr_added_to_tier2", "tier2_on_different"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
         for name, low, high in (("a11y_min_lines", 0, 10**6), ("max_tier2_candidates", 0, 1000),
@@ -449,9 +459,12 @@ class StateComparer:
         same = compare_keys(ta, tb, min_words=self.config.ocr_min_words)
         if same is None:
             return None
+        if (not same and self.semantic is not None and self.config.ocr_added_to_tier2
+                and t1.verdict is Equivalence.AMBIGUOUS and overlay_only(ta, tb)):
+            return None  # words added over the same screen: a toast, or a new panel
         if same and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None:
             x, y, w, h = t1.bbox
-            if not any(_overlaps(box, (x, y, w, h)) for box in (*ta.boxes, *tb.boxes)):
+            if not any(_overlaps(box, (x, y, w, h)) for _, box in (*ta.placed, *tb.placed)):
                 return None  # a local change with no word in it: text cannot see it
         return Decision(same, "ocr", t1)
 

@@ -81,6 +81,7 @@ __all__ = [
     "compare_keys",
     "find_tessdata",
     "normalise_word",
+    "overlay_only",
     "ocr_available",
     "TextLine",
     "read_words",
@@ -371,13 +372,13 @@ class TextKey:
         sure: Multiset of the confidently read words (word -> count).
         unsure: Multiset of the other words.
         lines: The confident words in reading order, one string per text line (for captions).
-        boxes: The boxes (x, y, w, h) of the confident words, in screenshot pixels.
+        placed: The confident words with their boxes (x, y, w, h) in screenshot pixels.
     """
 
     sure: tuple[tuple[str, int], ...]
     unsure: tuple[tuple[str, int], ...]
     lines: tuple[str, ...]
-    boxes: tuple[tuple[int, int, int, int], ...] = ()
+    placed: tuple[tuple[str, tuple[int, int, int, int]], ...] = ()
 
     @property
     def n_words(self) -> int:
@@ -398,7 +399,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
     sure: Counter[str] = Counter()
     unsure: Counter[str] = Counter()
     rows: list[tuple[int, int, str]] = []
-    boxes: list[tuple[int, int, int, int]] = []
+    placed: list[tuple[str, tuple[int, int, int, int]]] = []
     for w in words:
         t = normalise_word(w.text)
         if not t or any(p.search(t) or p.search(w.text.strip()) for p in patterns):
@@ -406,7 +407,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
         if w.conf >= min_conf:
             sure[t] += 1
             rows.append((w.box[1] + w.box[3] // 2, w.box[0], t))
-            boxes.append(w.box)
+            placed.append((t, w.box))
         else:
             unsure[t] += 1
     rows.sort()
@@ -418,7 +419,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
         lines[-1].append((x, t))
         last_y = y
     return TextKey(tuple(sorted(sure.items())), tuple(sorted(unsure.items())),
-                   tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(boxes))
+                   tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(placed))
 
 
 def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:
@@ -437,6 +438,30 @@ def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:
     if only_a - ub or only_b - ua:
         return False
     return None
+
+
+def overlay_only(a: TextKey, b: TextKey, margin: int = 16) -> bool:
+    """Whether the texts differ only as a window laid over the same screen would make them.
+
+    True when one side adds words and every word it lacks from the other side lies within
+    ``margin`` pixels of the box around the added words (covered by the toast or dialog that
+    brought them). A new panel beside the old content passes too: words cannot tell it from
+    a popup, tier 2 can.
+    """
+    for under, over in ((a, b), (b, a)):
+        cu, co = Counter(dict(under.sure)), Counter(dict(over.sure))
+        added, lost = co - cu, cu - co
+        if not added:
+            continue
+        boxes = [box for word, box in over.placed if word in added]
+        x0 = min(x for x, _, _, _ in boxes) - margin
+        y0 = min(y for _, y, _, _ in boxes) - margin
+        x1 = max(x + w for x, _, w, _ in boxes) + margin
+        y1 = max(y + h for _, y, _, h in boxes) + margin
+        if all(x < x1 and x0 < x + w and y < y1 and y0 < y + h
+               for word, (x, y, w, h) in under.placed if word in lost):
+            return True
+    return False
 
 
 def text_hint(key: TextKey | None, parent: TextKey | None, common: Collection[str] = (),
