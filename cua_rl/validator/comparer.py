@@ -10,9 +10,10 @@ keys SAME, a confidently read word on one side only DIFFERENT; undecided when a 
 fewer than ``ocr_min_words`` words, when only low-confidence words differ, or when the keys are
 equal but tier 1 saw a local change with no word in it (a ticked checkbox, an icon: the text
 cannot see it), and, with a tier-2 comparer and ``ocr_added_to_tier2``, when tier 1 saw a
-local change and one screen only adds words, hiding at most the words under them (a toast or
-popup over the same state, or a new panel: words cannot tell; measured on SimDesk with theme,
-jitter and popups,
+local change, one screen only adds words, hiding at most the words under them, and over a
+quarter of the changed pixels lie outside every word (a panel's background: a toast or popup
+over the same state, or a new panel: words cannot tell; measured on SimDesk with theme, jitter
+and popups,
 ``benchmarks/ocr_cost.py --pairs``). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with
 ``tier2_on_different``) goes to the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer`
 if there is one; without one, or when it fails, the pair is DIFFERENT: equal only when a tier
@@ -78,6 +79,7 @@ from cua_rl.validator.ocr import (
     DEFAULT_OCR_IGNORE,
     OcrReader,
     TextKey,
+    changed_outside_words,
     compare_keys,
     overlay_only,
     shared_reader,
@@ -124,9 +126,11 @@ class EquivalenceConfig:
         ocr_ignore: Regular expressions of words the text key drops (clock times, dates).
         ocr_scale: Upscale factor of the screen before OCR (1-4).
         ocr_added_to_tier2: When there is a tier-2 comparer, an AMBIGUOUS pair whose text
-            differs only by words one screen adds over the other (a toast, a popup, or a new
-            panel: words cannot tell; :func:`~cua_rl.validator.ocr.overlay_only`) goes to
-            tier 2 instead of being DIFFERENT.
+            differs only by words one screen adds over the other on a panel of their own (a
+            toast, a popup, or a new panel: words cannot tell;
+            :func:`~cua_rl.validator.ocr.overlay_only`,
+            :func:`~cua_rl.validator.ocr.changed_outside_words` > 0.25) goes to tier 2
+            instead of being DIFFERENT.
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
@@ -460,8 +464,12 @@ class StateComparer:
         if same is None:
             return None
         if (not same and self.semantic is not None and self.config.ocr_added_to_tier2
-                and t1.verdict is Equivalence.AMBIGUOUS and overlay_only(ta, tb)):
-            return None  # words added over the same screen: a toast, or a new panel
+                and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None
+                and overlay_only(ta, tb)
+                and changed_outside_words(a.screenshot, b.screenshot, t1.bbox,
+                                          [box for _, box in (*ta.placed, *tb.placed)],
+                                          self.config.tier1.pixel_delta) > 0.25):
+            return None  # a panel with words laid over the same screen: a toast, a popup
         if same and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None:
             x, y, w, h = t1.bbox
             if not any(_overlaps(box, (x, y, w, h)) for _, box in (*ta.placed, *tb.placed)):

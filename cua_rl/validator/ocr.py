@@ -78,6 +78,7 @@ __all__ = [
     "OcrReader",
     "OcrWord",
     "TextKey",
+    "changed_outside_words",
     "compare_keys",
     "find_tessdata",
     "normalise_word",
@@ -462,6 +463,32 @@ def overlay_only(a: TextKey, b: TextKey, margin: int = 16) -> bool:
                for word, (x, y, w, h) in under.placed if word in lost):
             return True
     return False
+
+
+def changed_outside_words(a: np.ndarray, b: np.ndarray, box: tuple[int, int, int, int],
+                          words: Sequence[tuple[int, int, int, int]], delta: int = 10,
+                          pad: int = 2) -> float:
+    """Share of the pixels changed between two screens (within ``box``) that lie outside every
+    word box (grown by ``pad``): about 0 when only text changed in place ("1 match" -> "0
+    matches"), large when a panel appeared (a toast's background).
+
+    Example:
+        >>> a = np.zeros((20, 20, 3), np.uint8); b = a.copy(); b[5:10, 5:10] = 255
+        >>> changed_outside_words(a, b, (0, 0, 20, 20), [(5, 5, 5, 5)])
+        0.0
+        >>> changed_outside_words(a, b, (0, 0, 20, 20), [])
+        1.0
+    """
+    x, y, w, h = box
+    ca, cb = a[y: y + h, x: x + w].astype(np.int16), b[y: y + h, x: x + w].astype(np.int16)
+    changed = np.abs(ca - cb).max(axis=2) > delta
+    total = int(changed.sum())
+    if total == 0:
+        return 0.0
+    for wx, wy, ww, wh in words:
+        x0, y0 = max(0, wx - pad - x), max(0, wy - pad - y)
+        changed[y0: max(0, wy + wh + pad - y), x0: max(0, wx + ww + pad - x)] = False
+    return float(changed.sum()) / total
 
 
 def text_hint(key: TextKey | None, parent: TextKey | None, common: Collection[str] = (),

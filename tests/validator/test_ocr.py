@@ -14,6 +14,7 @@ from cua_rl.validator.ocr import (
     TextKey,
     compare_keys,
     ocr_available,
+    overlay_only,
     text_hint,
     text_key,
 )
@@ -29,7 +30,7 @@ BODY = ("Shopping list for the weekend", "Apples bananas and oranges",
 
 def screen(origin: tuple[int, int] = (40, 30), size: tuple[int, int] = (520, 300), *,
            status: str = "1 match", checkbox: bool = False, clock: str = "10:42",
-           canvas: tuple[int, int] = (640, 400)) -> np.ndarray:
+           toast: str = "", canvas: tuple[int, int] = (640, 400)) -> np.ndarray:
     """A desktop with one editor window: title (white on blue), menu, body, status (grey)."""
     font = ImageFont.load_default(size=15)
     image = Image.new("RGB", canvas, (32, 34, 44))
@@ -47,6 +48,9 @@ def screen(origin: tuple[int, int] = (40, 30), size: tuple[int, int] = (520, 300
     draw.text((x + 40, y + h - 24), status, fill=(110, 110, 110), font=font)
     draw.rectangle((x + 12, y + h - 23, x + 26, y + h - 9), outline=(60, 60, 60),
                    fill=(60, 60, 60) if checkbox else (255, 255, 255))
+    if toast:  # a notification over the body text, bottom right of the window
+        draw.rectangle((x + w - 260, y + 110, x + w - 20, y + 170), fill=(40, 40, 40))
+        draw.text((x + w - 250, y + 128), toast, fill=(240, 240, 240), font=font)
     return np.asarray(image)
 
 
@@ -90,6 +94,20 @@ def test_compare_keys_same_different_and_undecided() -> None:
     # "1" read with low confidence on one side: OCR noise, not a difference
     assert compare_keys(base, noisy) is None
     assert compare_keys(base, zero, min_words=5) is None  # too few words to decide
+
+
+def test_overlay_only_tells_words_laid_over_a_screen_from_changed_words() -> None:
+    def key(*placed: tuple[str, tuple[int, int, int, int]]) -> TextKey:
+        return text_key([OcrWord(t, 95, box) for t, box in placed])
+
+    base = key(("File", (0, 0, 30, 10)), ("Edit", (40, 0, 30, 10)), ("apples", (0, 100, 50, 10)))
+    toast = key(("File", (0, 0, 30, 10)), ("Edit", (40, 0, 30, 10)),  # covers "apples"
+                ("New", (0, 95, 30, 10)), ("message", (40, 95, 60, 10)))
+    changed = key(("File", (0, 0, 30, 10)), ("Edit", (40, 0, 30, 10)),
+                  ("New", (0, 300, 30, 10)), ("message", (40, 300, 60, 10)))
+    assert overlay_only(base, toast) and overlay_only(toast, base)
+    assert not overlay_only(base, changed)  # "apples" went, but not under the new words
+    assert not overlay_only(base, base)
 
 
 def test_text_hint_names_the_new_line_and_skips_common_words() -> None:
@@ -197,6 +215,20 @@ def test_a_change_with_no_text_in_it_goes_to_tier2() -> None:
     # and with no tier 2 the pair is DIFFERENT: equal only when a tier says so
     alone = comparer()
     assert (alone.decide(a, b).same, alone.decide(a, b).tier) == (False, "default")
+
+
+@needs_ocr
+def test_a_toast_over_the_same_screen_goes_to_tier2_only_when_there_is_one() -> None:
+    a, b = Frame(screen()), Frame(screen(toast="New message from Alex"))
+    semantic = CountingSemantic()
+    cmp = comparer(semantic)
+    assert cmp.tier1(a, b).verdict is Equivalence.AMBIGUOUS
+    assert (cmp.decide(a, b).same, cmp.decide(a, b).tier) == (True, "tier2")
+    assert semantic.asked == 1
+    strict = comparer(CountingSemantic(), ocr_added_to_tier2=False)
+    assert (strict.decide(a, b).same, strict.decide(a, b).tier) == (False, "ocr")
+    alone = comparer()
+    assert (alone.decide(a, b).same, alone.decide(a, b).tier) == (False, "ocr")
 
 
 @needs_ocr
