@@ -472,7 +472,7 @@ class StateComparer:
             return None  # a panel with words laid over the same screen: a toast, a popup
         if same and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None:
             x, y, w, h = t1.bbox
-            if not any(_overlaps(box, (x, y, w, h)) for _, box in (*ta.placed, *tb.placed)):
+            if not any(_overlaps(box, (x, y, w, h)) for box in (*ta.read, *tb.read)):
                 return None  # a local change with no word in it: text cannot see it
         return Decision(same, "ocr", t1)
 

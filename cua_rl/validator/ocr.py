@@ -97,10 +97,12 @@ DEFAULT_OCR_IGNORE: tuple[str, ...] = (
     r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}$",  # 2026-12-02, 02/12/2026
     r"[\w.~-]/[\w.-]|^/[\w.-]",  # /home/user/run-3f2a/notes.txt, ~/Documents/a
     r"[0-9a-f]{8}",  # run ids: 62d271bf, 5f3a9c0e1d (also a number of 8+ digits)
+    r"^([A-Za-z])\1+$",  # one letter repeated: window buttons read as "OOO", rules as "ll"
 )
 """Volatile words: clock times and dates (a taskbar clock, a file's modification time), file
 paths and hexadecimal run ids (a window title naming a per-run scratch folder: the words of
-different runs of one task would never match)."""
+different runs of one task would never match), and one letter repeated (window buttons read as
+"OOO" in one run and not in another whose longer title joins them to the title's line)."""
 
 
 def find_tessdata() -> str | None:
@@ -140,6 +142,42 @@ class OcrWord:
     text: str
     conf: float
     box: tuple[int, int, int, int]
+
+
+def _dark_on_white(box: np.ndarray, edge_min: int) -> np.ndarray:
+    """A line's grey crop with its text black on white.
+
+    The background is the most common grey of the crop's edge; the text is light when the
+    pixels far from it are mostly lighter. Columns whose own background (the median grey of
+    the column, smoothed over 9 columns so that a glyph's stem does not count) differs from
+    it by more than 64 grey levels (a selection highlight, a coloured tag)
+    get their own: light text there when that background is dark. A text caret (a column of
+    at most 2 px, dark over the whole line height) is painted out: glued to a word it made
+    Tesseract read "mango" with confidence 0.
+    """
+    crop = box.astype(np.float32)
+    rim = np.concatenate([box[0], box[-1], box[:, 0], box[:, -1]])
+    bg = float(np.bincount(rim).argmax())
+    far = np.abs(crop - bg) > edge_min
+    light = bool(far.any() and float((crop[far] - bg).mean()) > 0)
+    col_bg = ndimage.median_filter(np.median(crop, axis=0), size=9, mode="nearest")
+    own = np.abs(col_bg - bg) > 64
+    col_light = np.where(own, col_bg < 128, light)
+    col_bg = np.where(own, col_bg, bg)
+    crop = np.where(col_light, 255.0 - crop, crop)
+    col_bg = np.where(col_light, 255.0 - col_bg, col_bg)
+    lo = float(crop.min())
+    scale = 255.0 / np.maximum(1.0, col_bg - lo)
+    out = np.clip((crop - lo) * scale, 0, 255).astype(np.uint8)
+    if out.shape[0] >= 12:  # a text caret: a 1-2 px column dark over the line's whole height
+        full = (out[1:-1] < 128).mean(axis=0) >= 0.9
+        wide = full[:-2] & full[1:-1] & full[2:]  # three full columns side by side: a glyph
+        keep = np.zeros_like(full)
+        keep[1:-1] |= wide
+        keep[:-2] |= wide
+        keep[2:] |= wide
+        out[:, full & ~keep] = 255
+    return out
 
 
 @dataclass(frozen=True, eq=False)
@@ -201,15 +239,7 @@ def text_lines(screenshot: np.ndarray, *, edge_min: int = 32, max_line_height: i
             continue
         y0, x0 = max(0, sl[0].start - 1), max(0, sl[1].start - 1)
         box = grey[y0: min(height, sl[0].stop + 1), x0: min(width, sl[1].stop + 1)]
-        crop = box.astype(np.float32)
-        rim = np.concatenate([box[0], box[-1], box[:, 0], box[:, -1]])
-        bg = float(np.bincount(rim).argmax())  # the box's edge is background
-        far = np.abs(crop - bg) > edge_min
-        if far.any() and float((crop[far] - bg).mean()) > 0:  # light text on dark
-            crop, bg = 255.0 - crop, 255.0 - bg
-        lo = float(crop.min())
-        norm = np.clip((crop - lo) * (255.0 / max(1.0, bg - lo)), 0, 255).astype(np.uint8)
-        out.append(TextLine(x0, y0, norm))
+        out.append(TextLine(x0, y0, _dark_on_white(box, edge_min)))
     out.sort(key=lambda line: (line.y, line.x))
     return out
 
@@ -374,12 +404,16 @@ class TextKey:
         unsure: Multiset of the other words.
         lines: The confident words in reading order, one string per text line (for captions).
         placed: The confident words with their boxes (x, y, w, h) in screenshot pixels.
+        read: The boxes of every word read, ignored and unsure ones included, but for unsure
+            ones of fewer than 4 letters or digits (an icon or a checkbox read as "L" or
+            "oO"): where the screen has text at all.
     """
 
     sure: tuple[tuple[str, int], ...]
     unsure: tuple[tuple[str, int], ...]
     lines: tuple[str, ...]
     placed: tuple[tuple[str, tuple[int, int, int, int]], ...] = ()
+    read: tuple[tuple[int, int, int, int], ...] = ()
 
     @property
     def n_words(self) -> int:
@@ -420,7 +454,15 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
         lines[-1].append((x, t))
         last_y = y
     return TextKey(tuple(sorted(sure.items())), tuple(sorted(unsure.items())),
-                   tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(placed))
+                   tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(placed),
+                   tuple(w.box for w in words if _text_like(w, min_conf)))
+
+
+def _text_like(word: OcrWord, min_conf: float) -> bool:
+    """Whether a read word is text at all: a letter or digit, and read confidently or with
+    at least 4 of them (an icon, a checkbox or a rule reads as "L", "oO" or "—")."""
+    n = sum(c.isalnum() for c in word.text)
+    return n > 0 and (word.conf >= min_conf or n >= 4)
 
 
 def compare_keys(a: TextKey, b: TextKey, *, min_words: int = 3) -> bool | None:

@@ -77,10 +77,10 @@ def words(*items: tuple[str, float]) -> list[OcrWord]:
 
 def test_text_key_drops_clock_punctuation_and_keeps_unsure_words_apart() -> None:
     key = text_key(words(("File", 96), ("(Edit),", 95), ("10:42", 97), ("2026-12-02", 96),
-                         ("ooo", 60), ("Help", 90), ("/home/user/run-3f/a.txt", 90),
+                         ("Flle", 60), ("Help", 90), ("/home/user/run-3f/a.txt", 90), ("OOO", 90),
                          ("cua-desktop-62d271bf0dd", 88), ("~/notes.txt", 91)))
     assert dict(key.sure) == {"File": 1, "Edit": 1, "Help": 1}
-    assert dict(key.unsure) == {"ooo": 1}
+    assert dict(key.unsure) == {"Flle": 1}
     assert key.n_words == 3
     assert key.lines == ("File Edit Help",)
 
