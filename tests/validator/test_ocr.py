@@ -78,11 +78,12 @@ def words(*items: tuple[str, float]) -> list[OcrWord]:
 def test_text_key_drops_clock_punctuation_and_keeps_unsure_words_apart() -> None:
     key = text_key(words(("File", 96), ("(Edit),", 95), ("10:42", 97), ("2026-12-02", 96),
                          ("Flle", 60), ("Help", 90), ("/home/user/run-3f/a.txt", 90), ("OOO", 90),
-                         ("cua-desktop-62d271bf0dd", 88), ("~/notes.txt", 91)))
-    assert dict(key.sure) == {"File": 1, "Edit": 1, "Help": 1}
+                         ("cua-desktop-62d271bf0dd", 88), ("~/notes.txt", 91),
+                         ("*/home/user/notes.txt", 40)))
+    assert dict(key.sure) == {"File": 1, "Edit": 1, "Help": 1, "*…": 1}  # unsaved mark kept
     assert dict(key.unsure) == {"Flle": 1}
-    assert key.n_words == 3
-    assert key.lines == ("File Edit Help",)
+    assert key.n_words == 4
+    assert key.lines == ("File Edit Help *…",)
 
 
 def test_compare_keys_same_different_and_undecided() -> None:
