@@ -97,12 +97,13 @@ DEFAULT_OCR_IGNORE: tuple[str, ...] = (
     r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}$",  # 2026-12-02, 02/12/2026
     r"[\w.~-]/[\w.-]|^/[\w.-]",  # /home/user/run-3f2a/notes.txt, ~/Documents/a
     r"[0-9a-f]{8}",  # run ids: 62d271bf, 5f3a9c0e1d (also a number of 8+ digits)
-    r"^([A-Za-z])\1+$",  # one letter repeated: window buttons read as "OOO", rules as "ll"
+    r"^([A-Za-z])\1*$",  # one letter, or one repeated: icons read as "x", "O", "OOO", "ll"
 )
 """Volatile words: clock times and dates (a taskbar clock, a file's modification time), file
 paths and hexadecimal run ids (a window title naming a per-run scratch folder: the words of
-different runs of one task would never match), and one letter repeated (window buttons read as
-"OOO" in one run and not in another whose longer title joins them to the title's line)."""
+different runs of one task would never match), and a lone letter, or one letter repeated
+(window buttons read as "OOO" in one run and as "=O" in another whose longer title joins them
+to the title's line; a close button read as "x")."""
 
 
 def find_tessdata() -> str | None:
