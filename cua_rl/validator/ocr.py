@@ -384,7 +384,7 @@ def read_words(screenshot: np.ndarray, *, scale: int = 3) -> tuple[OcrWord, ...]
 
 
 _EDGE_PUNCT = re.compile(r"^[\W_]+|[\W_]+$")
-_MARKER = re.compile(r"^[^\w\s/~.(\[<\"'|-]*")
+_MARKER = re.compile(r"^[*•●]*")  # what editors put before an unsaved document's name
 
 
 def normalise_word(text: str) -> str:
