@@ -96,7 +96,8 @@ DEFAULT_OCR_IGNORE: tuple[str, ...] = (
     r"^(?:AM|PM|am|pm)$",
     r"^\d{1,4}[-/.]\d{1,2}[-/.]\d{1,4}$",  # 2026-12-02, 02/12/2026
     r"[\w.~-]/[\w.-]|^/[\w.-]",  # /home/user/run-3f2a/notes.txt, ~/Documents/a
-    r"[0-9a-f]{8}",  # run ids: 62d271bf, 5f3a9c0e1d (also a number of 8+ digits)
+    # run ids: sheet-796884.fods, run-0e6fb4 (read "Oe6fb4"), 62d271bf (and 6+ digit numbers)
+    r"(?<![0-9A-Za-z])(?=[0-9a-fO]*[0-9])[0-9a-fO]{6,}(?![0-9A-Za-z])",
     r"^([A-Za-z])\1*$",  # one letter, or one repeated: icons read as "x", "O", "OOO", "ll"
 )
 """Volatile words: clock times and dates (a taskbar clock, a file's modification time), file

@@ -79,11 +79,13 @@ def test_text_key_drops_clock_punctuation_and_keeps_unsure_words_apart() -> None
     key = text_key(words(("File", 96), ("(Edit),", 95), ("10:42", 97), ("2026-12-02", 96),
                          ("Flle", 60), ("Help", 90), ("/home/user/run-3f/a.txt", 90), ("OOO", 90),
                          ("cua-desktop-62d271bf0dd", 88), ("~/notes.txt", 91),
-                         ("*/home/user/notes.txt", 40)))
-    assert dict(key.sure) == {"File": 1, "Edit": 1, "Help": 1, "*…": 1}  # unsaved mark kept
+                         ("*/home/user/notes.txt", 40), ("sheet-Oe6fb4.fods", 90),
+                         ("decade", 90), ("4711", 90)))
+    # the unsaved mark of an ignored path is kept; a hex-only word and a short number stay
+    assert dict(key.sure) == {"File": 1, "Edit": 1, "Help": 1, "*…": 1, "decade": 1, "4711": 1}
     assert dict(key.unsure) == {"Flle": 1}
-    assert key.n_words == 4
-    assert key.lines == ("File Edit Help *…",)
+    assert key.n_words == 6
+    assert key.lines == ("File Edit Help *… decade 4711",)
 
 
 def test_compare_keys_same_different_and_undecided() -> None:
