@@ -3,7 +3,8 @@
 Screens: Mousepad on the local X11 desktop (1280 x 720; a known file, the find bar with a hit
 and with none, the window moved, moved and resized) and SimDesk's editor_find (640 x 400).
 Measured per screen: tesserocr on the raw screenshot (one page, PSM 11), pytesseract on the same
-(when installed: it starts the tesseract program per call), and the validator's reader (text
+(when installed: it starts the tesseract program per call; not a dependency of cua_rl, measured
+with ``pip install pytesseract==0.3.13``), and the validator's reader (text
 lines redrawn dark on light, one Tesseract call per new line, lines cached by their pixels);
 recall of the known words read with confidence >= 70; whether the text key of the same screen
 is equal after a repeat, a move, a move + resize, and unequal after the find result changes.

@@ -245,12 +245,12 @@ class ReferenceModel:
 
     def _add_hints(self) -> None:
         """Caption each state by what is new compared with its dominator: the accessibility
-        text where there is one (and ``use_a11y``), else (``use_ocr``) the first text line with
-        a word its dominator's screen lacks, words every state shows (menus, a shared title)
-        left out."""
+        text where the screens have one (even with ``use_a11y`` off), else (``use_ocr``) the
+        first text line with a word its dominator's screen lacks, words every state shows
+        (menus, a shared title) left out."""
         eq = self.config.equivalence
         keys = {sid: a11y_key(s.representative.a11y, eq.a11y_ignore, eq.a11y_drop_states)
-                if eq.use_a11y else None for sid, s in self.graph.states.items()}
+                for sid, s in self.graph.states.items()}
         texts = ({sid: self.comparer.text_key(s.representative)
                   for sid, s in self.graph.states.items() if not keys[sid]}
                  if eq.use_ocr else {})

@@ -46,6 +46,15 @@ result changes (``bananas`` 1 hit -> ``kiwis`` 0 hits). Moved *and resized* wide
 differs: the wider find bar shows "1 occurrence", which the narrow one hides; the words on
 screen really differ, and OCR alone cannot tell a revealed label from a new one.
 
+**On recorded desktop traces** (VREC's ``benchmarks/validator_desktop.py``, traces of
+``benchmarks/record_desktop_traces.py``, 1024 x 768, learn from 3 plain passes; config
+``use_a11y: false, use_ocr: true, tier1.max_shift: 12``): Mousepad find-and-replace 47/48
+right (every failing run caught; the one miss a moved+resized window that reveals a label the
+training windows hid), where pixels alone refuse to learn (per-run path in the title); OCR
+decided 2890 pairs, 34 s in ``text_key`` for 297 screens. LibreOffice Calc 15/38: every
+failing run caught, but passing runs split on icons read as words ("LF" at confidence 92 in
+one run, "@" in another) and status-bar noise: Calc needs tier 2 or the accessibility key.
+
 **The key** (:func:`text_key`): the multiset of the words read with confidence >=
 ``min_conf``, normalised (case kept, punctuation at the ends dropped, empty ones gone), without
 words matching an ``ignore`` pattern (clock times and dates by default). Two keys are
