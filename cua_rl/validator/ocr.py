@@ -107,13 +107,14 @@ DEFAULT_OCR_IGNORE: tuple[str, ...] = (
     r"[\w.~-]/[\w.-]|^/[\w.-]",  # /home/user/run-3f2a/notes.txt, ~/Documents/a
     # run ids: sheet-796884.fods, run-0e6fb4 (read "Oe6fb4"), 62d271bf (and 6+ digit numbers)
     r"(?<![0-9A-Za-z])(?=[0-9a-fO]*[0-9])[0-9a-fO]{6,}(?![0-9A-Za-z])",
-    r"^([A-Za-z])\1*$",  # one letter, or one repeated: icons read as "x", "O", "OOO", "ll"
+    r"^[A-Za-z]{1,2}$|^([A-Za-z])\1+$",  # icons read as "x", "LF", "OOO" (and "of", "OK")
 )
 """Volatile words: clock times and dates (a taskbar clock, a file's modification time), file
 paths and hexadecimal run ids (a window title naming a per-run scratch folder: the words of
-different runs of one task would never match), and a lone letter, or one letter repeated
-(window buttons read as "OOO" in one run and as "=O" in another whose longer title joins them
-to the title's line; a close button read as "x")."""
+different runs of one task would never match), and words of one or two letters, or of one
+letter repeated (window buttons read as "OOO" in one run and as "=O" in another whose longer
+title joins them to the title's line; a close button read as "x"; Calc's new-sheet icon read as
+"LF" at confidence 92 in one run and "@" in another; "of", "to", "OK" go too)."""
 
 
 def find_tessdata() -> str | None:
@@ -451,7 +452,7 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
     unsure: Counter[str] = Counter()
     rows: list[tuple[int, int, str]] = []
     placed: list[tuple[str, tuple[int, int, int, int]]] = []
-    for w in words:
+    for w in _dedupe(words):
         t, raw = normalise_word(w.text), w.text.strip()
         if t and any(p.search(t) or p.search(raw) for p in patterns):
             marker = _MARKER.match(raw).group(0)  # type: ignore[union-attr]
@@ -478,6 +479,20 @@ def text_key(words: Sequence[OcrWord], *, min_conf: float = 70.0,
     return TextKey(tuple(sorted(sure.items())), tuple(sorted(unsure.items())),
                    tuple(" ".join(t for _, t in sorted(line)) for line in lines), tuple(placed),
                    tuple(w.box for w in words if _text_like(w, min_conf)))
+
+
+def _dedupe(words: Sequence[OcrWord]) -> list[OcrWord]:
+    """The words without those read twice (a line inside a larger blob, e.g. a sheet tab):
+    of two words whose boxes overlap by half the smaller, the more confident stays."""
+    kept: list[OcrWord] = []
+    for w in sorted(words, key=lambda w: -w.conf):
+        x, y, ww, hh = w.box
+        if not any(min(x + ww, k.box[0] + k.box[2]) - max(x, k.box[0]) > 0
+                   and (min(x + ww, k.box[0] + k.box[2]) - max(x, k.box[0]))
+                   * max(0, min(y + hh, k.box[1] + k.box[3]) - max(y, k.box[1]))
+                   > 0.5 * min(ww * hh, k.box[2] * k.box[3]) for k in kept):
+            kept.append(w)
+    return kept
 
 
 def _text_like(word: OcrWord, min_conf: float) -> bool:
