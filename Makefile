@@ -36,7 +36,7 @@ $(VENV)/.core: pyproject.toml constraints.txt $(VENV)/.torch
 	@touch $@
 
 $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
-	$(PIP) -e '.[dev,vlm,ray,x11,miniwob,macos]'
+	$(PIP) -e '.[dev,vlm,ray,x11,miniwob,macos,ocr]'
 	@touch $@
 
 $(OSWORLD_VENV)/.ready: osworld_eval/requirements.txt

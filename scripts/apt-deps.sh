@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Install the Debian packages of the local desktop (cua_rl.desktop, `cua-rl desktop-server`) and
-# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py) and of
+# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py), of
 # the macOSWorld transport tests (x11vnc, openssh-server: real VNC and SSH servers on 127.0.0.1;
-# the tests run their own sshd with its own config and keys, never the system one).
+# the tests run their own sshd with its own config and keys, never the system one), and
+# Tesseract's English model for the validator's OCR tier (cua_rl/validator/ocr.py).
 # Used by `make test`: runs `apt-get update` once and `apt-get install -y --no-install-recommends`
 # only when root and apt-get exist and a package is missing; writes the stamp file given as $1
 # when everything is installed, so a second run installs nothing. Where installing is impossible
@@ -15,6 +16,7 @@ PACKAGES=(
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
   chromium chromium-driver
   x11vnc openssh-server
+  tesseract-ocr tesseract-ocr-eng
 )
 stamp="${1:-}"
 

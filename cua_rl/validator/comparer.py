@@ -1,12 +1,23 @@
-"""The combined state-equivalence decision: pixels, then accessibility text, then a model.
+"""The combined state-equivalence decision: pixels, accessibility text, on-screen text, a model.
 
 **The combined decision** (:class:`StateComparer`). With the default ``a11y_rule="decides"``,
 tier-1 SAME is final. Otherwise, when both screens carry accessibility text with at least
 ``a11y_min_lines`` lines and ``use_a11y`` is on, equal :func:`~cua_rl.validator.a11y.a11y_key`
 means SAME and unequal DIFFERENT (the key ignores geometry, theme, clock, toasts and update
-popups). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with ``tier2_on_different``) goes to
-the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer` if there is one; without one, or
-when it fails, the pair is DIFFERENT: equal only when a tier says so.
+popups). Otherwise, with ``use_ocr`` on and no accessibility text on either screen, the words on
+the screens decide (:mod:`~cua_rl.validator.ocr`: Tesseract, a word multiset per screen): equal
+keys SAME, a confidently read word on one side only DIFFERENT; undecided when a screen has
+fewer than ``ocr_min_words`` words, when only low-confidence words differ, or when the keys are
+equal but tier 1 saw a local change with no word in it (a ticked checkbox, an icon: the text
+cannot see it), and, with a tier-2 comparer and ``ocr_added_to_tier2``, when tier 1 saw a
+local change, one screen only adds words, hiding at most the words under them, and over a
+quarter of the changed pixels lie outside every word (a panel's background: a toast or popup
+over the same state, or a new panel: words cannot tell; measured on SimDesk with theme, jitter
+and popups,
+``benchmarks/ocr_cost.py --pairs``). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with
+``tier2_on_different``) goes to the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer`
+if there is one; without one, or when it fails, the pair is DIFFERENT: equal only when a tier
+says so.
 
 Two stricter rules for apps whose pixels and accessibility text each see what the other misses
 (measured on MiniWoB++, ``benchmarks/results/validator.md``: a page's end-of-episode cover is in
@@ -46,6 +57,7 @@ from __future__ import annotations
 
 import hashlib
 import threading
+import time
 from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field, fields
@@ -62,6 +74,16 @@ from cua_rl.validator.equivalence import (
     Tier1Result,
     compare_tier1,
     prepare,
+)
+from cua_rl.validator.ocr import (
+    DEFAULT_OCR_IGNORE,
+    OcrReader,
+    TextKey,
+    changed_outside_words,
+    compare_keys,
+    overlay_only,
+    shared_reader,
+    text_key,
 )
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame
@@ -95,6 +117,20 @@ class EquivalenceConfig:
             click leaves, keep it there with ``[]``).
         a11y_rule: How the key and tier 1 combine: ``decides``, ``veto`` or ``both`` (module
             docstring).
+        use_ocr: Decide pairs the pixels and accessibility text leave open by the words on the
+            screens (Tesseract; needs ``pip install 'cua-rl[ocr]'`` and Debian
+            ``tesseract-ocr-eng``). Off by default: 0.3-0.7 s per new 1280 x 720 screen
+            (``benchmarks/ocr_cost.py``; text lines seen before are free).
+        ocr_min_words: A screen with fewer confidently read words is not decided by OCR.
+        ocr_min_conf: Tesseract confidence (0-100) from which a word counts as read.
+        ocr_ignore: Regular expressions of words the text key drops (clock times, dates).
+        ocr_scale: Upscale factor of the screen before OCR (1-4).
+        ocr_added_to_tier2: When there is a tier-2 comparer, an AMBIGUOUS pair whose text
+            differs only by words one screen adds over the other on a panel of their own (a
+            toast, a popup, or a new panel: words cannot tell;
+            :func:`~cua_rl.validator.ocr.overlay_only`,
+            :func:`~cua_rl.validator.ocr.changed_outside_words` > 0.25) goes to tier 2
+            instead of being DIFFERENT.
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
@@ -106,6 +142,12 @@ class EquivalenceConfig:
     a11y_min_lines: int = 3
     a11y_drop_states: tuple[str, ...] = ("focused",)
     a11y_rule: str = "decides"
+    use_ocr: bool = False
+    ocr_min_words: int = 3
+    ocr_min_conf: float = 70.0
+    ocr_ignore: tuple[str, ...] = DEFAULT_OCR_IGNORE
+    ocr_scale: int = 3
+    ocr_added_to_tier2: bool = True
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
 
@@ -123,13 +165,22 @@ class EquivalenceConfig:
         object.__setattr__(self, "a11y_drop_states", tuple(f.strip() for f in drop))
         _check(self.a11y_rule in A11Y_RULES, "EquivalenceConfig.a11y_rule", self.a11y_rule,
                f"one of {list(A11Y_RULES)}")
-        for name in ("use_a11y", "tier2_on_different"):
+        _check(isinstance(self.ocr_ignore, list | tuple), "EquivalenceConfig.ocr_ignore",
+               self.ocr_ignore, "a list of regular expressions")
+        for pattern in self.ocr_ignore:
+            check_ignore_pattern(pattern, "EquivalenceConfig.ocr_ignore")
+        object.__setattr__(self, "ocr_ignore", tuple(self.ocr_ignore))
+        _check(isinstance(self.ocr_min_conf, int | float) and not isinstance(
+            self.ocr_min_conf, bool) and 0 <= self.ocr_min_conf <= 100,
+            "EquivalenceConfig.ocr_min_conf", self.ocr_min_conf, "a number in [0, 100]")
+        for name in ("use_a11y", "use_ocr", "ocr_added_to_tier2", "tier2_on_different"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
-        for name, high in (("a11y_min_lines", 10**6), ("max_tier2_candidates", 1000)):
+        for name, low, high in (("a11y_min_lines", 0, 10**6), ("max_tier2_candidates", 0, 1000),
+                                ("ocr_min_words", 1, 10**6), ("ocr_scale", 1, 4)):
             value = getattr(self, name)
-            _check(isinstance(value, int) and not isinstance(value, bool) and 0 <= value <= high,
-                   f"EquivalenceConfig.{name}", value, f"an int in [0, {high}]")
+            _check(isinstance(value, int) and not isinstance(value, bool) and low <= value <= high,
+                   f"EquivalenceConfig.{name}", value, f"an int in [{low}, {high}]")
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-able dict (inverse of :meth:`from_dict`)."""
@@ -137,6 +188,7 @@ class EquivalenceConfig:
         d["tier1"]["masks"] = [list(m) for m in self.tier1.masks]
         d["a11y_ignore"] = list(self.a11y_ignore)
         d["a11y_drop_states"] = list(self.a11y_drop_states)
+        d["ocr_ignore"] = list(self.ocr_ignore)
         return d
 
     @classmethod
@@ -166,8 +218,8 @@ class Decision:
 
     Attributes:
         same: Whether the frames show the same state.
-        tier: Which tier decided: ``tier1``, ``a11y``, ``tier2`` or ``default`` (no tier could
-            say SAME, so DIFFERENT).
+        tier: Which tier decided: ``tier1``, ``a11y``, ``ocr``, ``tier2`` or ``default`` (no
+            tier could say SAME, so DIFFERENT).
         tier1: The tier-1 measures.
     """
 
@@ -239,30 +291,66 @@ class StateComparer:
             :class:`~cua_rl.validator.semantic.CachedComparer` to count and cache calls).
         cache: Where prepared screenshots are cached (default: the process-wide
             :data:`SHARED_FEATURES`).
+        ocr: The OCR reader when ``config.use_ocr`` (default: the process-wide
+            :func:`~cua_rl.validator.ocr.shared_reader`, created on first use).
 
     Attributes:
-        counts: Decisions made per tier, tier-1 computations, tier-2 pairs asked.
+        counts: Decisions made per tier, tier-1 computations, screens read by OCR
+            (``ocr_read``: cache misses of this comparer), tier-2 pairs asked.
+        seconds: Wall time spent per tier (``tier1``: preparing and comparing pixels,
+            ``a11y``: normalising accessibility text, ``ocr``: reading and keying screens,
+            ``tier2``: waiting for the semantic comparer).
     """
 
     def __init__(self, config: EquivalenceConfig | None = None,
                  semantic: SemanticComparer | None = None, *,
-                 cache: FeatureCache | None = None) -> None:
+                 cache: FeatureCache | None = None, ocr: OcrReader | None = None) -> None:
         self.config = config or EquivalenceConfig()
         self.semantic = semantic
         self.cache = cache if cache is not None else SHARED_FEATURES
+        self._ocr = ocr
         self._tier1_key = repr(self.config.tier1)
         self._decisions: dict[tuple[str, str], Decision] = {}
         self._keys: dict[str, str | None] = {}
-        self.counts = {"tier1": 0, "a11y": 0, "tier2": 0, "default": 0, "tier1_computed": 0,
-                       "tier2_asked": 0}
+        self._texts: dict[str, TextKey] = {}
+        self.counts = {"tier1": 0, "a11y": 0, "ocr": 0, "tier2": 0, "default": 0,
+                       "tier1_computed": 0, "ocr_read": 0, "tier2_asked": 0}
+        self.seconds = {"tier1": 0.0, "a11y": 0.0, "ocr": 0.0, "tier2": 0.0}
 
     def features(self, frame: Frame) -> FrameFeatures:
         """The prepared screenshot of ``frame`` (cached by digest and tier-1 settings)."""
         key = (frame.digest, self._tier1_key)
         found = self.cache.get(key)
         if found is None:
+            t0 = time.perf_counter()
             found = prepare(frame.screenshot, self.config.tier1)
             self.cache.put(key, found)
+            self.seconds["tier1"] += time.perf_counter() - t0
+        return found
+
+    def text_key(self, frame: Frame) -> TextKey | None:
+        """The OCR :class:`~cua_rl.validator.ocr.TextKey` of ``frame`` (None when ``use_ocr``
+        is off). The tier-1 masks are blacked out first, so a masked clock is not read."""
+        cfg = self.config
+        if not cfg.use_ocr:
+            return None
+        found = self._texts.get(frame.digest)
+        if found is None:
+            t0 = time.perf_counter()
+            if self._ocr is None:
+                self._ocr = shared_reader()
+            shot, digest = frame.screenshot, frame.digest
+            if cfg.tier1.masks:
+                shot = shot.copy()
+                for x, y, w, h in cfg.tier1.masks:
+                    shot[max(0, y): max(0, y + h), max(0, x): max(0, x + w)] = 0
+                digest += "|" + repr(cfg.tier1.masks)
+            before = self._ocr.reads
+            words = self._ocr.words(shot, digest, scale=cfg.ocr_scale)
+            self.counts["ocr_read"] += self._ocr.reads - before
+            found = text_key(words, min_conf=cfg.ocr_min_conf, ignore=cfg.ocr_ignore)
+            self._texts[frame.digest] = found
+            self.seconds["ocr"] += time.perf_counter() - t0
         return found
 
     def a11y_key(self, frame: Frame) -> str | None:
@@ -271,9 +359,11 @@ class StateComparer:
             return None
         h = hashlib.sha1(frame.a11y.encode()).hexdigest()
         if h not in self._keys:
+            t0 = time.perf_counter()
             key = a11y_key(frame.a11y, self.config.a11y_ignore, self.config.a11y_drop_states)
             ok = key is not None and len(key.splitlines()) >= self.config.a11y_min_lines
             self._keys[h] = key if ok else None
+            self.seconds["a11y"] += time.perf_counter() - t0
         return self._keys[h]
 
     def _pair_key(self, a: Frame, b: Frame) -> tuple[str, str]:
@@ -284,7 +374,11 @@ class StateComparer:
     def tier1(self, a: Frame, b: Frame) -> Tier1Result:
         """Tier-1 measures and verdict (not cached; see :meth:`decide`)."""
         self.counts["tier1_computed"] += 1
-        return compare_tier1(self.features(a), self.features(b), self.config.tier1)
+        fa, fb = self.features(a), self.features(b)
+        t0 = time.perf_counter()
+        result = compare_tier1(fa, fb, self.config.tier1)
+        self.seconds["tier1"] += time.perf_counter() - t0
+        return result
 
     def decide_many(self, pairs: Sequence[tuple[Frame, Frame]]) -> list[Decision]:
         """Final decisions for many pairs; tier-2 questions go out in one batch."""
@@ -318,7 +412,9 @@ class StateComparer:
              ) -> list[Decision]:
         assert self.semantic is not None
         self.counts["tier2_asked"] += len(items)
+        t0 = time.perf_counter()
         answers = self.semantic.compare([(a.screenshot, b.screenshot) for _, _, a, b in items])
+        self.seconds["tier2"] += time.perf_counter() - t0
         if len(answers) != len(items):
             raise ValueError(f"semantic comparer returned {len(answers)} answers for "
                              f"{len(items)} pairs")
@@ -346,6 +442,9 @@ class StateComparer:
         if ka is None or kb is None:
             if t1.verdict is Equivalence.SAME:
                 return Decision(True, "tier1", t1)
+            by_text = self._ocr_decision(a, b, t1)
+            if by_text is not None:
+                return by_text
         elif ka != kb:
             return Decision(False, "a11y", t1)
         elif t1.verdict is Equivalence.SAME:
@@ -356,6 +455,26 @@ class StateComparer:
         if escalate and self.semantic is not None:
             return None
         return Decision(False, "default", t1)
+
+    def _ocr_decision(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
+        ta, tb = self.text_key(a), self.text_key(b)
+        if ta is None or tb is None:
+            return None
+        same = compare_keys(ta, tb, min_words=self.config.ocr_min_words)
+        if same is None:
+            return None
+        if (not same and self.semantic is not None and self.config.ocr_added_to_tier2
+                and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None
+                and overlay_only(ta, tb)
+                and changed_outside_words(a.screenshot, b.screenshot, t1.bbox,
+                                          [box for _, box in (*ta.placed, *tb.placed)],
+                                          self.config.tier1.pixel_delta) > 0.25):
+            return None  # a panel with words laid over the same screen: a toast, a popup
+        if same and t1.verdict is Equivalence.AMBIGUOUS and t1.bbox is not None:
+            x, y, w, h = t1.bbox
+            if not any(_overlaps(box, (x, y, w, h)) for box in (*ta.read, *tb.read)):
+                return None  # a local change with no word in it: text cannot see it
+        return Decision(same, "ocr", t1)
 
     def _store(self, key: tuple[str, str], decision: Decision) -> None:
         self.counts[decision.tier] += 1
@@ -411,5 +530,12 @@ class StateComparer:
         return None
 
     def stats(self) -> dict[str, float]:
-        """Counters for the logger (``validator/`` namespace)."""
-        return {f"validator/decisions_{k}": float(v) for k, v in self.counts.items()}
+        """Counters and seconds per tier for the logger (``validator/`` namespace)."""
+        out = {f"validator/decisions_{k}": float(v) for k, v in self.counts.items()}
+        out.update({f"validator/seconds_{k}": v for k, v in self.seconds.items()})
+        return out
+
+
+
+def _overlaps(a: tuple[int, int, int, int], b: tuple[int, int, int, int]) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]

@@ -48,6 +48,7 @@ from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
 from cua_rl.validator.dominators import DominatorAnalysis, analyse, degenerate_reason
 from cua_rl.validator.equivalence import Rect
 from cua_rl.validator.matching import explain, match_chain
+from cua_rl.validator.ocr import text_hint
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame, Trace, inside
@@ -280,12 +281,24 @@ class ReferenceModel:
         return cls(graph, analysis, config, comparer, detected)
 
     def _add_hints(self) -> None:
+        """Caption each state by what is new compared with its dominator: the accessibility
+        text where the screens have one (even with ``use_a11y`` off), else (``use_ocr``) the
+        first text line with a word its dominator's screen lacks, words every state shows
+        (menus, a shared title) left out."""
         eq = self.config.equivalence
         keys = {sid: a11y_key(s.representative.a11y, eq.a11y_ignore, eq.a11y_drop_states)
                 for sid, s in self.graph.states.items()}
+        texts = ({sid: self.comparer.text_key(s.representative)
+                  for sid, s in self.graph.states.items() if not keys[sid]}
+                 if eq.use_ocr else {})
+        sets = [set(dict(t.sure)) for t in texts.values() if t is not None]
+        common = set.intersection(*sets) if len(sets) > 1 else set()
         for sid, state in self.graph.states.items():
             parent = self.analysis.idom.get(sid)
             state.hint = a11y_hint(keys[sid], keys.get(parent) if parent else None)
+            if not state.hint and texts.get(sid) is not None:
+                state.hint = text_hint(texts[sid], texts.get(parent) if parent else None,
+                                       common)
 
     # -- queries -------------------------------------------------------------------------------
     @property

@@ -61,12 +61,14 @@ def state_caption(model: ReferenceModel, state: str) -> str:
     The accessibility hint (the first node its parent lacks) when there is one; else the window
     title when it differs from the parent's; else the box of changed pixels
     (``changed 27x20 at (0,0)``). The start state is captioned by its title. A title shared by
-    every state says nothing, so it is never the caption of a state whose parent has it too.
+    every state says nothing, so it is never the caption of a state whose parent has it too,
+    nor of the start state when its hint (accessibility or OCR text) says more.
     """
     st = model.states[state]
     parent = model.analysis.idom.get(state)
     if parent is None or parent not in model.states:
-        return st.label or st.hint or "start"
+        shared = len({s.label for s in model.states.values()}) == 1 < len(model.states)
+        return (st.hint or st.label or "start") if shared else (st.label or st.hint or "start")
     if st.hint:
         return st.hint
     up = model.states[parent]
