@@ -25,14 +25,15 @@ folder format); each ends with ``DONE`` (no screenshot after it: ``meta["final_a
 * ``mousepad-replace`` (mousepad 0.5): the file ``notes.txt`` in a per-run folder
   (``/home/user/Documents/run-<hex>/``, so the window title differs between *all* runs, as
   with real agents' scratch folders) holds the word ``kiwi``; find it (Ctrl+F, type, Enter,
-  Escape: the match stays selected), type ``mango`` over it, save (Ctrl+S). Check: the file on disk is
-  the original with ``kiwi`` replaced by ``mango``.
-* ``calc-sum`` (LibreOffice Calc 7.4): an empty CSV ``sheet-<hex>.csv`` in a per-run folder,
-  opened with a CSV import filter (no dialog); type 12 in A1, 30 in A2, ``=SUM(A1:A2)`` in A3,
-  save (Ctrl+S keeps CSV: the "keep format" question is off). Check: the saved CSV's rows are
-  12, 30, 42. Calc was chosen over Writer because its state is a computed value (a formula can
-  give a wrong result while every keystroke was right: a product bug the screen shows only as a
-  number), and its window starts maximised (move/resize must un-maximise it).
+  Escape: the match stays selected), type ``mango`` over it, save (Ctrl+S). Check: the file on
+  disk is the original with ``kiwi`` replaced by ``mango``.
+* ``calc-sum`` (LibreOffice Calc 7.4): an empty flat-ODF spreadsheet ``sheet-<hex>.fods`` in
+  a per-run folder (the file name, which Calc's title shows, differs between runs); type 12 in
+  A1, 30 in A2, ``=SUM(A1:A2)`` in A3 (each confirmed with Enter), save (Ctrl+S; ODF, so no
+  format question). Check: the saved file's column A is the numbers 12, 30, 42 (parsed from
+  the XML). Calc was chosen over Writer because its state is a computed value (a formula can
+  give a wrong result while every keystroke was right: a product bug the screen shows only as
+  a number), and its window starts maximised (move/resize must un-maximise it).
 
 **Categories** (label by construction; the checker must agree, the manifest records both):
 
@@ -46,7 +47,7 @@ folder format); each ends with ``DONE`` (no screenshot after it: ``meta["final_a
   a title of another length.
 * ``bug`` (fail, the app's result is wrong though every action is right): mousepad: the file
   has no ``kiwi`` (search finds nothing, the typed word lands at the top of the file); Calc:
-  the CSV filter imports column A as *text*, so 12 and 30 are strings and SUM gives 0.
+  column A of the file has the number format "text", so 12 and 30 stay strings and SUM gives 0.
 * ``skipped`` (fail): one step of the plan left out (mousepad: the save or the search; Calc:
   the save, the second number or the formula).
 * ``early`` (fail): ``DONE`` after a random prefix of the plan (before the save).
@@ -149,6 +150,47 @@ class MousepadReplace:
         return 1.0 if data == NOTES.replace("kiwi", "mango") else 0.0
 
 
+_FODS = """<?xml version="1.0" encoding="UTF-8"?>
+<office:document xmlns:office="urn:oasis:names:tc:opendocument:xmlns:office:1.0"
+ xmlns:table="urn:oasis:names:tc:opendocument:xmlns:table:1.0"
+ xmlns:text="urn:oasis:names:tc:opendocument:xmlns:text:1.0"
+ xmlns:style="urn:oasis:names:tc:opendocument:xmlns:style:1.0"
+ xmlns:number="urn:oasis:names:tc:opendocument:xmlns:datastyle:1.0" office:version="1.2"
+ office:mimetype="application/vnd.oasis.opendocument.spreadsheet">
+ <office:automatic-styles>
+  <number:text-style style:name="N100"><number:text-content/></number:text-style>
+  <style:style style:name="ce1" style:family="table-cell" style:parent-style-name="Default"
+   style:data-style-name="N100"/>
+ </office:automatic-styles>
+ <office:body><office:spreadsheet><table:table table:name="Sheet1">
+  <table:table-column COLUMN/>
+  <table:table-row><table:table-cell/></table:table-row>
+ </table:table></office:spreadsheet></office:body>
+</office:document>
+"""
+_NS = {"table": "urn:oasis:names:tc:opendocument:xmlns:table:1.0",
+       "office": "urn:oasis:names:tc:opendocument:xmlns:office:1.0",
+       "text": "urn:oasis:names:tc:opendocument:xmlns:text:1.0"}
+
+
+def fods_column_a(data: bytes) -> list[tuple[str, str]]:
+    """(value type, value) of column A's cells, top down, in a flat ODF spreadsheet."""
+    import xml.etree.ElementTree as ET
+
+    root = ET.fromstring(data)
+    out = []
+    office = "{" + _NS["office"] + "}"
+    for row in root.iterfind(".//table:table/table:table-row", _NS):
+        repeat = int(row.get("{" + _NS["table"] + "}number-rows-repeated", "1"))
+        cell = row.find("table:table-cell", _NS)
+        if cell is None:
+            continue
+        kind = cell.get(office + "value-type", "")
+        value = cell.get(office + "value") or "".join(cell.itertext())
+        out += [(kind, value)] * min(repeat, 4)
+    return out
+
+
 class CalcSum:
     """``calc-sum`` (module docstring)."""
 
@@ -158,13 +200,12 @@ class CalcSum:
     settle_first_s = 1.5
 
     def files(self, run: Run) -> dict[str, bytes]:
-        return {run.path: b"\n"}
+        # the bug: column A has the number format "text" (@), so typed numbers stay strings
+        column = 'table:default-cell-style-name="ce1"' if run.category == "bug" else ""
+        return {run.path: _FODS.replace("COLUMN", column).encode()}
 
     def launch(self, run: Run) -> list[str]:
-        # CSV filter options: comma, double quote, UTF-8, from row 1, column 1 format (1 = standard,
-        # 2 = text; the bug imports column A as text).
-        column = "1/2" if run.category == "bug" else "1/1"
-        return ["libreoffice", "--calc", f"--infilter=CSV:44,34,76,1,{column}", run.path]
+        return ["libreoffice", "--calc", run.path]
 
     def window_key(self, run: Run) -> str:
         return run.filename
@@ -184,8 +225,9 @@ class CalcSum:
         return steps
 
     def check(self, client: Any, run: Run) -> float:
-        rows = client.get_file(run.path).decode("utf-8", "replace").splitlines()
-        return 1.0 if [r.strip().strip('"') for r in rows[:3]] == ["12", "30", "42"] else 0.0
+        cells = fods_column_a(client.get_file(run.path))[:3]
+        want = [("float", "12"), ("float", "30"), ("float", "42")]
+        return 1.0 if cells == want else 0.0
 
 
 TASKS: dict[str, MousepadReplace | CalcSum] = {t.name: t for t in (MousepadReplace(), CalcSum())}
@@ -199,7 +241,7 @@ def make_run(task: str, category: str, index: int, base_seed: int) -> Run:
     seed = zlib.crc32(f"{base_seed}/{task}/{category}/{index}".encode())
     rng = np.random.default_rng(seed)
     tag = f"{seed:08x}"[:6]
-    ext = ".txt" if task == "mousepad-replace" else ".csv"
+    ext = ".txt" if task == "mousepad-replace" else ".fods"
     stem = "notes" if task == "mousepad-replace" else f"sheet-{tag}"
     if category == "path":
         word = WORDS[int(rng.integers(len(WORDS)))]
