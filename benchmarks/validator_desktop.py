@@ -300,9 +300,9 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
     for col in cols:
         total = sum((by[(col, t)].counts for t in tasks), Counter())
         secs = sum((by[(col, t)].seconds for t in tasks), Counter())
-        lines.append(f"| {col} | " + (", ".join(f"{k} {v}" for k, v in sorted(total.items()))
-                                       or "- (nothing validated)") + " | " + (", ".join(f"{k} {v:.1f}" for k, v in sorted(secs.items()))
-                                or "-") + " |")
+        decided = ", ".join(f"{k} {v}" for k, v in sorted(total.items()))
+        spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(secs.items()))
+        lines.append(f"| {col} | {decided or '- (nothing validated)'} | {spent or '-'} |")
     lines += ["", "## Errors", ""]
     errors = [(r.column, v) for r in results for v in r.verdicts if not v.correct]
     if not errors:
