@@ -224,8 +224,10 @@ def _short(text: str, n: int = 220) -> str:
 def _cell(vs: Sequence[Verdict]) -> str:
     right = sum(v.correct for v in vs)
     fp = sum(v.passed is True and not v.passing for v in vs)
-    ff = sum(v.passed is not True and v.passing for v in vs)
-    return f"{right}/{len(vs)} = {_pct(right, len(vs))} ({fp} / {ff})"
+    ff = sum(v.passed is False and v.passing for v in vs)
+    refused = sum(v.passed is None for v in vs)
+    return (f"{right}/{len(vs)} = {_pct(right, len(vs))} ({fp} / {ff})"
+            + (f", {refused} refused" if refused else ""))
 
 
 def render(args: argparse.Namespace, argv: Sequence[str] | None,
@@ -256,8 +258,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
         + "".join(f"; `{c}` = `{p}`" for c, p in zip(cols[1 if 'defaults' in cols else 0:],
                                                      args.config, strict=False)),
         "",
-        "Cells: right / runs = accuracy (false passes / false fails). A refused reference "
-        "counts every test run of its task as wrong.",
+        "Cells: right / runs = accuracy (false passes / false fails), and the runs that got no "
+        "verdict because learning was refused (counted as wrong).",
         "",
         "## Traces (task × category)", "",
         "| task | " + " | ".join(CATEGORIES) + " | all |",
@@ -311,7 +313,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
     for col, v in errors:
         grouped[(col, v.task, v.category)].append(v)
     for (col, task, cat), vs in sorted(grouped.items()):
-        kind = "false fail" if vs[0].passing else "false pass"
+        kind = ("refused" if vs[0].passed is None
+                else "false fail" if vs[0].passing else "false pass")
         lines.append(f"- `{col}` {task} `{cat}` ×{len(vs)} ({kind}; e.g. "
                      f"`{Path(vs[0].trace).name}`): {_short(vs[0].explanation)}")
     if disagree:
