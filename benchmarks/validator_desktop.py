@@ -230,6 +230,26 @@ def _cell(vs: Sequence[Verdict]) -> str:
             + (f", {refused} refused" if refused else ""))
 
 
+def trace_facts(rows: Sequence[dict[str, Any]]) -> list[str]:
+    """Frames, record seconds, a11y lines, distinct first titles, first app window place."""
+    a11y: list[int] = []
+    titles, places = set(), Counter()
+    for row in rows:
+        with open(Path(row["trace"]) / "steps.jsonl", encoding="utf-8") as handle:
+            lines = [json.loads(line) for line in handle]
+        a11y += [len((line.get("a11y") or "").splitlines()) for line in lines]
+        titles.add(lines[0].get("title"))
+        for win in (lines[0].get("windows") or [[]])[0]:
+            if "xmessage" not in win.get("wm_class", ""):
+                places[(win["x"], win["y"], win["width"], win["height"])] += 1
+    a11y.sort()
+    frames = [r["frames"] for r in rows]
+    secs = [r["record_s"] for r in rows if r.get("record_s") is not None]
+    top = ", ".join(f"{p} ×{n}" for p, n in places.most_common(2))
+    return [f"{sum(frames) / len(frames):.1f}", f"{sum(secs) / max(1, len(secs)):.1f}",
+            str(a11y[len(a11y) // 2] if a11y else "-"), str(len(titles)), top or "-"]
+
+
 def render(args: argparse.Namespace, argv: Sequence[str] | None,
            columns: dict[str, ValidatorConfig], tasks: Sequence[str],
            rows: Sequence[dict[str, Any]], results: Sequence[TaskResult],
@@ -268,6 +288,15 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
     for task in tasks:
         lines.append(f"| {task} | " + " | ".join(str(counts[(task, c)]) for c in CATEGORIES)
                      + f" | {sum(counts[(task, c)] for c in CATEGORIES)} |")
+    lines += ["", "What a trace holds, per task (from the `steps.jsonl` files): frames, recording "
+              "seconds, AT-SPI text lines per frame (median; the backend's `linearize_a11y` "
+              "stops at 2000), distinct window titles of the first frames, and the place of the "
+              "app window at the first frame (`wmctrl -lpG`, client area).", "",
+              "| task | frames (mean) | record s (mean) | a11y lines (median) | distinct first "
+              "titles | first window x,y,w,h |", "|---|---:|---:|---:|---:|---|"]
+    for task in tasks:
+        lines.append(f"| {task} | " + " | ".join(trace_facts([r for r in rows
+                                                              if r["task"] == task])) + " |")
     lines += ["", "## Accuracy", "",
               "| | " + " | ".join(cols) + " |", "|---|" + "---:|" * len(cols)]
 
