@@ -335,8 +335,13 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
         spent = ", ".join(f"{k} {v:.1f}" for k, v in sorted(secs.items()))
         lines.append(f"| {col} | {decided or '- (nothing validated)'} | {spent or '-'} |")
     lines += ["", "## Errors", ""]
-    errors = [(r.column, v) for r in results for v in r.verdicts if not v.correct]
-    if not errors:
+    for r in results:
+        if r.refused:
+            lines.append(f"- `{r.column}` {r.task}: learning refused, no verdict on its "
+                         f"{len(r.verdicts)} test runs: {_short(r.refused, 300)}")
+    errors = [(r.column, v) for r in results for v in r.verdicts
+              if not v.correct and v.passed is not None]
+    if not errors and not any(r.refused for r in results):
         lines.append("None.")
     grouped: dict[tuple[str, str, str], list[Verdict]] = defaultdict(list)
     for col, v in errors:
