@@ -4,7 +4,7 @@ A plain pass, a pass from another folder (another window title) and a product bu
 the word) are recorded into a temporary folder; the folders must read back as traces with titles,
 a11y text and window geometry, the manifest's labels must agree with the disk checker, and a
 second call must find every run done (resumable). Skipped, with the reason, where the desktop's
-programs or mousepad are missing. ~35 s.
+programs or mousepad are missing. Measured 51 s at a load average of 6 on 2 shared cores.
 """
 
 from __future__ import annotations
