@@ -70,6 +70,7 @@ from scipy import ndimage
 
 from cua_rl.errors import ConfigError
 from cua_rl.validator.motion import unexplained_tiles
+from cua_rl.validator.windows import find_windows, pair_windows, window_residual
 
 __all__ = [
     "Equivalence",
@@ -125,6 +126,10 @@ class Tier1Config:
             change is noise (SAME).
         max_shift: Motion-search radius in work pixels (0: off); set it >= the window jitter.
         shift_candidates: Translations (phase-correlation peaks) tried per pair.
+        window_align: Compare the windows of two screens in window coordinates when they moved
+            or were resized (``windows.py``); also before the phash cut.
+        window_title_px: Rows at the top of a window (screenshot pixels) that the window
+            alignment leaves out: the window manager's title bar (openbox: 20).
     """
 
     masks: tuple[Rect, ...] = ()
@@ -137,10 +142,12 @@ class Tier1Config:
     noise_ssim_min: float = 0.98
     max_shift: int = 0
     shift_candidates: int = 8
+    window_align: bool = True
+    window_title_px: int = 22
 
     def __post_init__(self) -> None:
         for name in ("work_width", "pixel_delta", "tile", "tile_min_pixels", "hash_different",
-                     "max_shift", "shift_candidates"):
+                     "max_shift", "shift_candidates", "window_title_px"):
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool), f"Tier1Config.{name}",
                    value, "an int")
@@ -171,6 +178,10 @@ class Tier1Config:
         _check(-1.0 <= self.noise_ssim_min <= 1.01, "Tier1Config.noise_ssim_min",
                self.noise_ssim_min, "in [-1, 1.01] (above 1 disables it)")
         _check(0 <= self.max_shift <= 64, "Tier1Config.max_shift", self.max_shift, "in [0, 64]")
+        _check(isinstance(self.window_align, bool), "Tier1Config.window_align",
+               self.window_align, "true or false")
+        _check(0 <= self.window_title_px <= 200, "Tier1Config.window_title_px",
+               self.window_title_px, "in [0, 200]")
         _check(1 <= self.shift_candidates <= 64, "Tier1Config.shift_candidates",
                self.shift_candidates, "in [1, 64]")
 
@@ -194,6 +205,12 @@ class FrameFeatures:
         dhash: 64-bit difference hash.
         work: Masked RGB work image (uint8).
         gray: Grey work image (uint8), for SSIM and motion candidates.
+        windows: Window rectangles (x, y, w, h) in screenshot pixels
+            (``windows.find_windows`` on the unmasked screenshot; empty unless
+            ``window_align``).
+        full_gray: Masked grey screenshot at full size, kept when there are windows (window
+            alignment needs whole-pixel moves, which a downscaled copy does not have).
+        ignore: Screenshot pixels under a mask (bool), or None.
     """
 
     digest: str
@@ -203,6 +220,9 @@ class FrameFeatures:
     dhash: imagehash.ImageHash
     work: np.ndarray
     gray: np.ndarray
+    windows: tuple[Rect, ...] = ()
+    full_gray: np.ndarray | None = None
+    ignore: np.ndarray | None = None
 
 
 def prepare(screenshot: np.ndarray, config: Tier1Config) -> FrameFeatures:
@@ -223,8 +243,18 @@ def prepare(screenshot: np.ndarray, config: Tier1Config) -> FrameFeatures:
         small, work = image, np.ascontiguousarray(arr)
     gray = np.asarray(small.convert("L"))
     digest = hashlib.sha1(repr(work.shape).encode() + work.tobytes()).hexdigest()
+    windows: tuple[Rect, ...] = ()
+    ignore = full = None
+    if config.window_align:
+        windows = find_windows(screenshot, delta=config.pixel_delta)
+        if windows:
+            full = gray if scale >= 1.0 else np.asarray(image.convert("L"))
+            if config.masks:
+                ignore = np.zeros(full.shape, dtype=bool)
+                for x, y, mw, mh in config.masks:
+                    ignore[max(0, y): max(0, y + mh), max(0, x): max(0, x + mw)] = True
     return FrameFeatures(digest, (w, h), scale, imagehash.phash(image), imagehash.dhash(image),
-                         work, gray)
+                         work, gray, windows, full, ignore)
 
 
 # -- measures ----------------------------------------------------------------------------------
@@ -302,6 +332,30 @@ def _local_ssim(fa: FrameFeatures, fb: FrameFeatures, counts: np.ndarray,
     return ssim(np.concatenate(cuts_a, axis=1), np.concatenate(cuts_b, axis=1))
 
 
+def _window_tiles(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config,
+                  grid: tuple[int, int]) -> np.ndarray | None:
+    """Work tiles left unexplained by window alignment (``windows.py``), or None.
+
+    The alignment runs on the full-size grey screenshots with tiles of ``tile / scale`` pixels;
+    each residual tile marks the work tiles it overlaps.
+    """
+    if fa.full_gray is None or fb.full_gray is None:
+        return None
+    t = max(4, int(round(cfg.tile / fa.scale)))
+    res = window_residual(fa.full_gray, fb.full_gray, fa.windows, fb.windows, tile=t,
+                          delta=cfg.pixel_delta, tile_min=cfg.tile_min_pixels,
+                          title=cfg.window_title_px, ignore=fa.ignore)
+    if res is None or fa.scale >= 1.0 and t == cfg.tile:
+        return res
+    out = np.zeros(grid, dtype=bool)
+    k = fa.scale / cfg.tile
+    for ty, tx in np.argwhere(res):
+        y0, y1 = int(ty * t * k), int(np.ceil((ty + 1) * t * k))
+        x0, x1 = int(tx * t * k), int(np.ceil((tx + 1) * t * k))
+        out[y0: max(y0 + 1, y1), x0: max(x0 + 1, x1)] = True
+    return out
+
+
 @dataclass(frozen=True)
 class Tier1Result:
     """Tier-1 measures of a pair and the verdict drawn from them.
@@ -341,7 +395,8 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
     ph, dh = int(fa.phash - fb.phash), int(fa.dhash - fb.dhash)
     if fa.digest == fb.digest:
         return Tier1Result(Equivalence.SAME, "identical pixels", ph, dh, 0.0)
-    if ph >= cfg.hash_different:
+    moved = cfg.window_align and bool(pair_windows(fa.windows, fb.windows))
+    if ph >= cfg.hash_different and not moved:
         return Tier1Result(Equivalence.DIFFERENT, f"phash distance {ph}", ph, dh)
     mask = _changed_mask(fa, fb, cfg.pixel_delta)
     ratio = np.count_nonzero(mask) / mask.size
@@ -361,6 +416,15 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
         if not residual.any():
             return Tier1Result(Equivalence.SAME, "every change explained by window motion",
                                **base)
+    if moved:
+        aligned = _window_tiles(fa, fb, cfg, residual.shape)
+        if aligned is not None and aligned.sum() < residual.sum():
+            residual = aligned
+            if not residual.any():
+                return Tier1Result(Equivalence.SAME, "windows moved or resized, contents equal",
+                                   **base)
+    if ph >= cfg.hash_different and int(residual.sum()) / total > cfg.different_tiles:
+        return Tier1Result(Equivalence.DIFFERENT, f"phash distance {ph}", **base)
     n_res = int(residual.sum())
     ys_t, xs_t = np.nonzero(residual)
     t, s = cfg.tile, fa.scale

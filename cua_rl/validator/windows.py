@@ -1,0 +1,314 @@
+"""Window-aware comparison: see through windows that were moved and resized between two runs.
+
+A real desktop run may leave the app window anywhere and at any size (the user, or the agent,
+dragged it; the window manager placed it elsewhere). Every tile of the window then changes, the
+perceptual hash may jump past ``hash_different`` and the small-radius motion search of
+``motion.py`` explains only part of it. Here the windows themselves are found and the two screens
+are compared in window coordinates:
+
+1. **Windows** (:func:`find_windows`): the desktop background is the most common colour of the
+   screen border (at least ``half`` of the border pixels); windows are the connected regions of
+   other colours at least ``min_side`` work pixels on each side (one rectangle for a window and
+   the dialogs over it). A textured wallpaper gives no background colour and no windows (the
+   step is then skipped). Measured on the ``x11`` desktop (Xvfb + openbox, black root): the
+   rectangle is the window frame to the pixel, decorations included. (The backend's own geometry,
+   ``wmctrl -lG``, reports the client area with the openbox title bar counted twice: ``y=87`` for
+   a client whose top row is 67 and whose frame starts at 47. The screenshot is the better
+   source here.)
+2. **Anchors** (:func:`anchor_shifts`): a window's parts keep their distance to one of its edges
+   when it is resized: menus, text and the title's icon to the top-left corner, window buttons to
+   the top-right, a status bar to the bottom, a centred title to the centre. So the candidate
+   translations of a window pair are the 3 x 3 products of {left, centre, right} and {top,
+   centre, bottom} offsets.
+3. **Residual tiles** (:func:`window_residual`): a tile inside a window is explained when one
+   anchor translation matches it whole (fewer than ``tile_min_pixels`` pixels differ by more than
+   ``pixel_delta``); a tile on a window's edge when each pixel matches under one of the anchors
+   (inside) or unmoved (outside); a tile outside every window when it is unchanged or now
+   covered by a window of the other screen; a uniform tile that one of its anchors maps out of
+   the other window is the part that only the larger window shows (blank text area). The window
+   manager's title bar (the top ``title_px`` screen pixels of each window) is left out: its text
+   is re-centred and re-ellipsised at every width, and the window title is run-specific (a file
+   path); the title is seen by the accessibility and OCR tiers. Both directions are checked.
+
+What stays is a real change: a typed word inside the moved window matches no anchor of the other
+window. Measured on real mousepad screenshots (800 x 600, ``tests/validator/test_windows.py``):
+moved from (79, 47) 642 x 505 to (139, 88) 562 x 422 with the same text: 0 residual tiles, SAME;
+the same with "hello" typed in the moved copy: 4 residual tiles, AMBIGUOUS (local SSIM min < 0.1),
+never SAME. Cost: see :func:`window_residual`.
+
+:func:`layout_change` says whether the difference between two screens is a layout change
+(windows moved or resized, contents equal) or a content change; reports use it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+from scipy import ndimage
+
+__all__ = ["LayoutVerdict", "anchor_shifts", "find_windows", "layout_change", "pair_windows",
+           "window_residual"]
+
+Box = tuple[int, int, int, int]
+"""(x, y, width, height)."""
+
+
+def _background(img: np.ndarray, delta: int, half: float) -> np.ndarray | None:
+    """The most common colour of the image border, if at least ``half`` of it has it."""
+    border = np.concatenate([img[0], img[-1], img[:, 0], img[:, -1]]).reshape(-1, img.shape[-1])
+    colours, counts = np.unique(border, axis=0, return_counts=True)
+    top = colours[int(np.argmax(counts))].astype(np.int16)
+    near = (np.abs(border.astype(np.int16) - top).max(axis=1) <= delta).mean()
+    return top if near >= half else None
+
+
+def find_windows(work: np.ndarray, *, delta: int = 10, min_side: int = 24, half: float = 0.5,
+                 max_area: float = 0.97) -> tuple[Box, ...]:
+    """Window rectangles of a screenshot (or its work copy), in its pixels, largest first.
+
+    Args:
+        work: H x W x 3 uint8 image.
+        delta: A pixel is background when each channel is within this of the background colour.
+        min_side: Smallest window side in pixels.
+        half: Share of the border that must show the background colour (else no windows).
+        max_area: A region covering more than this fraction of the image is not a window (a
+            maximised window or a textured wallpaper: nothing to align).
+
+    Returns:
+        (x, y, w, h) boxes of the connected non-background regions.
+
+    Example:
+        >>> img = np.zeros((60, 80, 3), np.uint8); img[10:40, 20:70] = 200
+        >>> find_windows(img)
+        ((20, 10, 50, 30),)
+    """
+    background = _background(work, delta, half)
+    if background is None:
+        return ()
+    fg = np.abs(work.astype(np.int16) - background).max(axis=2) > delta
+    labels, _ = ndimage.label(fg, structure=np.ones((3, 3)))
+    h, w = fg.shape
+    out = []
+    for sl in ndimage.find_objects(labels):
+        if sl is None:
+            continue
+        bh, bw = sl[0].stop - sl[0].start, sl[1].stop - sl[1].start
+        if min(bh, bw) >= min_side and bh * bw <= max_area * h * w:
+            out.append((sl[1].start, sl[0].start, bw, bh))
+    return tuple(sorted(out, key=lambda b: -b[2] * b[3]))
+
+
+def pair_windows(wa: Sequence[Box], wb: Sequence[Box]) -> list[tuple[Box, Box]]:
+    """Pairs of windows of two screens: the same number of windows, paired by size rank.
+
+    Returns [] when the counts differ (a window opened or closed: a content change) or nothing
+    moved or changed size.
+    """
+    if not wa or len(wa) != len(wb):
+        return []
+    pairs = list(zip(sorted(wa, key=lambda b: -b[2] * b[3]), sorted(wb, key=lambda b: -b[2] * b[3]),
+                     strict=True))
+    return [] if all(a == b for a, b in pairs) else pairs
+
+
+def anchor_shifts(a: Box, b: Box) -> list[tuple[int, int]]:
+    """(dy, dx) such that ``a``'s pixel (y, x) sits at (y + dy, x + dx) in ``b``, for each of the
+    3 x 3 anchors (top/centre/bottom x left/centre/right), unique, top-left first.
+
+    >>> anchor_shifts((10, 10, 100, 50), (30, 5, 120, 50))[:3]
+    [(-5, 20), (-5, 30), (-5, 40)]
+    """
+    ax, ay, aw, ah = a
+    bx, by, bw, bh = b
+    dxs = [bx - ax, (bx + bw / 2) - (ax + aw / 2), (bx + bw) - (ax + aw)]
+    dys = [by - ay, (by + bh / 2) - (ay + ah / 2), (by + bh) - (ay + ah)]
+    out: list[tuple[int, int]] = []
+    for dy in dys:
+        for dx in dxs:
+            s = (int(round(dy)), int(round(dx)))
+            if s not in out:
+                out.append(s)
+    return out
+
+
+def _shifted(img: np.ndarray, dy: int, dx: int, fill: int) -> np.ndarray:
+    """``out[y, x] = img[y + dy, x + dx]`` (``fill`` where that is off the image)."""
+    h, w = img.shape
+    out = np.full((h, w), fill, dtype=np.int16)
+    ys, ye = max(0, -dy), min(h, h - dy)
+    xs, xe = max(0, -dx), min(w, w - dx)
+    if ys < ye and xs < xe:
+        out[ys:ye, xs:xe] = img[ys + dy: ye + dy, xs + dx: xe + dx]
+    return out
+
+
+def _inside(shape: tuple[int, int], boxes: Sequence[Box]) -> np.ndarray:
+    m = np.zeros(shape, dtype=bool)
+    for x, y, w, h in boxes:
+        m[max(0, y): y + h, max(0, x): x + w] = True
+    return m
+
+
+def _tiles(mask: np.ndarray, t: int) -> np.ndarray:
+    h, w = mask.shape
+    cols = np.add.reduceat(mask.view(np.uint8), np.arange(0, w, t), axis=1, dtype=np.int32)
+    return np.add.reduceat(cols, np.arange(0, h, t), axis=0)
+
+
+def _one_way(src: np.ndarray, dst: np.ndarray, ws: Sequence[Box], wd: Sequence[Box],
+             pairs: Sequence[tuple[Box, Box]], ignore: np.ndarray, *, tile: int, delta: int,
+             tile_min: int, title: int) -> np.ndarray:
+    """Residual tile grid of ``src`` against ``dst`` (both grey int16, same shape)."""
+    h, w = src.shape
+    t = tile
+    bad = np.zeros((h, w), dtype=bool)  # per-pixel: no allowed match
+    in_dst = _inside((h, w), wd)
+    in_src = _inside((h, w), ws)
+    # Outside every src window: unchanged, or now under a dst window.
+    bad |= ~in_src & ~in_dst & (np.abs(src - dst) > delta)
+    gh, gw = -(-h // t), -(-w // t)
+    residual = np.zeros((gh, gw), dtype=bool)
+    for a, b in pairs:
+        ax, ay, aw, ah = a
+        region = np.zeros((h, w), dtype=bool)
+        region[ay + title: ay + ah, ax: ax + aw] = True
+        pix_bad = region.copy()
+        misses, counts = [], []
+        for dy, dx in anchor_shifts(a, b):
+            moved = _shifted(dst, dy, dx, fill=-1000)
+            skip = _shifted(ignore.astype(np.int16), dy, dx, fill=0).astype(bool) | ignore
+            miss = (np.abs(src - moved) > delta) & ~skip & region
+            pix_bad &= miss
+            misses.append(miss)
+            counts.append(_tiles(miss, t))
+        stack = np.stack(counts)
+        which = np.argmin(stack, axis=0)
+        matched = stack.min(axis=0) < tile_min
+        whole = _tiles(region, t)
+        full = whole == np.minimum(t, h - np.arange(gh) * t)[:, None] * np.minimum(
+            t, w - np.arange(gw) * t)[None, :]
+        ok_full = full & (matched | _stretched(src, dst, full & ~matched, a, b, t, delta,
+                                               tile_min))
+        # Where two anchors meet (a left-aligned menu over a centred bar): each pixel matched
+        # by one of the anchors that explain the neighbouring tiles.
+        near = np.where(matched, which, -1)
+        padded = np.pad(near, 1, constant_values=-1)
+        for ty, tx in np.argwhere(full & ~ok_full):
+            ks = {int(v) for v in padded[ty: ty + 3, tx: tx + 3].ravel() if v >= 0}
+            if len(ks) < 2:
+                continue
+            cut = (slice(ty * t, (ty + 1) * t), slice(tx * t, (tx + 1) * t))
+            left = np.logical_and.reduce([misses[k][cut] for k in ks])
+            ok_full[ty, tx] = int(left.sum()) < tile_min
+        residual |= full & ~ok_full
+        bad |= pix_bad & ~_tiles_to_pixels(full, t, (h, w))
+    residual |= _tiles(bad, t) >= tile_min
+    return residual
+
+
+def _stretched(src: np.ndarray, dst: np.ndarray, todo: np.ndarray, a: Box, b: Box, t: int,
+               delta: int, tile_min: int) -> np.ndarray:
+    """Tiles of ``todo`` that are part of a band the resize stretched.
+
+    A tile whose rows are each one colour (a horizontal bar, blank text area) is explained when
+    the other window shows the same column of colours somewhere at the same height from one of
+    its vertical anchors (top, centre, bottom); a tile of one-colour columns (a scrollbar, a side
+    panel) likewise along the other axis.
+    """
+    out = np.zeros(todo.shape, dtype=bool)
+    h, w = src.shape
+    bx, by, bw, bh = b
+    shifts = anchor_shifts(a, b)
+    dys = sorted({dy for dy, _ in shifts})
+    dxs = sorted({dx for _, dx in shifts})
+    for ty, tx in np.argwhere(todo):
+        y0, x0 = ty * t, tx * t
+        block = src[y0: y0 + t, x0: x0 + t]
+        rows = (block.max(axis=1) - block.min(axis=1)) <= delta
+        cols = (block.max(axis=0) - block.min(axis=0)) <= delta
+        if rows.all():
+            vec = block[:, :1]
+            for dy in dys:
+                if y0 + dy < by or y0 + dy + block.shape[0] > by + bh:
+                    continue
+                band = dst[y0 + dy: y0 + dy + block.shape[0], bx: bx + bw]
+                if ((np.abs(band - vec) > delta).sum(axis=0) < tile_min).any():
+                    out[ty, tx] = True
+                    break
+        if not out[ty, tx] and cols.all():
+            vec = block[:1, :]
+            for dx in dxs:
+                if x0 + dx < bx or x0 + dx + block.shape[1] > bx + bw:
+                    continue
+                band = dst[by: by + bh, x0 + dx: x0 + dx + block.shape[1]]
+                if ((np.abs(band - vec) > delta).sum(axis=1) < tile_min).any():
+                    out[ty, tx] = True
+                    break
+    return out
+
+
+def _tiles_to_pixels(grid: np.ndarray, t: int, shape: tuple[int, int]) -> np.ndarray:
+    return np.kron(grid, np.ones((t, t), dtype=bool))[: shape[0], : shape[1]].astype(bool)
+
+
+def window_residual(
+    gray_a: np.ndarray,
+    gray_b: np.ndarray,
+    windows_a: Sequence[Box],
+    windows_b: Sequence[Box],
+    *,
+    tile: int,
+    delta: int,
+    tile_min: int,
+    title: int = 0,
+    ignore: np.ndarray | None = None,
+) -> np.ndarray | None:
+    """Changed tiles that no window alignment explains (both directions), or None when the
+    step does not apply (no windows, another number of windows, nothing moved or resized).
+
+    Args:
+        gray_a: Grey work image of screen A (uint8).
+        gray_b: Grey work image of screen B, same shape.
+        windows_a: Windows of A (:func:`find_windows`), in work pixels.
+        windows_b: Windows of B.
+        tile: Tile side in work pixels.
+        delta: A pixel differs when its grey difference exceeds this.
+        tile_min: A tile matches when fewer than this many pixels differ.
+        title: Rows at the top of each window left out (the window manager's title bar).
+        ignore: Pixels to ignore in both screens (volatile masks), bool, same shape.
+
+    Returns:
+        Boolean tile grid (over A's screen) of the tiles left unexplained, or None.
+
+    Cost (measured, 640 x 480 work images of real mousepad screenshots, one window pair,
+    ``python -m timeit`` in ``tests/validator/test_windows.py``'s setting): about 12 ms per pair.
+    """
+    pairs = pair_windows(windows_a, windows_b)
+    if not pairs:
+        return None
+    a, b = gray_a.astype(np.int16), gray_b.astype(np.int16)
+    skip = np.zeros(a.shape, dtype=bool) if ignore is None else ignore
+    kw = dict(tile=tile, delta=delta, tile_min=tile_min, title=title)
+    forward = _one_way(a, b, windows_a, windows_b, pairs, skip, **kw)
+    back = _one_way(b, a, windows_b, windows_a, [(q, p) for p, q in pairs], skip, **kw)
+    return forward | back
+
+
+@dataclass(frozen=True)
+class LayoutVerdict:
+    """Whether two screens differ by layout, by content, or not at all.
+
+    Attributes:
+        kind: ``"same"``, ``"layout"`` (windows moved or resized, the contents match) or
+            ``"content"``.
+        moved: Window pairs (before, after) whose rectangle changed, in screenshot pixels.
+        residual_tiles: Tiles no window alignment explains.
+        detail: One sentence for a report.
+    """
+
+    kind: str
+    moved: tuple[tuple[Box, Box], ...]
+    residual_tiles: int
+    detail: str
