@@ -80,6 +80,7 @@ __all__ = [
     "Tier1Result",
     "changed_tiles",
     "compare_tier1",
+    "window_tiles",
     "prepare",
     "ssim",
 ]
@@ -332,7 +333,7 @@ def _local_ssim(fa: FrameFeatures, fb: FrameFeatures, counts: np.ndarray,
     return ssim(np.concatenate(cuts_a, axis=1), np.concatenate(cuts_b, axis=1))
 
 
-def _window_tiles(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config,
+def window_tiles(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config,
                   grid: tuple[int, int]) -> np.ndarray | None:
     """Work tiles left unexplained by window alignment (``windows.py``), or None.
 
@@ -417,7 +418,7 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
             return Tier1Result(Equivalence.SAME, "every change explained by window motion",
                                **base)
     if moved:
-        aligned = _window_tiles(fa, fb, cfg, residual.shape)
+        aligned = window_tiles(fa, fb, cfg, residual.shape)
         if aligned is not None and aligned.sum() < residual.sum():
             residual = aligned
             if not residual.any():

@@ -123,6 +123,7 @@ def explain(
     terminal: str | None,
     unordered_missing: Sequence[str] = (),
     require_unordered: bool = False,
+    divergence_note: str | None = None,
 ) -> str:
     """A sentence a person can read about a validation.
 
@@ -134,6 +135,8 @@ def explain(
         terminal: The terminal state the last frame shows, or None.
         unordered_missing: Mandatory-but-unordered states the trace never shows.
         require_unordered: Whether those make the validation fail.
+        divergence_note: A sentence on how the frame after the divergence differs from the
+            expected state (layout or content, ``windows.layout_change``), appended there.
     """
     m = len(chain)
     last = n_frames - 1
@@ -149,7 +152,8 @@ def explain(
         where = ("at the start" if after < 0
                  else f"after frame {after} (which shows {describe(_at(match, chain, after))})")
         parts.append(f"First divergence {where}: expected {describe(chain[j])}, "
-                     f"but no later frame shows it.")
+                     f"but no later frame shows it."
+                     + (f" {divergence_note}" if divergence_note else ""))
         names = ", ".join(chain[k] for k in match.missing)
         parts.append(f"Missing essential states: {names}.")
     if terminal is None:

@@ -44,9 +44,13 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 import numpy as np
 from scipy import ndimage
+
+if TYPE_CHECKING:
+    from cua_rl.validator.equivalence import Tier1Config
 
 __all__ = ["LayoutVerdict", "anchor_shifts", "find_windows", "layout_change", "pair_windows",
            "window_residual"]
@@ -175,33 +179,22 @@ def _one_way(src: np.ndarray, dst: np.ndarray, ws: Sequence[Box], wd: Sequence[B
         region = np.zeros((h, w), dtype=bool)
         region[ay + title: ay + ah, ax: ax + aw] = True
         pix_bad = region.copy()
-        misses, counts = [], []
+        counts = []
         for dy, dx in anchor_shifts(a, b):
             moved = _shifted(dst, dy, dx, fill=-1000)
             skip = _shifted(ignore.astype(np.int16), dy, dx, fill=0).astype(bool) | ignore
             miss = (np.abs(src - moved) > delta) & ~skip & region
             pix_bad &= miss
-            misses.append(miss)
             counts.append(_tiles(miss, t))
-        stack = np.stack(counts)
-        which = np.argmin(stack, axis=0)
-        matched = stack.min(axis=0) < tile_min
+        matched = np.stack(counts).min(axis=0) < tile_min
         whole = _tiles(region, t)
         full = whole == np.minimum(t, h - np.arange(gh) * t)[:, None] * np.minimum(
             t, w - np.arange(gw) * t)[None, :]
         ok_full = full & (matched | _stretched(src, dst, full & ~matched, a, b, t, delta,
                                                tile_min))
-        # Where two anchors meet (a left-aligned menu over a centred bar): each pixel matched
-        # by one of the anchors that explain the neighbouring tiles.
-        near = np.where(matched, which, -1)
-        padded = np.pad(near, 1, constant_values=-1)
-        for ty, tx in np.argwhere(full & ~ok_full):
-            ks = {int(v) for v in padded[ty: ty + 3, tx: tx + 3].ravel() if v >= 0}
-            if len(ks) < 2:
-                continue
-            cut = (slice(ty * t, (ty + 1) * t), slice(tx * t, (tx + 1) * t))
-            left = np.logical_and.reduce([misses[k][cut] for k in ks])
-            ok_full[ty, tx] = int(left.sum()) < tile_min
+        # Where anchors meet (a left-aligned menu over a centred bar, a bar stretched under
+        # centred text): each pixel matched by one of the anchors.
+        ok_full |= full & (_tiles(pix_bad, t) < tile_min)
         residual |= full & ~ok_full
         bad |= pix_bad & ~_tiles_to_pixels(full, t, (h, w))
     residual |= _tiles(bad, t) >= tile_min
@@ -312,3 +305,41 @@ class LayoutVerdict:
     moved: tuple[tuple[Box, Box], ...]
     residual_tiles: int
     detail: str
+
+
+def layout_change(a: np.ndarray, b: np.ndarray, config: Tier1Config | None = None
+                  ) -> LayoutVerdict:
+    """Whether screenshot ``b`` differs from ``a`` by layout (windows moved or resized, the
+    same contents) or by content.
+
+    Args:
+        a: H x W x 3 uint8 screenshot.
+        b: Another, same size.
+        config: Tier-1 settings (pixel delta, tile, masks); default ``Tier1Config()``.
+
+    Returns:
+        The verdict with the moved windows and one sentence for a report.
+    """
+    from cua_rl.validator.equivalence import Tier1Config, changed_tiles, prepare, window_tiles
+
+    cfg = config or Tier1Config()
+    if a.shape != b.shape:
+        return LayoutVerdict("content", (), 0, f"the screen size changed ({a.shape[1]}x"
+                             f"{a.shape[0]} vs {b.shape[1]}x{b.shape[0]})")
+    fa, fb = prepare(a, cfg), prepare(b, cfg)
+    changed = changed_tiles(fa, fb, cfg)
+    if not changed.any():
+        return LayoutVerdict("same", (), 0, "the screens are the same")
+    pairs = tuple((p, q) for p, q in pair_windows(fa.windows, fb.windows) if p != q)
+    left = window_tiles(fa, fb, cfg, changed.shape) if pairs else None
+    if left is not None and not left.any():
+        moves = "; ".join(f"{p[2]}x{p[3]} at ({p[0]}, {p[1]}) -> {q[2]}x{q[3]} at "
+                          f"({q[0]}, {q[1]})" for p, q in pairs)
+        return LayoutVerdict("layout", pairs, 0, f"looks like a layout change: the window "
+                             f"moved or was resized ({moves}), its contents are the same")
+    n = int(changed.sum()) if left is None else int(left.sum())
+    if len(fa.windows) != len(fb.windows):
+        what = f"a window opened or closed ({len(fa.windows)} -> {len(fb.windows)} windows)"
+    else:
+        what = f"{n} tiles differ" + (" after aligning the moved windows" if pairs else "")
+    return LayoutVerdict("content", pairs, n, f"looks like a content change: {what}")
