@@ -169,10 +169,11 @@ class ValidationReport:
         return d
 
 
-def _no_shared_start(graph: StateGraph, eq: EquivalenceConfig) -> str:
+def _no_shared_start(graph: StateGraph, eq: EquivalenceConfig,
+                     picture: str | os.PathLike[str] | None) -> str:
     """The refusal message when the first screens of the traces fall into several states: the
     groups, the rectangles where the first screens of two groups differ, and a picture of them
-    (written to a temporary folder named in the message)."""
+    (written to ``picture`` or a temporary folder, named in the message)."""
     import tempfile
 
     starts = sorted(graph.starts.items())
@@ -185,9 +186,9 @@ def _no_shared_start(graph: StateGraph, eq: EquivalenceConfig) -> str:
         return f"{text}. The first screens have different sizes: {a.shape} vs {b.shape}"
     rects = changed_regions(a, b, eq.tier1)
     layout = layout_change(a, b, eq.tier1)
-    folder = Path(tempfile.mkdtemp(prefix="cua_rl-no-start-"))
-    picture = folder / "start_states.png"
-    _draw_regions(a, b, rects, picture)
+    if picture is None:
+        picture = Path(tempfile.mkdtemp(prefix="cua_rl-no-start-")) / "start_states.png"
+    _draw_regions(a, b, rects, Path(picture))
     shown = ", ".join(str(r) for r in rects[:8]) + (" ..." if len(rects) > 8 else "")
     return (f"{text}. States {starts[0][0]} and {starts[1][0]} differ in {len(rects)} "
             f"region(s) (x, y, w, h): {shown}; {layout.detail}. Picture: {picture}")
@@ -236,13 +237,17 @@ class ReferenceModel:
     # -- learning ------------------------------------------------------------------------------
     @classmethod
     def learn(cls, traces: Sequence[Trace], config: ValidatorConfig | None = None, *,
-              semantic: SemanticComparer | None = None) -> ReferenceModel:
+              semantic: SemanticComparer | None = None,
+              refusal_picture: str | os.PathLike[str] | None = None) -> ReferenceModel:
         """Learn a reference from passing traces of one task instance.
 
         Args:
             traces: Passing traces (2-10 is the intended range).
             config: Settings (default :class:`ValidatorConfig`).
             semantic: Optional tier-2 comparer for AMBIGUOUS pairs.
+            refusal_picture: Where to write the picture of the differing regions when the
+                traces share no start state (default: a new temporary folder); the message
+                names it.
 
         Returns:
             The model.
@@ -273,7 +278,7 @@ class ReferenceModel:
         graph = merge_traces(traces, comparer, exemplars=config.exemplars)
         starts = graph.starts
         if len(starts) > 1:
-            raise TraceFormatError(_no_shared_start(graph, eq))
+            raise TraceFormatError(_no_shared_start(graph, eq, refusal_picture))
         terminals = graph.terminals
         if len(traces) >= 2 and all(len(v) == 1 for v in terminals.values()):
             raise TraceFormatError(

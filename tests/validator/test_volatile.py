@@ -100,7 +100,7 @@ def test_cross_run_regions_ignore_a_different_first_screen() -> None:
     assert detect_cross_run_regions(runs) == ()
 
 
-def test_learning_masks_the_path_or_refuses_with_regions_and_a_picture() -> None:
+def test_learning_masks_the_path_or_refuses_with_regions_and_a_picture(tmp_path) -> None:
     runs = _runs()
     model = ReferenceModel.learn(runs, PIXELS_ONLY)
     assert any(m[1] <= 4 and m[0] <= 230 for m in model.detected_masks), model.detected_masks
@@ -119,3 +119,8 @@ def test_learning_masks_the_path_or_refuses_with_regions_and_a_picture() -> None
         assert img.size == (2 * 640 + 8, 400)
         assert img.getpixel((x, y)) == (255, 0, 0)  # the outline
     assert "content change" in text
+    target = tmp_path / "ref.no_start_state.png"
+    with pytest.raises(TraceFormatError, match=re.escape(f"Picture: {target}")):
+        ReferenceModel.learn(runs, replace(PIXELS_ONLY, auto_volatile=False),
+                             refusal_picture=target)
+    assert target.is_file()
