@@ -70,7 +70,7 @@ from scipy import ndimage
 
 from cua_rl.errors import ConfigError
 from cua_rl.validator.motion import unexplained_tiles
-from cua_rl.validator.windows import find_windows, pair_windows, window_residual
+from cua_rl.validator.windows import pair_windows, screen_windows, window_residual
 
 __all__ = [
     "Equivalence",
@@ -207,7 +207,7 @@ class FrameFeatures:
         work: Masked RGB work image (uint8).
         gray: Grey work image (uint8), for SSIM and motion candidates.
         windows: Window rectangles (x, y, w, h) in screenshot pixels
-            (``windows.find_windows`` on the unmasked screenshot; empty unless
+            (``windows.screen_windows`` on the unmasked screenshot; empty unless
             ``window_align``).
         full_gray: Masked grey screenshot at full size, kept when there are windows (window
             alignment needs whole-pixel moves, which a downscaled copy does not have).
@@ -247,7 +247,7 @@ def prepare(screenshot: np.ndarray, config: Tier1Config) -> FrameFeatures:
     windows: tuple[Rect, ...] = ()
     ignore = full = None
     if config.window_align:
-        windows = find_windows(screenshot, delta=config.pixel_delta)
+        windows = screen_windows(screenshot, delta=config.pixel_delta)
         if windows:
             full = gray if scale >= 1.0 else np.asarray(image.convert("L"))
             if config.masks:

@@ -8,33 +8,39 @@ are compared in window coordinates:
 
 1. **Windows** (:func:`find_windows`): the desktop background is the most common colour of the
    screen border (at least ``half`` of the border pixels); windows are the connected regions of
-   other colours at least ``min_side`` work pixels on each side (one rectangle for a window and
-   the dialogs over it). A textured wallpaper gives no background colour and no windows (the
-   step is then skipped). Measured on the ``x11`` desktop (Xvfb + openbox, black root): the
-   rectangle is the window frame to the pixel, decorations included. (The backend's own geometry,
-   ``wmctrl -lG``, reports the client area with the openbox title bar counted twice: ``y=87`` for
-   a client whose top row is 67 and whose frame starts at 47. The screenshot is the better
-   source here.)
+   other colours at least ``min_side`` pixels on each side (one rectangle for a window and the
+   dialogs over it). Where no background colour shows (a maximised window, a textured
+   wallpaper) :func:`screen_windows` calls the whole screen one window, so that a maximised
+   window pairs with the same window un-maximised (its lost 1-pixel frame border is taken off
+   the other). Measured on the ``x11`` desktop (Xvfb + openbox, black root): the rectangle is
+   the window frame to the pixel, decorations included. The backend's own geometry (``wmctrl
+   -lG``) is not used: it reports the client area with openbox's 20-pixel title bar counted
+   twice (``y=87`` for a client whose top row is 67 and whose frame starts at 47).
 2. **Anchors** (:func:`anchor_shifts`): a window's parts keep their distance to one of its edges
-   when it is resized: menus, text and the title's icon to the top-left corner, window buttons to
-   the top-right, a status bar to the bottom, a centred title to the centre. So the candidate
-   translations of a window pair are the 3 x 3 products of {left, centre, right} and {top,
-   centre, bottom} offsets.
-3. **Residual tiles** (:func:`window_residual`): a tile inside a window is explained when one
-   anchor translation matches it whole (fewer than ``tile_min_pixels`` pixels differ by more than
-   ``pixel_delta``); a tile on a window's edge when each pixel matches under one of the anchors
-   (inside) or unmoved (outside); a tile outside every window when it is unchanged or now
-   covered by a window of the other screen; a uniform tile that one of its anchors maps out of
-   the other window is the part that only the larger window shows (blank text area). The window
-   manager's title bar (the top ``title_px`` screen pixels of each window) is left out: its text
-   is re-centred and re-ellipsised at every width, and the window title is run-specific (a file
-   path); the title is seen by the accessibility and OCR tiers. Both directions are checked.
+   when it is resized: menus and text to the top-left corner, window buttons to the top-right,
+   a status bar to the bottom, a centred info bar to the centre. So the candidate moves of a
+   window pair are the 3 x 3 products of {left, centre, right} and {top, centre, bottom}
+   offsets. Full-size grey screenshots are used (a downscaled copy has no whole-pixel moves).
+3. **Residual tiles** (:func:`window_residual`), both directions: a tile inside a window is
+   explained when one anchor move matches it whole (fewer than ``tile_min_pixels`` pixels differ
+   by more than ``pixel_delta``), or when each of its pixels matches under one of the anchors
+   (where a left-aligned menu sits over a centred bar) or lies on a line the resize stretched (a
+   pixel row of one colour, e.g. a bar or blank text area, that the other window shows as a run
+   as long as a tile at the same anchored height; columns likewise). Outside the windows a pixel
+   must be unchanged or covered by a window of the other screen. The window manager's title bar
+   (the top ``window_title_px`` rows of each window) is left out: its text is re-centred and
+   re-ellipsised at every width, and the title is run-specific (a file path); the accessibility
+   and OCR tiers see it.
 
 What stays is a real change: a typed word inside the moved window matches no anchor of the other
-window. Measured on real mousepad screenshots (800 x 600, ``tests/validator/test_windows.py``):
-moved from (79, 47) 642 x 505 to (139, 88) 562 x 422 with the same text: 0 residual tiles, SAME;
-the same with "hello" typed in the moved copy: 4 residual tiles, AMBIGUOUS (local SSIM min < 0.1),
-never SAME. Cost: see :func:`window_residual`.
+window. Measured on real mousepad screenshots (800 x 600; ``tests/validator/test_windows.py``):
+moved from (79, 47) 642 x 505 to (140, 90) 562 x 445, to (10, 30) 702 x 525 and between the
+two, same text: 0 residual tiles, SAME; "hello" typed: 4-6 residual tiles, AMBIGUOUS, never
+SAME. A maximised mousepad against the same window un-maximised stays AMBIGUOUS (72 tiles: the
+maximised window hides its bottom bar). On 13 real mousepad runs with a per-run file path
+(3 learned, 10 validated: 2 plain, 4 moved and resized, 2 typos, 2 skipped typing) all 10 are
+decided right; with ``window_align=False`` the 4 moved runs fail. Cost: see
+:func:`window_residual`.
 
 :func:`layout_change` says whether the difference between two screens is a layout change
 (windows moved or resized, contents equal) or a content change; reports use it.
@@ -53,7 +59,7 @@ if TYPE_CHECKING:
     from cua_rl.validator.equivalence import Tier1Config
 
 __all__ = ["LayoutVerdict", "anchor_shifts", "find_windows", "layout_change", "pair_windows",
-           "window_residual"]
+           "screen_windows", "window_residual"]
 
 Box = tuple[int, int, int, int]
 """(x, y, width, height)."""
@@ -108,6 +114,23 @@ def find_windows(work: np.ndarray, *, delta: int = 10, min_side: int = 24, half:
         if min(bh, bw) >= min_side and bh * bw <= max_area * h * w:
             out.append((sl[1].start, sl[0].start, bw, bh))
     return tuple(sorted(out, key=lambda b: -b[2] * b[3]))
+
+
+def screen_windows(screenshot: np.ndarray, *, delta: int = 10) -> tuple[Box, ...]:
+    """:func:`find_windows`, or the whole screen as one window when no background colour shows
+    (a maximised window, as LibreOffice starts; or a wallpaper, where nothing is aligned since
+    every screen then has the same one window).
+
+    >>> screen_windows(np.zeros((60, 80, 3), np.uint8))
+    ()
+    >>> rng = np.random.default_rng(0)
+    >>> screen_windows(rng.integers(0, 255, (60, 80, 3), dtype=np.uint8))
+    ((0, 0, 80, 60),)
+    """
+    if _background(screenshot, delta, 0.5) is None:
+        h, w = screenshot.shape[:2]
+        return ((0, 0, w, h),)
+    return find_windows(screenshot, delta=delta)
 
 
 def pair_windows(wa: Sequence[Box], wb: Sequence[Box]) -> list[tuple[Box, Box]]:
@@ -251,6 +274,38 @@ def _tiles_to_pixels(grid: np.ndarray, t: int, shape: tuple[int, int]) -> np.nda
     return np.kron(grid, np.ones((t, t), dtype=bool))[: shape[0], : shape[1]].astype(bool)
 
 
+def _border(img: np.ndarray, box: Box, delta: int = 10) -> int:
+    """Width (0-2) of a frame border of one colour around ``box`` (openbox draws 1 px)."""
+    x, y, w, h = box
+    width = 0
+    for k in range(2):
+        left = img[y + 24: y + h - k, x + k]
+        right = img[y + 24: y + h - k, x + w - 1 - k]
+        if left.size < 8 or np.ptp(left) > delta or np.ptp(right) > delta or abs(
+                int(left[0]) - int(right[0])) > delta:
+            break
+        width = k + 1
+        inner = img[y + 24: y + h - k, x + k + 1]
+        if np.abs(inner.astype(np.int16) - left).max() <= delta:
+            return k  # a plain area, not a border
+    return width
+
+
+def _unframed(p: Box, q: Box, a: np.ndarray, b: np.ndarray) -> tuple[Box, Box]:
+    """A maximised window (the whole screen) has no frame border: take the border off the
+    other window of the pair too, so that the contents line up to the pixel."""
+    full_a = p == (0, 0, a.shape[1], a.shape[0])
+    full_b = q == (0, 0, b.shape[1], b.shape[0])
+    if full_a == full_b:
+        return p, q
+    img, box = (b, q) if full_a else (a, p)
+    k = _border(img, box)
+    if k:
+        x, y, w, h = box
+        box = (x + k, y + k, w - 2 * k, h - 2 * k)
+    return (p, box) if full_a else (box, q)
+
+
 def window_residual(
     gray_a: np.ndarray,
     gray_b: np.ndarray,
@@ -267,18 +322,19 @@ def window_residual(
     step does not apply (no windows, another number of windows, nothing moved or resized).
 
     Args:
-        gray_a: Grey work image of screen A (uint8).
-        gray_b: Grey work image of screen B, same shape.
-        windows_a: Windows of A (:func:`find_windows`), in work pixels.
+        gray_a: Grey screenshot A at full size (uint8): whole-pixel moves need it.
+        gray_b: Grey screenshot B, same shape.
+        windows_a: Windows of A (:func:`screen_windows`), in its pixels.
         windows_b: Windows of B.
-        tile: Tile side in work pixels.
+        tile: Tile side in pixels.
         delta: A pixel differs when its grey difference exceeds this.
         tile_min: A tile matches when fewer than this many pixels differ.
         title: Rows at the top of each window left out (the window manager's title bar).
         ignore: Pixels to ignore in both screens (volatile masks), bool, same shape.
 
     Returns:
-        Boolean tile grid (over A's screen) of the tiles left unexplained, or None.
+        Boolean tile grid of the tiles left unexplained (a tile is marked where it is
+        unexplained in A's screen or in B's), or None.
 
     Cost (measured, 640 x 480 work images of real mousepad screenshots, one window pair,
     ``python -m timeit`` in ``tests/validator/test_windows.py``'s setting): about 12 ms per pair.
@@ -287,6 +343,7 @@ def window_residual(
     if not pairs:
         return None
     a, b = gray_a.astype(np.int16), gray_b.astype(np.int16)
+    pairs = [_unframed(p, q, a, b) for p, q in pairs]
     skip = np.zeros(a.shape, dtype=bool) if ignore is None else ignore
     kw = dict(tile=tile, delta=delta, tile_min=tile_min, title=title)
     forward = _one_way(a, b, windows_a, windows_b, pairs, skip, **kw)
