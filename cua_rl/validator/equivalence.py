@@ -5,11 +5,17 @@
 ``volatile.py``) are blacked out, then 64-bit ``imagehash.phash`` / ``dhash``, an RGB copy at
 ``work_width`` (box filter, never upscaled) and its grey version are kept. A pair is then:
 
-1. DIFFERENT if the sizes differ or the phash distance is >= ``hash_different``;
+1. DIFFERENT if the sizes differ, or if the phash distance is >= ``hash_different`` and no
+   window moved or was resized (with ``window_align``: the windows found in the two
+   screenshots have other rectangles; then the phash cut waits for step 3b);
 2. SAME if no ``tile`` x ``tile`` work tile has >= ``tile_min_pixels`` pixels whose largest
    channel difference exceeds ``pixel_delta`` (identical pixels included);
 3. SAME if ``max_shift`` > 0 and every changed tile is found in the other screen moved by a
    candidate translation (window jitter, ``motion.py``);
+3b. with ``window_align`` and moved or resized windows: the windows are compared in window
+   coordinates (``windows.py``: 3 x 3 edge anchors at full size); SAME if that explains every
+   changed tile, else its residual tiles replace step 3's when fewer; DIFFERENT when the phash
+   distance is >= ``hash_different`` and more than ``different_tiles`` are left;
 4. DIFFERENT if more than ``different_tiles`` of all tiles are still changed;
 5. SAME if the minimum of the SSIM map (``skimage.metrics.structural_similarity(...,
    full=True)``, grey, over the most-changed tiles) is >= ``noise_ssim_min``: a change with no
@@ -43,6 +49,11 @@ wallpaper beside the window +12        2      0      9.6 %   0.9984  0.99   SAME
 same state, window jitter 8 px         8      12     38.1 %  0.7185  --     DIFFERENT
 ... with ``max_shift=12``              8      12     1-3 tiles left     AMBIGUOUS
 =====================================  =====  =====  ======  ======  =====  ==========
+
+On real desktops (mousepad under Xvfb + openbox, 800 x 600) a window moved and resized from
+642 x 505 to 562 x 445 changes 26 % of the tiles (phash 20-36): DIFFERENT without step 3b,
+SAME with it; the same pair with one word typed keeps 4-6 residual tiles (AMBIGUOUS).
+``window_title_px=22`` covers openbox's 20-pixel title bar.
 
 Hence the defaults: ``pixel_delta=10`` (a dark dialog at RGB 45 over 30 still counts),
 ``tile_min_pixels=2``, ``hash_different=20`` (only whole-screen changes), ``different_tiles=0.25``
