@@ -28,8 +28,13 @@ session id. The first screens of passing runs of one task instance show the same
 differs between them, when it is a small part of the screen (at most ``max_fraction`` of the
 tiles: a title line, not a loading window), is run-specific. The tiles that differ between the
 first screen of one trace and those of the others are grouped (a one-row region grown along its
-line, as above) and returned as rectangles. (Only first screens: last screens of passing runs
-may differ by where the caret stands, and masking that would hide the typed text.)
+line, as above, and across the whole window it lies in: a centred title in a proportional font
+moves as a whole when one character of a path is wider) and returned as rectangles. Only first
+screens: last screens of passing runs may differ by where the caret stands, and masking that
+would hide the typed text. Measured on real mousepad runs (1024 x 768, a per-run folder
+``run-<hex>``): training runs whose paths differ in two characters give a 82-pixel region; a
+new run's title differs over 414 pixels (the centred title shifted); masked across the window
+(488 pixels), every plain run matches.
 """
 
 from __future__ import annotations
@@ -43,6 +48,7 @@ from scipy import ndimage
 
 from cua_rl.validator.equivalence import Rect, Tier1Config, changed_tiles, prepare
 from cua_rl.validator.traces import Trace
+from cua_rl.validator.windows import find_windows
 
 __all__ = ["changed_regions", "detect_cross_run_regions", "detect_volatile_regions"]
 
@@ -196,7 +202,21 @@ def detect_cross_run_regions(
                 union = tiles if union is None else union | tiles
     if union is None:
         return ()
-    out = tuple(_rects(union, scale, cfg.tile, shape, grow, pad))
+    rects = _rects(union, scale, cfg.tile, shape, grow, pad)
+    # A one-line region inside a window is a text line (a title): a centred title in a
+    # proportional font moves as a whole when one character of the path is wider, so the
+    # line is masked across its window.
+    windows = find_windows(traces[0].frames[0].screenshot, delta=cfg.pixel_delta)
+    line = 1.5 * cfg.tile / scale + 2 * pad
+    out_list: list[Rect] = []
+    for x, y, w, h in rects:
+        cx, cy = x + w / 2, y + h / 2
+        box = next((b for b in windows if b[0] <= cx < b[0] + b[2] and b[1] <= cy < b[1] + b[3]),
+                   None)
+        if box is not None and h <= line:
+            x, w = box[0], box[2]
+        out_list.append((x, y, w, h))
+    out = tuple(sorted(set(out_list), key=lambda r: (r[1], r[0])))
     if out:
         logger.info("regions that differ between runs at equal states: %s", out)
     return out
