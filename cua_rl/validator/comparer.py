@@ -65,6 +65,7 @@ from cua_rl.validator.equivalence import (
 )
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame
+from cua_rl.validator.volatile import title_key
 
 __all__ = ["A11Y_RULES", "SHARED_FEATURES", "Decision", "EquivalenceConfig", "FeatureCache",
            "StateComparer"]
@@ -98,6 +99,9 @@ class EquivalenceConfig:
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
+        title_veto: Two frames whose recorded window titles differ once file paths are taken
+            out (``volatile.title_key``: a modified marker, another dialog) are DIFFERENT,
+            whatever the pixels say (the title line's pixels are masked across runs).
     """
 
     tier1: Tier1Config = field(default_factory=Tier1Config)
@@ -108,6 +112,7 @@ class EquivalenceConfig:
     a11y_rule: str = "decides"
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
+    title_veto: bool = True
 
     def __post_init__(self) -> None:
         _check(isinstance(self.a11y_ignore, list | tuple), "EquivalenceConfig.a11y_ignore",
@@ -123,7 +128,7 @@ class EquivalenceConfig:
         object.__setattr__(self, "a11y_drop_states", tuple(f.strip() for f in drop))
         _check(self.a11y_rule in A11Y_RULES, "EquivalenceConfig.a11y_rule", self.a11y_rule,
                f"one of {list(A11Y_RULES)}")
-        for name in ("use_a11y", "tier2_on_different"):
+        for name in ("use_a11y", "tier2_on_different", "title_veto"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
         for name, high in (("a11y_min_lines", 10**6), ("max_tier2_candidates", 1000)):
@@ -166,8 +171,8 @@ class Decision:
 
     Attributes:
         same: Whether the frames show the same state.
-        tier: Which tier decided: ``tier1``, ``a11y``, ``tier2`` or ``default`` (no tier could
-            say SAME, so DIFFERENT).
+        tier: Which tier decided: ``tier1``, ``a11y``, ``tier2``, ``title`` (the window titles
+            differ) or ``default`` (no tier could say SAME, so DIFFERENT).
         tier1: The tier-1 measures.
     """
 
@@ -253,7 +258,8 @@ class StateComparer:
         self._tier1_key = repr(self.config.tier1)
         self._decisions: dict[tuple[str, str], Decision] = {}
         self._keys: dict[str, str | None] = {}
-        self.counts = {"tier1": 0, "a11y": 0, "tier2": 0, "default": 0, "tier1_computed": 0,
+        self.counts = {"tier1": 0, "a11y": 0, "tier2": 0, "default": 0, "title": 0,
+                       "tier1_computed": 0,
                        "tier2_asked": 0}
 
     def features(self, frame: Frame) -> FrameFeatures:
@@ -339,6 +345,14 @@ class StateComparer:
         return self.decide(a, b).same
 
     def _without_tier2(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
+        decision = self._local(a, b, t1)
+        if (decision is not None and decision.same and self.config.title_veto
+                and a.title is not None and b.title is not None
+                and title_key(a.title) != title_key(b.title)):
+            return Decision(False, "title", t1)
+        return decision
+
+    def _local(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
         rule = self.config.a11y_rule
         if t1.verdict is Equivalence.SAME and rule == "decides":
             return Decision(True, "tier1", t1)

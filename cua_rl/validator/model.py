@@ -49,6 +49,7 @@ from cua_rl.validator.volatile import (
     changed_regions,
     detect_cross_run_regions,
     detect_volatile_regions,
+    title_key,
 )
 from cua_rl.validator.windows import layout_change
 
@@ -190,8 +191,13 @@ def _no_shared_start(graph: StateGraph, eq: EquivalenceConfig,
         picture = Path(tempfile.mkdtemp(prefix="cua_rl-no-start-")) / "start_states.png"
     _draw_regions(a, b, rects, Path(picture))
     shown = ", ".join(str(r) for r in rects[:8]) + (" ..." if len(rects) > 8 else "")
+    ta, tb = (graph.states[s].representative.title for s, _ in starts[:2])
+    if eq.title_veto and ta is not None and tb is not None and title_key(ta) != title_key(tb):
+        layout_text = f"their window titles differ ({ta!r} vs {tb!r}; title_veto)"
+    else:
+        layout_text = layout.detail
     return (f"{text}. States {starts[0][0]} and {starts[1][0]} differ in {len(rects)} "
-            f"region(s) (x, y, w, h): {shown}; {layout.detail}. Picture: {picture}")
+            f"region(s) (x, y, w, h): {shown}; {layout_text}. Picture: {picture}")
 
 
 def _draw_regions(a: Any, b: Any, rects: Sequence[Rect], path: Path) -> None:

@@ -40,6 +40,7 @@ new run's title differs over 414 pixels (the centred title shifted); masked acro
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Sequence
 from dataclasses import replace
 
@@ -50,7 +51,8 @@ from cua_rl.validator.equivalence import Rect, Tier1Config, changed_tiles, prepa
 from cua_rl.validator.traces import Trace
 from cua_rl.validator.windows import find_windows
 
-__all__ = ["changed_regions", "detect_cross_run_regions", "detect_volatile_regions"]
+__all__ = ["changed_regions", "detect_cross_run_regions", "detect_volatile_regions",
+           "title_key"]
 
 logger = logging.getLogger(__name__)
 
@@ -220,3 +222,25 @@ def detect_cross_run_regions(
     if out:
         logger.info("regions that differ between runs at equal states: %s", out)
     return out
+
+
+_PATH = re.compile(r"[^\s*]*/\S*|[^\s*/]+\.[A-Za-z0-9]{1,5}(?=\s|$)")
+
+
+def title_key(title: str | None) -> str | None:
+    """A window title without its file paths and file names (a word with ``/``, or ending in
+    ``.ext``), which are run-specific, keeping what is state: a modified marker, the app, a
+    dialog's name.
+
+    The pixels of a title line are masked across runs (:func:`detect_cross_run_regions`), so a
+    save that did not happen ("*" before the path) is only in the recorded title; the comparer
+    keeps two screens apart whose title keys differ.
+
+    >>> title_key("*/home/user/run-79a6b9/notes.txt - Mousepad")
+    '*… - Mousepad'
+    >>> title_key("/home/user/Desktop/x-8f9407/notes-copy-4.txt - Mousepad")
+    '… - Mousepad'
+    >>> title_key("sheet-3fa2c1.fods - LibreOffice Calc")
+    '… - LibreOffice Calc'
+    """
+    return None if title is None else _PATH.sub("…", title)

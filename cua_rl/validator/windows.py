@@ -234,10 +234,12 @@ def _stretched(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, todo: np.ndarr
                b: Box, t: int, delta: int) -> np.ndarray:
     """``bad`` without the pixels of ``todo`` tiles that lie on a line the resize stretched.
 
-    A pixel row of a tile that is one colour (a bar, blank text area) is stretched when the
-    other window shows a run of that colour as long as the tile at the same height from one of
-    its vertical anchors (top, centre, bottom); a one-colour pixel column (a scrollbar, a side
-    panel) likewise along the other axis.
+    The unmatched pixels of a pixel row, when they are one colour (a bar, blank text area,
+    beside a border that did match), are stretched when the other window shows a run of that
+    colour as long as the tile at the same height from one of its vertical anchors (top,
+    centre, bottom); a pixel column (a scrollbar, a side panel) likewise along the other axis.
+    Text is never one colour, so a typed or deleted word stays (in the direction where the
+    word is).
     """
     out = bad.copy()
     bx, by, bw, bh = b
@@ -255,18 +257,26 @@ def _stretched(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, todo: np.ndarr
     for ty, tx in np.argwhere(todo):
         y0, x0 = ty * t, tx * t
         block = src[y0: y0 + t, x0: x0 + t]
-        flat_rows = (block.max(axis=1) - block.min(axis=1)) <= delta
-        flat_cols = (block.max(axis=0) - block.min(axis=0)) <= delta
-        for r in np.nonzero(flat_rows & bad[y0: y0 + t, x0: x0 + t].any(axis=1))[0]:
-            y = y0 + r
-            if any(by <= y + dy < by + bh and has_run(dst[y + dy, bx: bx + bw], block[r, 0])
-                   for dy in dys):
-                out[y, x0: x0 + t] = False
-        for c in np.nonzero(flat_cols & out[y0: y0 + t, x0: x0 + t].any(axis=0))[0]:
-            x = x0 + c
-            if any(bx <= x + dx < bx + bw and has_run(dst[by: by + bh, x + dx], block[0, c])
-                   for dx in dxs):
-                out[y0: y0 + t, x] = False
+        for axis in (1, 0):  # rows, then columns
+            miss = out[y0: y0 + t, x0: x0 + t]
+            for k in np.nonzero(miss.any(axis=axis))[0]:
+                line = block[k] if axis == 1 else block[:, k]
+                values = line[miss[k] if axis == 1 else miss[:, k]]
+                if int(values.max()) - int(values.min()) > delta:
+                    continue  # not one colour: text, an icon
+                colour = int(np.median(values))
+                if axis == 1:
+                    y = y0 + k
+                    hit = any(by <= y + dy < by + bh and has_run(dst[y + dy, bx: bx + bw], colour)
+                              for dy in dys)
+                    if hit:
+                        out[y, x0: x0 + t] = False
+                else:
+                    x = x0 + k
+                    hit = any(bx <= x + dx < bx + bw and has_run(dst[by: by + bh, x + dx], colour)
+                              for dx in dxs)
+                    if hit:
+                        out[y0: y0 + t, x] = False
     return out
 
 
