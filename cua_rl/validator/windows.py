@@ -7,15 +7,16 @@ perceptual hash may jump past ``hash_different`` and the small-radius motion sea
 are compared in window coordinates:
 
 1. **Windows** (:func:`find_windows`): the desktop background is the most common colour of the
-   screen border (at least ``half`` of the border pixels); windows are the connected regions of
-   other colours at least ``min_side`` pixels on each side (one rectangle for a window and the
-   dialogs over it). Where no background colour shows (a maximised window, a textured
-   wallpaper) :func:`screen_windows` calls the whole screen one window, so that a maximised
-   window pairs with the same window un-maximised (its lost 1-pixel frame border is taken off
-   the other). Measured on the ``x11`` desktop (Xvfb + openbox, black root): the rectangle is
-   the window frame to the pixel, decorations included. The backend's own geometry (``wmctrl
-   -lG``) is not used: it reports the client area with openbox's 20-pixel title bar counted
-   twice (``y=87`` for a client whose top row is 67 and whose frame starts at 47).
+   screen border (at least ``half`` of the border pixels and 3 of the 4 corners); windows are
+   the connected regions of other colours at least ``min_side`` pixels on each side (one
+   rectangle for a window and the dialogs over it). Where no background colour shows (a
+   maximised window, whose title bar fills the top corners; a textured wallpaper)
+   :func:`screen_windows` calls the whole screen one window, so that a maximised window pairs
+   with the same window un-maximised (its lost 1-pixel frame border is taken off the other).
+   Measured on the ``x11`` desktop (Xvfb + openbox, black root): the rectangle is the window
+   frame to the pixel, decorations included. The backend's own geometry (``wmctrl -lG``) is
+   not used: it reports the client area with openbox's 20-pixel title bar counted twice
+   (``y=87`` for a client whose top row is 67 and whose frame starts at 47).
 2. **Anchors** (:func:`anchor_shifts`): a window's parts keep their distance to one of its edges
    when it is resized: menus and text to the top-left corner, window buttons to the top-right,
    a status bar to the bottom, a centred info bar to the centre. So the candidate moves of a
@@ -66,12 +67,16 @@ Box = tuple[int, int, int, int]
 
 
 def _background(img: np.ndarray, delta: int, half: float) -> np.ndarray | None:
-    """The most common colour of the image border, if at least ``half`` of it has it."""
+    """The most common colour of the image border, if at least ``half`` of it and three of
+    its four corners have it."""
     border = np.concatenate([img[0], img[-1], img[:, 0], img[:, -1]]).reshape(-1, img.shape[-1])
     colours, counts = np.unique(border, axis=0, return_counts=True)
     top = colours[int(np.argmax(counts))].astype(np.int16)
     near = (np.abs(border.astype(np.int16) - top).max(axis=1) <= delta).mean()
-    return top if near >= half else None
+    corners = np.array([img[0, 0], img[0, -1], img[-1, 0], img[-1, -1]], dtype=np.int16)
+    in_corners = int((np.abs(corners - top).max(axis=1) <= delta).sum())
+    # A maximised app's own grey fills most of the border but not its title-bar corners.
+    return top if near >= half and in_corners >= 3 else None
 
 
 def find_windows(work: np.ndarray, *, delta: int = 10, min_side: int = 24, half: float = 0.5,
@@ -221,11 +226,11 @@ def _one_way(src: np.ndarray, dst: np.ndarray, ws: Sequence[Box], wd: Sequence[B
             t, w - np.arange(gw) * t)[None, :]
         # Each pixel matched by one of the anchors (where anchors meet: a left-aligned menu
         # over a centred bar), or on a line the resize stretched.
-        todo = full & ~matched & (_tiles(pix_bad, t) >= tile_min)
+        todo = ~(full & matched) & (_tiles(pix_bad, t) >= tile_min)
         left = _stretched(src, dst, pix_bad, todo, a, b, t, delta)
         ok_full = full & ~(todo & (_tiles(left, t) >= tile_min))
         residual |= full & ~ok_full
-        bad |= pix_bad & ~_tiles_to_pixels(full, t, (h, w))
+        bad |= left & ~_tiles_to_pixels(full, t, (h, w))  # edge tiles: pixel by pixel
     residual |= _tiles(bad, t) >= tile_min
     return residual
 
