@@ -285,6 +285,8 @@ class StateComparer:
     def _pair_key(self, a: Frame, b: Frame) -> tuple[str, str]:
         ka = a.digest + "|" + str(self.a11y_key(a))
         kb = b.digest + "|" + str(self.a11y_key(b))
+        if self.config.title_veto:
+            ka, kb = f"{ka}|{title_key(a.title)}", f"{kb}|{title_key(b.title)}"
         return (ka, kb) if ka <= kb else (kb, ka)
 
     def tier1(self, a: Frame, b: Frame) -> Tier1Result:

@@ -209,7 +209,7 @@ def detect_cross_run_regions(
     # proportional font moves as a whole when one character of the path is wider, so the
     # line is masked across its window.
     windows = find_windows(traces[0].frames[0].screenshot, delta=cfg.pixel_delta)
-    line = 1.5 * cfg.tile / scale + 2 * pad
+    line = 2 * cfg.tile / scale + 2 * pad  # a text line may straddle two tile rows
     out_list: list[Rect] = []
     for x, y, w, h in rects:
         cx, cy = x + w / 2, y + h / 2

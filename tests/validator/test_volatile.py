@@ -124,3 +124,45 @@ def test_learning_masks_the_path_or_refuses_with_regions_and_a_picture(tmp_path)
         ReferenceModel.learn(runs, replace(PIXELS_ONLY, auto_volatile=False),
                              refusal_picture=target)
     assert target.is_file()
+
+
+def test_a_centred_title_is_masked_across_its_window() -> None:
+    from tests.validator.test_windows import TEXT, draw_window
+
+    def run(path: str) -> Trace:
+        return Trace((Frame(draw_window((79, 47, 642, 505), TEXT, title=path)),))
+
+    runs = [run("/tmp/run-a1/notes.txt - Ed"), run("/tmp/run-b2/notes.txt - Ed")]
+    (rect,) = detect_cross_run_regions(runs)
+    assert rect[0] == 79 and rect[2] == 642, rect  # the window's width, not the 2 glyphs
+    assert rect[1] <= 52 and rect[1] + rect[3] >= 62 and rect[3] <= 44, rect  # 2 tile rows
+    # a new run whose longer path shifts the whole centred title is equal under the mask
+    cfg = Tier1Config(masks=(rect,))
+    new = draw_window((79, 47, 642, 505), TEXT, title="/tmp/run-c3333/notes.txt - Ed")
+    from cua_rl.validator.equivalence import Equivalence, compare_tier1, prepare
+
+    verdict = compare_tier1(prepare(runs[0].frames[0].screenshot, cfg), prepare(new, cfg), cfg)
+    assert verdict.verdict == Equivalence.SAME
+
+
+def test_title_key_and_the_title_veto() -> None:
+    from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
+    from cua_rl.validator.volatile import title_key
+
+    assert title_key("*/home/user/Documents/run-abd160/notes.txt - Mousepad") == "*… - Mousepad"
+    assert title_key("/home/user/Desktop/a b/notes.txt - Mousepad") == "… … - Mousepad"
+    assert title_key("sheet-9766e5.fods - LibreOffice Calc") == "… - LibreOffice Calc"
+    assert title_key("Find and Replace") == "Find and Replace"
+    assert title_key(None) is None
+    shot = simdesk_trace(name="t0").frames[0].screenshot
+    saved = Frame(shot, title="/home/user/run-1/notes.txt - Mousepad")
+    other_run = Frame(shot.copy(), title="/home/user/run-22/notes.txt - Mousepad")
+    unsaved = Frame(shot.copy(), title="*/home/user/run-1/notes.txt - Mousepad")
+    untitled = Frame(shot.copy())
+    comparer = StateComparer(EquivalenceConfig(use_a11y=False))
+    assert comparer.decide(saved, other_run).same
+    d = comparer.decide(saved, unsaved)
+    assert not d.same and d.tier == "title" and comparer.counts["title"] == 1
+    assert comparer.decide(saved, untitled).same  # no title recorded: pixels decide
+    off = StateComparer(EquivalenceConfig(use_a11y=False, title_veto=False))
+    assert off.decide(saved, unsaved).same
