@@ -49,7 +49,7 @@ from scipy import ndimage
 
 from cua_rl.validator.equivalence import Rect, Tier1Config, changed_tiles, prepare
 from cua_rl.validator.traces import Trace
-from cua_rl.validator.windows import find_windows
+from cua_rl.validator.windows import screen_windows
 
 __all__ = ["changed_regions", "detect_cross_run_regions", "detect_volatile_regions",
            "title_key"]
@@ -208,7 +208,7 @@ def detect_cross_run_regions(
     # A one-line region inside a window is a text line (a title): a centred title in a
     # proportional font moves as a whole when one character of the path is wider, so the
     # line is masked across its window.
-    windows = find_windows(traces[0].frames[0].screenshot, delta=cfg.pixel_delta)
+    windows = screen_windows(traces[0].frames[0].screenshot, delta=cfg.pixel_delta)
     line = 2 * cfg.tile / scale + 2 * pad  # a text line may straddle two tile rows
     out_list: list[Rect] = []
     for x, y, w, h in rects:
