@@ -8,6 +8,15 @@ popups). Otherwise an AMBIGUOUS pair (and a DIFFERENT one with ``tier2_on_differ
 the tier-2 :class:`~cua_rl.validator.semantic.SemanticComparer` if there is one; without one, or
 when it fails, the pair is DIFFERENT: equal only when a tier says so.
 
+**Window titles** (``title_veto``, on by default): a pair called SAME by any tier is DIFFERENT
+when both frames carry a recorded window title and the titles differ once file paths and file
+names are taken out (:func:`~cua_rl.validator.volatile.title_key`). Real desktop runs put a
+run-specific path in the title, whose pixels are then masked across runs
+(``volatile.detect_cross_run_regions``); a save that did not happen ("*" before the path) is
+left only in the recorded title. Measured on 45 recorded mousepad runs (``title`` decisions: 42
+of 2,979 pair decisions): the 6 runs with a skipped save or search fail with it, 4 of them
+pass without it.
+
 Two stricter rules for apps whose pixels and accessibility text each see what the other misses
 (measured on MiniWoB++, ``benchmarks/results/validator.md``: a page's end-of-episode cover is in
 the pixels only, which button has focus in the DOM only):
