@@ -14,8 +14,10 @@
    candidate translation (window jitter, ``motion.py``);
 3b. with ``window_align`` and moved or resized windows: the windows are compared in window
    coordinates (``windows.py``: 3 x 3 edge anchors at full size); SAME if that explains every
-   changed tile, else its residual tiles replace step 3's when fewer; DIFFERENT when the phash
-   distance is >= ``hash_different`` and more than ``different_tiles`` are left;
+   changed tile, else its residual tiles replace step 3's when fewer; never DIFFERENT by the
+   phash or the tile count (step 4 says AMBIGUOUS instead): a resized window shows more or
+   less of its content (a spreadsheet shows other columns), which only the text tiers can
+   judge;
 4. DIFFERENT if more than ``different_tiles`` of all tiles are still changed;
 5. SAME if the minimum of the SSIM map (``skimage.metrics.structural_similarity(...,
    full=True)``, grey, over the most-changed tiles) is >= ``noise_ssim_min``: a change with no
@@ -435,8 +437,6 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
             if not residual.any():
                 return Tier1Result(Equivalence.SAME, "windows moved or resized, contents equal",
                                    **base)
-    if ph >= cfg.hash_different and int(residual.sum()) / total > cfg.different_tiles:
-        return Tier1Result(Equivalence.DIFFERENT, f"phash distance {ph}", **base)
     n_res = int(residual.sum())
     ys_t, xs_t = np.nonzero(residual)
     t, s = cfg.tile, fa.scale
@@ -445,6 +445,9 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
     bbox = (int(x0 / s), int(y0 / s), int(np.ceil((x1 - x0) / s)), int(np.ceil((y1 - y0) / s)))
     base.update(residual_tiles=n_res, bbox=bbox)
     if n_res / total > cfg.different_tiles:
+        if moved:  # more or less of the window's content shows: for the text tiers to say
+            return Tier1Result(Equivalence.AMBIGUOUS, f"windows moved or resized, {n_res}/"
+                               f"{total} tiles left after aligning them", **base)
         return Tier1Result(Equivalence.DIFFERENT, f"{n_res}/{total} tiles changed", **base)
     smean, smin = _local_ssim(fa, fb, counts, residual, cfg.tile)
     base.update(ssim=smean, ssim_min=smin)
