@@ -358,7 +358,8 @@ def window_tiles(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config,
     t = max(4, int(round(cfg.tile / fa.scale)))
     res = window_residual(fa.full_gray, fb.full_gray, fa.windows, fb.windows, tile=t,
                           delta=cfg.pixel_delta, tile_min=cfg.tile_min_pixels,
-                          title=cfg.window_title_px, ignore=fa.ignore)
+                          title=cfg.window_title_px, ignore=fa.ignore,
+                          give_up=cfg.different_tiles)
     if res is None or fa.scale >= 1.0 and t == cfg.tile:
         return res
     out = np.zeros(grid, dtype=bool)

@@ -197,7 +197,7 @@ def _tiles(mask: np.ndarray, t: int) -> np.ndarray:
 
 def _one_way(src: np.ndarray, dst: np.ndarray, ws: Sequence[Box], wd: Sequence[Box],
              pairs: Sequence[tuple[Box, Box]], ignore: np.ndarray, *, tile: int, delta: int,
-             tile_min: int, title: int) -> np.ndarray:
+             tile_min: int, title: int, give_up: float) -> np.ndarray:
     """Residual tile grid of ``src`` against ``dst`` (both grey int16, same shape)."""
     h, w = src.shape
     t = tile
@@ -227,7 +227,9 @@ def _one_way(src: np.ndarray, dst: np.ndarray, ws: Sequence[Box], wd: Sequence[B
         # Each pixel matched by one of the anchors (where anchors meet: a left-aligned menu
         # over a centred bar), or on a line the resize stretched.
         todo = ~(full & matched) & (_tiles(pix_bad, t) >= tile_min)
-        left = _stretched(src, dst, pix_bad, todo, a, b, t, delta)
+        # The line-by-line rule is a Python loop: skipped where the pair is not SAME anyway.
+        left = (pix_bad if todo.sum() > give_up * todo.size
+                else _stretched(src, dst, pix_bad, todo, a, b, t, delta))
         ok_full = full & ~(todo & (_tiles(left, t) >= tile_min))
         residual |= full & ~ok_full
         bad |= left & ~_tiles_to_pixels(full, t, (h, w))  # edge tiles: pixel by pixel
@@ -251,13 +253,21 @@ def _stretched(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, todo: np.ndarr
     shifts = anchor_shifts(a, b)
     dys = sorted({dy for dy, _ in shifts})
     dxs = sorted({dx for _, dx in shifts})
-    kernel = np.ones(t, dtype=np.int32)
+    runs: dict[tuple[int, int], np.ndarray] = {}
 
-    def has_run(line: np.ndarray, colour: int) -> bool:
-        if line.size < t:
-            return False
-        near = (np.abs(line - colour) <= delta).astype(np.int32)
-        return bool((np.convolve(near, kernel, mode="valid") == t).any())
+    def run_colours(axis: int, k: int) -> np.ndarray:
+        """Colours of the runs of >= t equal pixels on row (axis 1) or column k of dst's
+        window (cached: many tiles ask about the same line)."""
+        if (axis, k) not in runs:
+            line = dst[k, bx: bx + bw] if axis == 1 else dst[by: by + bh, k]
+            edges = np.flatnonzero(np.diff(line) != 0) + 1
+            starts = np.concatenate(([0], edges))
+            lengths = np.diff(np.concatenate((starts, [line.size])))
+            runs[(axis, k)] = line[starts[lengths >= t]]
+        return runs[(axis, k)]
+
+    def has_run(axis: int, k: int, colour: int) -> bool:
+        return bool((np.abs(run_colours(axis, k) - colour) <= delta).any())
 
     for ty, tx in np.argwhere(todo):
         y0, x0 = ty * t, tx * t
@@ -269,16 +279,16 @@ def _stretched(src: np.ndarray, dst: np.ndarray, bad: np.ndarray, todo: np.ndarr
                 values = line[miss[k] if axis == 1 else miss[:, k]]
                 if int(values.max()) - int(values.min()) > delta:
                     continue  # not one colour: text, an icon
-                colour = int(np.median(values))
+                colour = int(values[0])
                 if axis == 1:
                     y = y0 + k
-                    hit = any(by <= y + dy < by + bh and has_run(dst[y + dy, bx: bx + bw], colour)
+                    hit = any(by <= y + dy < by + bh and has_run(1, y + dy, colour)
                               for dy in dys)
                     if hit:
                         out[y, x0: x0 + t] = False
                 else:
                     x = x0 + k
-                    hit = any(bx <= x + dx < bx + bw and has_run(dst[by: by + bh, x + dx], colour)
+                    hit = any(bx <= x + dx < bx + bw and has_run(0, x + dx, colour)
                               for dx in dxs)
                     if hit:
                         out[y0: y0 + t, x] = False
@@ -332,6 +342,7 @@ def window_residual(
     tile_min: int,
     title: int = 0,
     ignore: np.ndarray | None = None,
+    give_up: float = 0.25,
 ) -> np.ndarray | None:
     """Changed tiles that no window alignment explains (both directions), or None when the
     step does not apply (no windows, another number of windows, nothing moved or resized).
@@ -346,6 +357,8 @@ def window_residual(
         tile_min: A tile matches when fewer than this many pixels differ.
         title: Rows at the top of each window left out (the window manager's title bar).
         ignore: Pixels to ignore in both screens (volatile masks), bool, same shape.
+        give_up: Above this share of tiles left after the anchors, the stretched-line rule
+            (a Python loop) is skipped: the pair cannot be SAME.
 
     Returns:
         Boolean tile grid of the tiles left unexplained (a tile is marked where it is
@@ -362,7 +375,7 @@ def window_residual(
     a, b = gray_a.astype(np.int16), gray_b.astype(np.int16)
     pairs = [_unframed(p, q, a, b) for p, q in pairs]
     skip = np.zeros(a.shape, dtype=bool) if ignore is None else ignore
-    kw = dict(tile=tile, delta=delta, tile_min=tile_min, title=title)
+    kw = dict(tile=tile, delta=delta, tile_min=tile_min, title=title, give_up=give_up)
     forward = _one_way(a, b, windows_a, windows_b, pairs, skip, **kw)
     back = _one_way(b, a, windows_b, windows_a, [(q, p) for p, q in pairs], skip, **kw)
     return forward | back
