@@ -14,7 +14,9 @@ import numpy as np
 import pytest
 from PIL import Image, ImageDraw
 
+from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
 from cua_rl.validator.equivalence import Equivalence, Tier1Config, compare_tier1, prepare
+from cua_rl.validator.traces import Frame
 from cua_rl.validator.windows import anchor_shifts, find_windows, layout_change, pair_windows
 from tests.desktop.conftest import needs_desktop, needs_mousepad
 
@@ -165,4 +167,10 @@ def test_real_mousepad_moved_resized_same_and_typed_word_different() -> None:
         assert r.bbox is not None
     assert layout_change(start, small).kind == "layout"
     assert layout_change(start, typed).kind == "content"
+    # the combined decision (pixels only, no further tier): SAME across the move, DIFFERENT
+    # for the word
+    comparer = StateComparer(EquivalenceConfig(use_a11y=False))
+    assert comparer.same(Frame(start), Frame(large))
+    assert not comparer.same(Frame(small), Frame(typed))
+    assert comparer.decide(Frame(small), Frame(typed)).tier == "default"
     assert cost_ms < 500  # measured 20-40 ms on the 2-core CI box
