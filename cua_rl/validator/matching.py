@@ -20,7 +20,14 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-__all__ = ["ChainMatch", "explain", "match_chain"]
+__all__ = ["DIVERGENCE_KINDS", "ChainMatch", "explain", "match_chain"]
+
+DIVERGENCE_KINDS: dict[str, str] = {
+    "layout": "the same content moved, resized or rearranged (a window move, another layout)",
+    "content": "different content (other text or elements), not only another layout",
+}
+"""What a first divergence looks like, as the window-aware comparison classifies it, and the
+words :func:`explain` uses for it."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +130,7 @@ def explain(
     terminal: str | None,
     unordered_missing: Sequence[str] = (),
     require_unordered: bool = False,
+    divergence_kind: str | None = None,
     divergence_note: str | None = None,
 ) -> str:
     """A sentence a person can read about a validation.
@@ -135,9 +143,27 @@ def explain(
         terminal: The terminal state the last frame shows, or None.
         unordered_missing: Mandatory-but-unordered states the trace never shows.
         require_unordered: Whether those make the validation fail.
+        divergence_kind: What the first divergence looks like, a key of
+            :data:`DIVERGENCE_KINDS` (None: not classified, or nothing is missing).
         divergence_note: A sentence on how the frame after the divergence differs from the
-            expected state (layout or content, ``windows.layout_change``), appended there.
+            expected state (from the window-aware comparison), appended there instead of the
+            generic sentence for ``divergence_kind``.
+
+    Raises:
+        ValueError: ``divergence_kind`` is not a key of :data:`DIVERGENCE_KINDS`.
+
+    Example:
+        >>> m = match_chain(3, 3, lambda j, i: (j, i) in {(0, 0), (2, 2)})
+        >>> explain(m, ["s0", "s1", "s2"], str, n_frames=3, terminal="s2",
+        ...         divergence_kind="content")  # doctest: +NORMALIZE_WHITESPACE
+        'FAIL: 2 of 3 essential states appear in order (at frames 0, 2). First divergence after
+        frame 0 (which shows s0): expected s1, but no later frame shows it. It looks like a
+        content change: different content (other text or elements), not only another layout.
+        Missing essential states: s1. The last frame (2) shows terminal state s2.'
     """
+    if divergence_kind is not None and divergence_kind not in DIVERGENCE_KINDS:
+        raise ValueError(f"divergence_kind must be one of {sorted(DIVERGENCE_KINDS)} or None, "
+                         f"got {divergence_kind!r:.100}")
     m = len(chain)
     last = n_frames - 1
     ok = match.complete and terminal is not None
@@ -152,8 +178,12 @@ def explain(
         where = ("at the start" if after < 0
                  else f"after frame {after} (which shows {describe(_at(match, chain, after))})")
         parts.append(f"First divergence {where}: expected {describe(chain[j])}, "
-                     f"but no later frame shows it."
-                     + (f" {divergence_note}" if divergence_note else ""))
+                     f"but no later frame shows it.")
+        if divergence_note:
+            parts.append(divergence_note)
+        elif divergence_kind is not None:
+            parts.append(f"It looks like a {divergence_kind} change: "
+                         f"{DIVERGENCE_KINDS[divergence_kind]}.")
         names = ", ".join(chain[k] for k in match.missing)
         parts.append(f"Missing essential states: {names}.")
     if terminal is None:

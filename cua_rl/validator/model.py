@@ -43,14 +43,10 @@ from cua_rl.validator.dominators import DominatorAnalysis, analyse
 from cua_rl.validator.equivalence import Rect
 from cua_rl.validator.matching import explain, match_chain
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
+from cua_rl.validator.refusal import no_shared_start
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame, Trace, inside
-from cua_rl.validator.volatile import (
-    changed_regions,
-    detect_cross_run_regions,
-    detect_volatile_regions,
-    title_key,
-)
+from cua_rl.validator.volatile import detect_cross_run_regions, detect_volatile_regions
 from cua_rl.validator.windows import layout_change
 
 __all__ = ["ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning"]
@@ -170,54 +166,6 @@ class ValidationReport:
         return d
 
 
-def _no_shared_start(graph: StateGraph, eq: EquivalenceConfig,
-                     picture: str | os.PathLike[str] | None) -> str:
-    """The refusal message when the first screens of the traces fall into several states: the
-    groups, the rectangles where the first screens of two groups differ, and a picture of them
-    (written to ``picture`` or a temporary folder, named in the message)."""
-    import tempfile
-
-    starts = sorted(graph.starts.items())
-    groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}" for s, idx in starts)
-    first = [graph.states[s].representative.screenshot for s, _ in starts]
-    a, b = first[0], first[1]
-    text = (f"the traces share no start state (their first screens differ: {groups}); learn "
-            f"from traces of one task instance, or mask what differs")
-    if a.shape != b.shape:
-        return f"{text}. The first screens have different sizes: {a.shape} vs {b.shape}"
-    rects = changed_regions(a, b, eq.tier1)
-    layout = layout_change(a, b, eq.tier1)
-    if picture is None:
-        picture = Path(tempfile.mkdtemp(prefix="cua_rl-no-start-")) / "start_states.png"
-    _draw_regions(a, b, rects, Path(picture))
-    shown = ", ".join(str(r) for r in rects[:8]) + (" ..." if len(rects) > 8 else "")
-    ta, tb = (graph.states[s].representative.title for s, _ in starts[:2])
-    if eq.title_veto and ta is not None and tb is not None and title_key(ta) != title_key(tb):
-        layout_text = f"their window titles differ ({ta!r} vs {tb!r}; title_veto)"
-    else:
-        layout_text = layout.detail
-    return (f"{text}. States {starts[0][0]} and {starts[1][0]} differ in {len(rects)} "
-            f"region(s) (x, y, w, h): {shown}; {layout_text}. Picture: {picture}")
-
-
-def _draw_regions(a: Any, b: Any, rects: Sequence[Rect], path: Path) -> None:
-    """Both screens side by side with the differing rectangles outlined in red (PNG)."""
-    from PIL import ImageDraw
-
-    from cua_rl._io import atomic_write
-
-    h, w = a.shape[:2]
-    canvas = Image.new("RGB", (2 * w + 8, h), (255, 0, 255))
-    canvas.paste(Image.fromarray(a), (0, 0))
-    canvas.paste(Image.fromarray(b), (w + 8, 0))
-    draw = ImageDraw.Draw(canvas)
-    for x, y, rw, rh in rects:
-        for off in (0, w + 8):
-            draw.rectangle((x + off, y, x + off + rw - 1, y + rh - 1), outline=(255, 0, 0),
-                           width=2)
-    atomic_write(path, lambda f: canvas.save(f, format="PNG"))
-
-
 class ReferenceModel:
     """The learned reference: merged states, their dominators, and a comparer to match them.
 
@@ -284,7 +232,7 @@ class ReferenceModel:
         graph = merge_traces(traces, comparer, exemplars=config.exemplars)
         starts = graph.starts
         if len(starts) > 1:
-            raise TraceFormatError(_no_shared_start(graph, eq, refusal_picture))
+            raise TraceFormatError(no_shared_start(graph, eq, refusal_picture))
         terminals = graph.terminals
         if len(traces) >= 2 and all(len(v) == 1 for v in terminals.values()):
             raise TraceFormatError(
