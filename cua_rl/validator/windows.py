@@ -372,7 +372,8 @@ def window_residual(
     Cost (measured on the 800 x 600 mousepad screenshots of ``test_windows.py``, 2 shared
     CPU cores under load 7, median of 10): 40 ms per moved pair in ``compare_tier1``; finding
     the windows and keeping the full-size grey copy adds 19 ms to ``prepare`` (38 ms vs 19 ms),
-    once per screenshot. Pairs whose windows did not move pay nothing.
+    once per screenshot. Pairs whose windows did not move pay nothing. A maximised against an
+    un-maximised LibreOffice Calc (1024 x 768, 437 of 1200 tiles left): 230 ms.
     """
     pairs = pair_windows(windows_a, windows_b)
     if not pairs:
