@@ -19,6 +19,15 @@ and popups,
 if there is one; without one, or when it fails, the pair is DIFFERENT: equal only when a tier
 says so.
 
+**Window titles** (``title_veto``, on by default): a pair called SAME by any tier is DIFFERENT
+when both frames carry a recorded window title and the titles differ once file paths and file
+names are taken out (:func:`~cua_rl.validator.volatile.title_key`). Real desktop runs put a
+run-specific path in the title, whose pixels are then masked across runs
+(``volatile.detect_cross_run_regions``); a save that did not happen ("*" before the path) is
+left only in the recorded title. Measured on 45 recorded mousepad runs (``title`` decisions: 42
+of 2,979 pair decisions): the 6 runs with a skipped save or search fail with it, 4 of them
+pass without it.
+
 Two stricter rules for apps whose pixels and accessibility text each see what the other misses
 (measured on MiniWoB++, ``benchmarks/results/validator.md``: a page's end-of-episode cover is in
 the pixels only, which button has focus in the DOM only):
@@ -87,6 +96,7 @@ from cua_rl.validator.ocr import (
 )
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame
+from cua_rl.validator.volatile import title_key
 
 __all__ = ["A11Y_RULES", "SHARED_FEATURES", "Decision", "EquivalenceConfig", "FeatureCache",
            "StateComparer"]
@@ -134,6 +144,9 @@ class EquivalenceConfig:
         tier2_on_different: Also ask tier 2 about tier-1 DIFFERENT pairs (theme noise).
         max_tier2_candidates: While learning, at most this many candidate states per frame
             are put to tier 2 (the most similar first).
+        title_veto: Two frames whose recorded window titles differ once file paths are taken
+            out (``volatile.title_key``: a modified marker, another dialog) are DIFFERENT,
+            whatever the pixels say (the title line's pixels are masked across runs).
     """
 
     tier1: Tier1Config = field(default_factory=Tier1Config)
@@ -150,6 +163,7 @@ class EquivalenceConfig:
     ocr_added_to_tier2: bool = True
     tier2_on_different: bool = False
     max_tier2_candidates: int = 3
+    title_veto: bool = True
 
     def __post_init__(self) -> None:
         _check(isinstance(self.a11y_ignore, list | tuple), "EquivalenceConfig.a11y_ignore",
@@ -173,7 +187,8 @@ class EquivalenceConfig:
         _check(isinstance(self.ocr_min_conf, int | float) and not isinstance(
             self.ocr_min_conf, bool) and 0 <= self.ocr_min_conf <= 100,
             "EquivalenceConfig.ocr_min_conf", self.ocr_min_conf, "a number in [0, 100]")
-        for name in ("use_a11y", "use_ocr", "ocr_added_to_tier2", "tier2_on_different"):
+        for name in ("use_a11y", "use_ocr", "ocr_added_to_tier2", "tier2_on_different",
+                     "title_veto"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
         for name, low, high in (("a11y_min_lines", 0, 10**6), ("max_tier2_candidates", 0, 1000),
@@ -218,8 +233,8 @@ class Decision:
 
     Attributes:
         same: Whether the frames show the same state.
-        tier: Which tier decided: ``tier1``, ``a11y``, ``ocr``, ``tier2`` or ``default`` (no
-            tier could say SAME, so DIFFERENT).
+        tier: Which tier decided: ``tier1``, ``a11y``, ``ocr``, ``tier2``, ``title`` (the window
+            titles differ) or ``default`` (no tier could say SAME, so DIFFERENT).
         tier1: The tier-1 measures.
     """
 
@@ -313,7 +328,7 @@ class StateComparer:
         self._decisions: dict[tuple[str, str], Decision] = {}
         self._keys: dict[str, str | None] = {}
         self._texts: dict[str, TextKey] = {}
-        self.counts = {"tier1": 0, "a11y": 0, "ocr": 0, "tier2": 0, "default": 0,
+        self.counts = {"tier1": 0, "a11y": 0, "ocr": 0, "tier2": 0, "default": 0, "title": 0,
                        "tier1_computed": 0, "ocr_read": 0, "tier2_asked": 0}
         self.seconds = {"tier1": 0.0, "a11y": 0.0, "ocr": 0.0, "tier2": 0.0}
 
@@ -369,6 +384,8 @@ class StateComparer:
     def _pair_key(self, a: Frame, b: Frame) -> tuple[str, str]:
         ka = a.digest + "|" + str(self.a11y_key(a))
         kb = b.digest + "|" + str(self.a11y_key(b))
+        if self.config.title_veto:
+            ka, kb = f"{ka}|{title_key(a.title)}", f"{kb}|{title_key(b.title)}"
         return (ka, kb) if ka <= kb else (kb, ka)
 
     def tier1(self, a: Frame, b: Frame) -> Tier1Result:
@@ -435,6 +452,14 @@ class StateComparer:
         return self.decide(a, b).same
 
     def _without_tier2(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
+        decision = self._local(a, b, t1)
+        if (decision is not None and decision.same and self.config.title_veto
+                and a.title is not None and b.title is not None
+                and title_key(a.title) != title_key(b.title)):
+            return Decision(False, "title", t1)
+        return decision
+
+    def _local(self, a: Frame, b: Frame, t1: Tier1Result) -> Decision | None:
         rule = self.config.a11y_rule
         if t1.verdict is Equivalence.SAME and rule == "decides":
             return Decision(True, "tier1", t1)

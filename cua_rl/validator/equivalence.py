@@ -5,11 +5,19 @@
 ``volatile.py``) are blacked out, then 64-bit ``imagehash.phash`` / ``dhash``, an RGB copy at
 ``work_width`` (box filter, never upscaled) and its grey version are kept. A pair is then:
 
-1. DIFFERENT if the sizes differ or the phash distance is >= ``hash_different``;
+1. DIFFERENT if the sizes differ, or if the phash distance is >= ``hash_different`` and no
+   window moved or was resized (with ``window_align``: the windows found in the two
+   screenshots have other rectangles; then the phash cut waits for step 3b);
 2. SAME if no ``tile`` x ``tile`` work tile has >= ``tile_min_pixels`` pixels whose largest
    channel difference exceeds ``pixel_delta`` (identical pixels included);
 3. SAME if ``max_shift`` > 0 and every changed tile is found in the other screen moved by a
    candidate translation (window jitter, ``motion.py``);
+3b. with ``window_align`` and moved or resized windows: the windows are compared in window
+   coordinates (``windows.py``: 3 x 3 edge anchors at full size); SAME if that explains every
+   changed tile, else its residual tiles replace step 3's when fewer; never DIFFERENT by the
+   phash or the tile count (step 4 says AMBIGUOUS instead): a resized window shows more or
+   less of its content (a spreadsheet shows other columns), which only the text tiers can
+   judge;
 4. DIFFERENT if more than ``different_tiles`` of all tiles are still changed;
 5. SAME if the minimum of the SSIM map (``skimage.metrics.structural_similarity(...,
    full=True)``, grey, over the most-changed tiles) is >= ``noise_ssim_min``: a change with no
@@ -44,6 +52,11 @@ same state, window jitter 8 px         8      12     38.1 %  0.7185  --     DIFF
 ... with ``max_shift=12``              8      12     1-3 tiles left     AMBIGUOUS
 =====================================  =====  =====  ======  ======  =====  ==========
 
+On real desktops (mousepad under Xvfb + openbox, 800 x 600) a window moved and resized from
+642 x 505 to 562 x 445 changes 26 % of the tiles (phash 20-36): DIFFERENT without step 3b,
+SAME with it; the same pair with one word typed keeps 4-6 residual tiles (AMBIGUOUS).
+``window_title_px=22`` covers openbox's 20-pixel title bar.
+
 Hence the defaults: ``pixel_delta=10`` (a dark dialog at RGB 45 over 30 still counts),
 ``tile_min_pixels=2``, ``hash_different=20`` (only whole-screen changes), ``different_tiles=0.25``
 (a stack of toast + popup, 11 %, or an opened bar, 18 %, stays AMBIGUOUS so that tier 2 can
@@ -70,6 +83,7 @@ from scipy import ndimage
 
 from cua_rl.errors import ConfigError
 from cua_rl.validator.motion import unexplained_tiles
+from cua_rl.validator.windows import pair_windows, screen_windows, window_residual
 
 __all__ = [
     "Equivalence",
@@ -79,6 +93,7 @@ __all__ = [
     "Tier1Result",
     "changed_tiles",
     "compare_tier1",
+    "window_tiles",
     "prepare",
     "ssim",
 ]
@@ -125,6 +140,10 @@ class Tier1Config:
             change is noise (SAME).
         max_shift: Motion-search radius in work pixels (0: off); set it >= the window jitter.
         shift_candidates: Translations (phase-correlation peaks) tried per pair.
+        window_align: Compare the windows of two screens in window coordinates when they moved
+            or were resized (``windows.py``); also before the phash cut.
+        window_title_px: Rows at the top of a window (screenshot pixels) that the window
+            alignment leaves out: the window manager's title bar (openbox: 20).
     """
 
     masks: tuple[Rect, ...] = ()
@@ -137,10 +156,12 @@ class Tier1Config:
     noise_ssim_min: float = 0.98
     max_shift: int = 0
     shift_candidates: int = 8
+    window_align: bool = True
+    window_title_px: int = 22
 
     def __post_init__(self) -> None:
         for name in ("work_width", "pixel_delta", "tile", "tile_min_pixels", "hash_different",
-                     "max_shift", "shift_candidates"):
+                     "max_shift", "shift_candidates", "window_title_px"):
             value = getattr(self, name)
             _check(isinstance(value, int) and not isinstance(value, bool), f"Tier1Config.{name}",
                    value, "an int")
@@ -171,6 +192,10 @@ class Tier1Config:
         _check(-1.0 <= self.noise_ssim_min <= 1.01, "Tier1Config.noise_ssim_min",
                self.noise_ssim_min, "in [-1, 1.01] (above 1 disables it)")
         _check(0 <= self.max_shift <= 64, "Tier1Config.max_shift", self.max_shift, "in [0, 64]")
+        _check(isinstance(self.window_align, bool), "Tier1Config.window_align",
+               self.window_align, "true or false")
+        _check(0 <= self.window_title_px <= 200, "Tier1Config.window_title_px",
+               self.window_title_px, "in [0, 200]")
         _check(1 <= self.shift_candidates <= 64, "Tier1Config.shift_candidates",
                self.shift_candidates, "in [1, 64]")
 
@@ -194,6 +219,12 @@ class FrameFeatures:
         dhash: 64-bit difference hash.
         work: Masked RGB work image (uint8).
         gray: Grey work image (uint8), for SSIM and motion candidates.
+        windows: Window rectangles (x, y, w, h) in screenshot pixels
+            (``windows.screen_windows`` on the unmasked screenshot; empty unless
+            ``window_align``).
+        full_gray: Masked grey screenshot at full size, kept when there are windows (window
+            alignment needs whole-pixel moves, which a downscaled copy does not have).
+        ignore: Screenshot pixels under a mask (bool), or None.
     """
 
     digest: str
@@ -203,6 +234,9 @@ class FrameFeatures:
     dhash: imagehash.ImageHash
     work: np.ndarray
     gray: np.ndarray
+    windows: tuple[Rect, ...] = ()
+    full_gray: np.ndarray | None = None
+    ignore: np.ndarray | None = None
 
 
 def prepare(screenshot: np.ndarray, config: Tier1Config) -> FrameFeatures:
@@ -223,8 +257,18 @@ def prepare(screenshot: np.ndarray, config: Tier1Config) -> FrameFeatures:
         small, work = image, np.ascontiguousarray(arr)
     gray = np.asarray(small.convert("L"))
     digest = hashlib.sha1(repr(work.shape).encode() + work.tobytes()).hexdigest()
+    windows: tuple[Rect, ...] = ()
+    ignore = full = None
+    if config.window_align:
+        windows = screen_windows(screenshot, delta=config.pixel_delta)
+        if windows:
+            full = gray if scale >= 1.0 else np.asarray(image.convert("L"))
+            if config.masks:
+                ignore = np.zeros(full.shape, dtype=bool)
+                for x, y, mw, mh in config.masks:
+                    ignore[max(0, y): max(0, y + mh), max(0, x): max(0, x + mw)] = True
     return FrameFeatures(digest, (w, h), scale, imagehash.phash(image), imagehash.dhash(image),
-                         work, gray)
+                         work, gray, windows, full, ignore)
 
 
 # -- measures ----------------------------------------------------------------------------------
@@ -302,6 +346,31 @@ def _local_ssim(fa: FrameFeatures, fb: FrameFeatures, counts: np.ndarray,
     return ssim(np.concatenate(cuts_a, axis=1), np.concatenate(cuts_b, axis=1))
 
 
+def window_tiles(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config,
+                  grid: tuple[int, int]) -> np.ndarray | None:
+    """Work tiles left unexplained by window alignment (``windows.py``), or None.
+
+    The alignment runs on the full-size grey screenshots with tiles of ``tile / scale`` pixels;
+    each residual tile marks the work tiles it overlaps.
+    """
+    if fa.full_gray is None or fb.full_gray is None:
+        return None
+    t = max(4, int(round(cfg.tile / fa.scale)))
+    res = window_residual(fa.full_gray, fb.full_gray, fa.windows, fb.windows, tile=t,
+                          delta=cfg.pixel_delta, tile_min=cfg.tile_min_pixels,
+                          title=cfg.window_title_px, ignore=fa.ignore,
+                          give_up=cfg.different_tiles)
+    if res is None or fa.scale >= 1.0 and t == cfg.tile:
+        return res
+    out = np.zeros(grid, dtype=bool)
+    k = fa.scale / cfg.tile
+    for ty, tx in np.argwhere(res):
+        y0, y1 = int(ty * t * k), int(np.ceil((ty + 1) * t * k))
+        x0, x1 = int(tx * t * k), int(np.ceil((tx + 1) * t * k))
+        out[y0: max(y0 + 1, y1), x0: max(x0 + 1, x1)] = True
+    return out
+
+
 @dataclass(frozen=True)
 class Tier1Result:
     """Tier-1 measures of a pair and the verdict drawn from them.
@@ -341,7 +410,8 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
     ph, dh = int(fa.phash - fb.phash), int(fa.dhash - fb.dhash)
     if fa.digest == fb.digest:
         return Tier1Result(Equivalence.SAME, "identical pixels", ph, dh, 0.0)
-    if ph >= cfg.hash_different:
+    moved = cfg.window_align and bool(pair_windows(fa.windows, fb.windows))
+    if ph >= cfg.hash_different and not moved:
         return Tier1Result(Equivalence.DIFFERENT, f"phash distance {ph}", ph, dh)
     mask = _changed_mask(fa, fb, cfg.pixel_delta)
     ratio = np.count_nonzero(mask) / mask.size
@@ -361,6 +431,13 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
         if not residual.any():
             return Tier1Result(Equivalence.SAME, "every change explained by window motion",
                                **base)
+    if moved:
+        aligned = window_tiles(fa, fb, cfg, residual.shape)
+        if aligned is not None and aligned.sum() < residual.sum():
+            residual = aligned
+            if not residual.any():
+                return Tier1Result(Equivalence.SAME, "windows moved or resized, contents equal",
+                                   **base)
     n_res = int(residual.sum())
     ys_t, xs_t = np.nonzero(residual)
     t, s = cfg.tile, fa.scale
@@ -369,6 +446,9 @@ def compare_tier1(fa: FrameFeatures, fb: FrameFeatures, cfg: Tier1Config) -> Tie
     bbox = (int(x0 / s), int(y0 / s), int(np.ceil((x1 - x0) / s)), int(np.ceil((y1 - y0) / s)))
     base.update(residual_tiles=n_res, bbox=bbox)
     if n_res / total > cfg.different_tiles:
+        if moved:  # more or less of the window's content shows: for the text tiers to say
+            return Tier1Result(Equivalence.AMBIGUOUS, f"windows moved or resized, {n_res}/"
+                               f"{total} tiles left after aligning them", **base)
         return Tier1Result(Equivalence.DIFFERENT, f"{n_res}/{total} tiles changed", **base)
     smean, smin = _local_ssim(fa, fb, counts, residual, cfg.tile)
     base.update(ssim=smean, ssim_min=smin)

@@ -47,12 +47,14 @@ from cua_rl.validator.a11y import a11y_hint, a11y_key
 from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
 from cua_rl.validator.dominators import DominatorAnalysis, analyse, degenerate_reason
 from cua_rl.validator.equivalence import Rect
-from cua_rl.validator.matching import explain, match_chain
+from cua_rl.validator.matching import DIVERGENCE_KINDS, explain, match_chain
 from cua_rl.validator.ocr import text_hint
 from cua_rl.validator.pta import State, StateGraph, TracePath, merge_traces
+from cua_rl.validator.refusal import no_shared_start
 from cua_rl.validator.semantic import SemanticComparer
 from cua_rl.validator.traces import Frame, Trace, inside
-from cua_rl.validator.volatile import detect_volatile_regions
+from cua_rl.validator.volatile import detect_cross_run_regions, detect_volatile_regions
+from cua_rl.validator.windows import layout_change
 
 __all__ = ["ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning"]
 
@@ -214,13 +216,17 @@ class ReferenceModel:
     # -- learning ------------------------------------------------------------------------------
     @classmethod
     def learn(cls, traces: Sequence[Trace], config: ValidatorConfig | None = None, *,
-              semantic: SemanticComparer | None = None) -> ReferenceModel:
+              semantic: SemanticComparer | None = None,
+              refusal_picture: str | os.PathLike[str] | None = None) -> ReferenceModel:
         """Learn a reference from passing traces of one task instance.
 
         Args:
             traces: Passing traces (2-10 is the intended range).
             config: Settings (default :class:`ValidatorConfig`).
             semantic: Optional tier-2 comparer for AMBIGUOUS pairs.
+            refusal_picture: Where to write the picture of the differing regions when the
+                traces share no start state (default: a new temporary folder); the message
+                names it.
 
         Returns:
             The model.
@@ -242,6 +248,8 @@ class ReferenceModel:
         if config.auto_volatile:
             detected = detect_volatile_regions(traces, eq.tier1,
                                                max_area=config.volatile_max_area)
+            across = detect_cross_run_regions(traces, eq.tier1.with_masks(detected))
+            detected = (*detected, *across)
             if detected:
                 eq = replace(eq, tier1=eq.tier1.with_masks(detected))
                 logger.info("masking volatile regions %s", detected)
@@ -251,12 +259,7 @@ class ReferenceModel:
         starts = graph.starts
         analysis = analyse(graph)
         if len(starts) > 1 and not analysis.shares_state_before_end:
-            groups = "; ".join(f"{s}: {[graph.trace_names[i] for i in idx]}"
-                               for s, idx in sorted(starts.items()))
-            raise TraceFormatError(
-                f"the traces share no start state (their first screens differ: {groups}) and "
-                f"no state that all of them pass before their end; learn from traces of one "
-                f"task instance, or mask what differs")
+            raise TraceFormatError(no_shared_start(graph, eq, refusal_picture))
         if len(starts) > 1:
             logger.info("traces start in %d states; entry %s, leading states optional",
                         len(starts), analysis.entry)
@@ -375,8 +378,17 @@ class ReferenceModel:
         require = self.config.require_unordered
         passed = match.complete and terminal is not None and not (require and unordered_missing)
         div = match.first_divergence()
+        note = kind = None
+        if div is not None:
+            seen = frames[min(div[1] + 1, len(frames) - 1)]
+            verdict = layout_change(seen.screenshot,
+                                    self.states[chain[div[0]]].representative.screenshot,
+                                    self.config.equivalence.tier1)
+            note = (f"Frame {min(div[1] + 1, len(frames) - 1)} against it: {verdict.detail}.")
+            kind = verdict.kind if verdict.kind in DIVERGENCE_KINDS else None
         text = explain(match, chain, self.describe, n_frames=len(frames), terminal=terminal,
-                       unordered_missing=unordered_missing, require_unordered=require)
+                       unordered_missing=unordered_missing, require_unordered=require,
+                       divergence_kind=kind, divergence_note=note)
         meta = trace.meta
         final = meta.get("final_action")
         claimed = meta.get("claimed_success")
@@ -394,6 +406,7 @@ class ReferenceModel:
             unordered_missing=unordered_missing,
             trace_name=trace.name,
             n_frames=len(frames),
+            divergence_kind=kind,
             expected_caption=None if div is None else self.caption(chain[div[0]]),
             claimed_success=None if claimed is None else bool(claimed),
             final_action=None if final is None else str(final),

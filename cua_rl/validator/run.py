@@ -149,7 +149,10 @@ def validate_traces(
 
     with warnings.catch_warnings(record=True) as caught:
         warnings.simplefilter("always")
-        model = ReferenceModel.learn(train, config or ValidatorConfig(), semantic=semantic)
+        picture = (None if reference_out is None
+                   else Path(f"{Path(reference_out).resolve()}.no_start_state.png"))
+        model = ReferenceModel.learn(train, config or ValidatorConfig(), semantic=semantic,
+                                     refusal_picture=picture)
     reports = tuple(model.validate_many(test))
     reference_dir = html_dir = json_path = None
     if reference_out is not None:
