@@ -249,7 +249,7 @@ def test_reports_carry_divergence_claim_and_final_action(tmp_path: Path) -> None
     assert report.first_divergence == 1 and report.expected_caption == model.caption(
         model.essential[2])
     assert report.claimed_success is True and report.final_action == "DONE"
-    assert report.final_unobserved and report.divergence_kind is None
+    assert report.final_unobserved and report.divergence_kind == "content"
     d = report.to_dict()
     assert d["expected_caption"] == report.expected_caption and d["final_unobserved"] is True
     json.dumps(d)
