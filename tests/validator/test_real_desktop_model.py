@@ -256,7 +256,7 @@ def test_reports_carry_divergence_claim_and_final_action(tmp_path: Path) -> None
     page = render_report_html(model, bad, report, tmp_path / "r.html").read_text()
     assert "First divergence" in page and "after frame 1; expected " + report.expected in page
     assert "DONE (claims success); final action &#x27;DONE&#x27; (no screen after it)" in page
-    assert "Looks like</th><td>not classified" in page
+    assert "Looks like</th><td>content change: different content" in page
     ok = render_report_html(model, _run("c"), model.validate(_run("c")), tmp_path / "ok.html")
     assert "none: every essential state appears in order" in ok.read_text()
 
