@@ -42,8 +42,8 @@ from cua_rl.tasks.osworld_setup import SetupPlan, plan_setup
 from cua_rl.tasks.osworld_spec import OSWorldTask, parse_osworld_task
 
 __all__ = [
-    "OSWorldChecker", "OSWorldSetup", "check_evaluator", "osworld_hooks", "score_osworld",
-    "task_spec",
+    "OSWorldChecker", "OSWorldSetup", "TaskCaches", "check_evaluator", "osworld_hooks",
+    "score_osworld", "task_spec",
 ]
 
 logger = logging.getLogger(__name__)
@@ -160,16 +160,37 @@ def score_osworld(
     return sum(scores) / len(scores) if ev.conj == "and" else max(scores)
 
 
-class _Hook:
-    """What the set-up and checker hooks share: planning and the per-task cache."""
+class TaskCaches:
+    """What set-up and checker hooks share (here and in
+    :mod:`cua_rl.envs.backends.waa_eval`): the mirror, the placeholder values and the per-task
+    cache folders ``cache_root/<task id>`` (a fresh temporary root, removed by :meth:`close`,
+    when none is given)."""
+
+    prefix = "cua-rl-osworld-"
+    """Name prefix of the temporary cache root."""
 
     def __init__(self, mirror: Mapping[str, PathArg] | PathArg | None,
                  placeholders: Mapping[str, object] | None, cache_root: PathArg | None) -> None:
         self.mirror = mirror
         self.placeholders = dict(placeholders or {})
         self._own_root = cache_root is None
-        self.cache_root = Path(tempfile.mkdtemp(prefix="cua-rl-osworld-")) if cache_root is None \
+        self.cache_root = Path(tempfile.mkdtemp(prefix=self.prefix)) if cache_root is None \
             else Path(cache_root)
+
+    def cache_dir(self, task_id: str) -> Path:
+        """The task's cache folder, created if missing."""
+        path = self.cache_root / task_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def close(self) -> None:
+        """Remove the cache root if it is the temporary one made here."""
+        if self._own_root:
+            shutil.rmtree(self.cache_root, ignore_errors=True)
+
+
+class _Hook(TaskCaches):
+    """What the set-up and checker hooks share: planning and the per-task cache."""
 
     def plan(self, client: VMServerClient, spec: OSWorldTask) -> SetupPlan:
         values = dict(self.placeholders)
@@ -178,15 +199,6 @@ class _Hook:
             values.setdefault("SCREEN_WIDTH", width)
             values.setdefault("SCREEN_HEIGHT", height)
         return plan_setup(spec, mirror=self.mirror, placeholders=values)
-
-    def cache_dir(self, task_id: str) -> Path:
-        path = self.cache_root / task_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def close(self) -> None:
-        if self._own_root:
-            shutil.rmtree(self.cache_root, ignore_errors=True)
 
 
 class OSWorldSetup(_Hook):

@@ -45,6 +45,7 @@ from cua_rl.errors import TaskSpecError
 from cua_rl.tasks import osworld as _osw
 from cua_rl.tasks.base import stratified_split
 from cua_rl.tasks.osworld_spec import (
+    KNOWN_KEYS,
     STEP_PARAMETERS,
     OSWorldTask,
     SetupStep,
@@ -54,6 +55,7 @@ from cua_rl.tasks.osworld_spec import (
     _number,
     _record,
     _str,
+    common_fields,
     parse_evaluator,
 )
 from cua_rl.tasks.task_files import TaskList, load_task_files, read_task_json, resolve_task_list
@@ -68,10 +70,6 @@ DEFAULT_MAX_STEPS = 15
 """WAA's ``run.py`` default step budget (``--max_steps 15``)."""
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A WAA task id / file name (without ``.json``)."""
-KNOWN_KEYS = frozenset({
-    "id", "snapshot", "instruction", "source", "config", "trajectory", "related_apps",
-    "evaluator", "proxy", "fixed_ip", "possibility_of_env_change",
-})
 
 _DOMAIN = attrgetter("domain")
 _ORDER = attrgetter("domain", "id")
@@ -168,43 +166,17 @@ def parse_waa_task(data: Any, where: str, *, domain: str = "", file_id: str | No
     if not ID_RE.match(task_id):
         raise TaskSpecError(f"{where}: the file name {task_id!r} is not a task id "
                             "([A-Za-z0-9._-], at most 128 characters)")
-    for key in ("snapshot", "instruction", "evaluator"):
-        if key not in data:
-            raise TaskSpecError(f"{where}: missing key {key!r}")
+    fields = common_fields(data, where, null_source=True)
     evaluator = data["evaluator"]
     if not isinstance(evaluator, dict):
         raise TaskSpecError(f"{where}.evaluator must be an object, got {_kind(evaluator)}")
     rest = {k: v for k, v in evaluator.items() if k != "postconfig"}
     post = _steps(evaluator.get("postconfig", []), f"{where}.evaluator.postconfig")
     parsed = dataclasses.replace(parse_evaluator(rest, f"{where}.evaluator"), postconfig=post)
-    source = data.get("source") or ""  # null in one real file
-    if isinstance(source, list):
-        source = tuple(_str(s, f"{where}.source[{i}]") for i, s in enumerate(source))
-    else:
-        _str(source, f"{where}.source")
-    related = data.get("related_apps", [])
-    if not isinstance(related, list):
-        raise TaskSpecError(f"{where}.related_apps must be a list, got {_kind(related)}")
-    flags = {}
-    for key in ("proxy", "fixed_ip"):
-        flag = data.get(key, False)
-        if not isinstance(flag, bool):
-            raise TaskSpecError(f"{where}.{key} must be true or false, got {flag!r}")
-        flags[key] = flag
-    env_change = data.get("possibility_of_env_change", "low")
-    if env_change not in ("low", "medium", "high"):
-        raise TaskSpecError(f"{where}.possibility_of_env_change must be one of ['low', "
-                            f"'medium', 'high'], got {env_change!r}")
     return WAATask(
-        id=task_id, domain=domain,
-        snapshot=_nonempty_str(data["snapshot"], f"{where}.snapshot"),
-        instruction=_nonempty_str(data["instruction"], f"{where}.instruction"),
-        source=source, config=_steps(data.get("config", []), f"{where}.config"),
-        related_apps=tuple(_str(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
-        evaluator=parsed, possibility_of_env_change=env_change,
-        trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
-        extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},  # _comments, comments
-        raw=data, path=path, declared_id=declared, **flags,
+        id=task_id, domain=domain, config=_steps(data.get("config", []), f"{where}.config"),
+        evaluator=parsed, extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},
+        raw=data, path=path, declared_id=declared, **fields,
     )  # fmt: skip
 
 
