@@ -26,7 +26,7 @@ import copy
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from cua_rl.tasks.osworld_spec import OSWorldTask, parse_osworld_task
 
 __all__ = [
     "OSWorldChecker", "OSWorldSetup", "TaskCaches", "check_evaluator", "osworld_hooks",
-    "score_osworld", "task_spec",
+    "score_osworld", "task_spec", "unavailable_metrics",
 ]
 
 logger = logging.getLogger(__name__)
@@ -69,16 +69,24 @@ def check_evaluator(task: OSWorldTask | Task, runner: MetricRunner) -> None:
     spec = task_spec(task)
     problems = [f"evaluator.{side}[{i}]: getter {g['type']!r} is not supported here"
                 for side, i, g in spec.evaluator.getters() if g["type"] not in GETTERS]
-    for func in dict.fromkeys(spec.evaluator.func):
+    problems.extend(unavailable_metrics(runner, spec.evaluator.func))
+    if problems:
+        raise TaskSpecError(f"task {spec.id} ({spec.domain or 'no domain'}) cannot be scored "
+                            f"here: {'; '.join(problems)}")
+
+
+def unavailable_metrics(runner: MetricRunner, funcs: Iterable[str]) -> list[str]:
+    """Why each of the metric functions ``funcs`` cannot run in ``runner`` (``infeasible``
+    needs none), once per function, in order; empty when all can."""
+    problems = []
+    for func in dict.fromkeys(funcs):
         if func == "infeasible":
             continue
         try:
             runner.check(func)
         except MetricUnavailable as exc:
             problems.append(str(exc))
-    if problems:
-        raise TaskSpecError(f"task {spec.id} ({spec.domain or 'no domain'}) cannot be scored "
-                            f"here: {'; '.join(problems)}")
+    return problems
 
 
 def _plain(value: Any) -> Any:

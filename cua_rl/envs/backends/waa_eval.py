@@ -28,8 +28,8 @@ from cua_rl.envs.backends.vm_server import VMServerClient, VMServerHTTPError
 from cua_rl.envs.backends.vm_setup import run_setup
 from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.osworld_eval.getters import GetterContext, get_value
-from cua_rl.osworld_eval.runner import MetricRunner, MetricUnavailable
-from cua_rl.osworld_eval.scoring import TaskCaches, score_osworld
+from cua_rl.osworld_eval.runner import MetricRunner
+from cua_rl.osworld_eval.scoring import TaskCaches, score_osworld, unavailable_metrics
 from cua_rl.tasks.osworld_setup import PlannedStep, SetupPlan
 from cua_rl.tasks.waa import WAATask, task_from
 from cua_rl.tasks.waa_support import plan_waa, support_of_getter
@@ -224,12 +224,7 @@ def check_waa_task(task: WAATask, runner: MetricRunner | None) -> None:
     problems = [str(r) for r in plan_waa(task, dry_run=True).refused
                 if "mirror" not in r.reason]  # mirror copies: checked by the set-up plan
     if runner is not None:
-        for func in dict.fromkeys(task.evaluator.func):
-            if func != "infeasible":
-                try:
-                    runner.check(func)
-                except MetricUnavailable as exc:
-                    problems.append(str(exc))
+        problems.extend(unavailable_metrics(runner, task.evaluator.func))
     if problems:
         raise TaskSpecError(f"WAA task {task.id} ({task.domain or 'no domain'}) cannot run "
                             f"here: {'; '.join(problems)}")
