@@ -26,7 +26,7 @@ import copy
 import logging
 import shutil
 import tempfile
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -42,8 +42,8 @@ from cua_rl.tasks.osworld_setup import SetupPlan, plan_setup
 from cua_rl.tasks.osworld_spec import OSWorldTask, parse_osworld_task
 
 __all__ = [
-    "OSWorldChecker", "OSWorldSetup", "check_evaluator", "osworld_hooks", "score_osworld",
-    "task_spec",
+    "OSWorldChecker", "OSWorldSetup", "TaskCaches", "check_evaluator", "osworld_hooks",
+    "score_osworld", "task_spec", "unavailable_metrics",
 ]
 
 logger = logging.getLogger(__name__)
@@ -69,16 +69,24 @@ def check_evaluator(task: OSWorldTask | Task, runner: MetricRunner) -> None:
     spec = task_spec(task)
     problems = [f"evaluator.{side}[{i}]: getter {g['type']!r} is not supported here"
                 for side, i, g in spec.evaluator.getters() if g["type"] not in GETTERS]
-    for func in dict.fromkeys(spec.evaluator.func):
+    problems.extend(unavailable_metrics(runner, spec.evaluator.func))
+    if problems:
+        raise TaskSpecError(f"task {spec.id} ({spec.domain or 'no domain'}) cannot be scored "
+                            f"here: {'; '.join(problems)}")
+
+
+def unavailable_metrics(runner: MetricRunner, funcs: Iterable[str]) -> list[str]:
+    """Why each of the metric functions ``funcs`` cannot run in ``runner`` (``infeasible``
+    needs none), once per function, in order; empty when all can."""
+    problems = []
+    for func in dict.fromkeys(funcs):
         if func == "infeasible":
             continue
         try:
             runner.check(func)
         except MetricUnavailable as exc:
             problems.append(str(exc))
-    if problems:
-        raise TaskSpecError(f"task {spec.id} ({spec.domain or 'no domain'}) cannot be scored "
-                            f"here: {'; '.join(problems)}")
+    return problems
 
 
 def _plain(value: Any) -> Any:
@@ -160,16 +168,37 @@ def score_osworld(
     return sum(scores) / len(scores) if ev.conj == "and" else max(scores)
 
 
-class _Hook:
-    """What the set-up and checker hooks share: planning and the per-task cache."""
+class TaskCaches:
+    """What set-up and checker hooks share (here and in
+    :mod:`cua_rl.envs.backends.waa_eval`): the mirror, the placeholder values and the per-task
+    cache folders ``cache_root/<task id>`` (a fresh temporary root, removed by :meth:`close`,
+    when none is given)."""
+
+    prefix = "cua-rl-osworld-"
+    """Name prefix of the temporary cache root."""
 
     def __init__(self, mirror: Mapping[str, PathArg] | PathArg | None,
                  placeholders: Mapping[str, object] | None, cache_root: PathArg | None) -> None:
         self.mirror = mirror
         self.placeholders = dict(placeholders or {})
         self._own_root = cache_root is None
-        self.cache_root = Path(tempfile.mkdtemp(prefix="cua-rl-osworld-")) if cache_root is None \
+        self.cache_root = Path(tempfile.mkdtemp(prefix=self.prefix)) if cache_root is None \
             else Path(cache_root)
+
+    def cache_dir(self, task_id: str) -> Path:
+        """The task's cache folder, created if missing."""
+        path = self.cache_root / task_id
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def close(self) -> None:
+        """Remove the cache root if it is the temporary one made here."""
+        if self._own_root:
+            shutil.rmtree(self.cache_root, ignore_errors=True)
+
+
+class _Hook(TaskCaches):
+    """What the set-up and checker hooks share: planning and the per-task cache."""
 
     def plan(self, client: VMServerClient, spec: OSWorldTask) -> SetupPlan:
         values = dict(self.placeholders)
@@ -178,15 +207,6 @@ class _Hook:
             values.setdefault("SCREEN_WIDTH", width)
             values.setdefault("SCREEN_HEIGHT", height)
         return plan_setup(spec, mirror=self.mirror, placeholders=values)
-
-    def cache_dir(self, task_id: str) -> Path:
-        path = self.cache_root / task_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def close(self) -> None:
-        if self._own_root:
-            shutil.rmtree(self.cache_root, ignore_errors=True)
 
 
 class OSWorldSetup(_Hook):

@@ -34,16 +34,16 @@ import math
 import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from operator import attrgetter
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any
 
-import numpy as np
-
-from cua_rl._json import loads
 from cua_rl.core import Task
 from cua_rl.errors import TaskSpecError
+from cua_rl.tasks.base import SpecTaskSet, stratified_split
+from cua_rl.tasks.task_files import MAX_FILE_BYTES, load_task_files, read_task_json  # noqa: F401
 
 __all__ = [
     "DEFAULT_MAX_STEPS", "LANGUAGES", "InProcessEvent", "MacOSWorldTask", "MacOSWorldTasks",
@@ -65,7 +65,7 @@ KNOWN_KEYS = frozenset({
     "force_ec2", "before_action_delay_seconds", "before_grading_delay_seconds",
     "grading_command", "in_process",
 })
-MAX_FILE_BYTES = 8 * 2**20
+_ORDER = attrgetter("category", "id")
 
 PathArg = str | PathLike[str]
 
@@ -291,19 +291,8 @@ def load_macosworld_task(path: PathArg, *, category: str | None = None) -> MacOS
         TaskSpecError: Missing, too large, not UTF-8 JSON, or not a valid task.
     """
     path = Path(path)
-    where = f"{str(path)!r}"
-    try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise TaskSpecError(f"{where} is {size} bytes; task files are at most "
-                                f"{MAX_FILE_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskSpecError(f"{where}: no such file") from None
-    except (UnicodeDecodeError, OSError) as error:
-        raise TaskSpecError(f"{where} cannot be read as UTF-8 text: {error}") from None
-    data = loads(text, where, error=TaskSpecError)
-    return parse_macosworld_task(data, where, category=category or path.parent.name,
+    data = read_task_json(path)
+    return parse_macosworld_task(data, f"{str(path)!r}", category=category or path.parent.name,
                                  expected_id=path.stem, path=str(path))  # fmt: skip
 
 
@@ -314,28 +303,8 @@ def load_macosworld_tasks(source: PathArg | Iterable[PathArg]) -> tuple[MacOSWor
     Raises:
         TaskSpecError: A bad file, a folder without tasks, one id in two files.
     """
-    if isinstance(source, (str, PathLike)):
-        root = Path(source)
-        if root.is_file():
-            files = [root]
-        elif root.is_dir():
-            files = sorted(p for p in root.rglob("*.json") if p.parent != root)
-            if not files:
-                raise TaskSpecError(f"{str(root)!r} holds no <category>/<uuid>.json task files")
-        else:
-            raise TaskSpecError(f"{str(root)!r}: no such folder or file")
-    else:
-        files = [Path(p) for p in source]
-    seen: dict[str, Path] = {}
-    out = []
-    for file in files:
-        task = load_macosworld_task(file)
-        if task.id in seen:
-            raise TaskSpecError(f"task id {task.id!r} is in two files: {str(seen[task.id])!r} "
-                                f"and {str(file)!r}")
-        seen[task.id] = file
-        out.append(task)
-    return tuple(sorted(out, key=lambda t: (t.category, t.id)))
+    return load_task_files(source, load_macosworld_task, layout="<category>/<uuid>.json",
+                           sort_key=_ORDER)  # fmt: skip
 
 
 def to_task(spec: MacOSWorldTask, *, language: str = "en",
@@ -346,7 +315,7 @@ def to_task(spec: MacOSWorldTask, *, language: str = "en",
                 os="macos", config=copy.deepcopy(dict(spec.raw)), max_steps=max_steps)
 
 
-class MacOSWorldTasks:
+class MacOSWorldTasks(SpecTaskSet[MacOSWorldTask]):
     """A :class:`~cua_rl.tasks.base.TaskSet` of macOSWorld tasks in one language pair.
 
     Args:
@@ -363,16 +332,15 @@ class MacOSWorldTasks:
         TaskSpecError: No task left, an id given twice, a bad language code.
     """
 
+    kind = "macOSWorld"
+
     def __init__(self, tasks: Sequence[MacOSWorldTask], *, language: str = "en",
                  env_language: str | None = None,
                  max_steps: int = DEFAULT_MAX_STEPS) -> None:  # fmt: skip
         self.language = normalize_language(language, "language")
         self.env_language = normalize_language(env_language or self.language, "env_language")
-        ordered = sorted(tasks, key=lambda t: (t.category, t.id))
-        ids = [t.id for t in ordered]
-        if len(set(ids)) != len(ids):
-            dup = next(a for a, b in zip(ids, ids[1:], strict=False) if a == b)
-            raise TaskSpecError(f"MacOSWorldTasks: task id {dup!r} given twice")
+        ordered = sorted(tasks, key=_ORDER)
+        self._unique(ordered)
         kept, skipped = [], []
         for t in ordered:
             why = t.missing_language(self.language, self.env_language)
@@ -385,77 +353,26 @@ class MacOSWorldTasks:
             raise TaskSpecError(f"MacOSWorldTasks: no task has language {self.language!r} and "
                                 f"environment language {self.env_language!r} (of "
                                 f"{len(ordered)} given)")  # fmt: skip
-        self.specs: tuple[MacOSWorldTask, ...] = tuple(kept)
         self.skipped: tuple[tuple[str, str], ...] = tuple(skipped)
-        self.max_steps = max_steps
-        self.tasks = tuple(to_task(t, language=self.language, max_steps=max_steps) for t in kept)
-        self._index = {t.id: i for i, t in enumerate(kept)}
-
-    def sample(self, rng: np.random.Generator) -> Task:
-        """A uniform draw with the env's generator."""
-        return self.tasks[int(rng.integers(len(self.tasks)))]
-
-    def task(self, index: int) -> Task:
-        """The ``index``-th task by (category, id), cycling."""
-        return self.tasks[index % len(self.tasks)]
-
-    def contains(self, task_id: str) -> bool:
-        """Whether a task with this id is in the set."""
-        return task_id in self._index
-
-    def by_id(self, task_id: str) -> Task:
-        """The task with this id; TaskSpecError when it is not in the set."""
-        return self.tasks[self._lookup(task_id)]
-
-    def spec(self, task_id: str) -> MacOSWorldTask:
-        """The checked task file with this id; TaskSpecError when it is not in the set."""
-        return self.specs[self._lookup(task_id)]
-
-    def _lookup(self, task_id: str) -> int:
-        try:
-            return self._index[task_id]
-        except (KeyError, TypeError):
-            raise TaskSpecError(f"no macOSWorld task {task_id!r} among the {len(self)} "
-                                f"tasks") from None
+        self._keep(kept, [to_task(t, language=self.language, max_steps=max_steps) for t in kept],
+                   max_steps)  # fmt: skip
 
     def subset(self, specs: Sequence[MacOSWorldTask]) -> MacOSWorldTasks:
         """The same languages and budget over other tasks."""
         return MacOSWorldTasks(specs, language=self.language, env_language=self.env_language,
                                max_steps=self.max_steps)  # fmt: skip
 
-    def __len__(self) -> int:
-        return len(self.tasks)
-
-    def __iter__(self):  # noqa: ANN204 - an iterator of Task
-        return iter(self.tasks)
-
 
 def split(tasks: MacOSWorldTasks, eval_fraction: float,
           seed: int) -> tuple[MacOSWorldTasks, MacOSWorldTasks]:  # fmt: skip
     """Disjoint (train, eval) sets, stratified by category: in each category (name order, tasks
     by id) a generator seeded with ``seed`` permutes the tasks and the first
-    ``round(eval_fraction * n)`` go to eval (the rule of :func:`cua_rl.tasks.osworld.split`).
+    ``round(eval_fraction * n)`` go to eval (the rule of :func:`cua_rl.tasks.osworld.split`,
+    :func:`~cua_rl.tasks.base.stratified_split`).
 
     Raises:
         TaskSpecError: ``eval_fraction`` outside (0, 1), or an empty side.
     """
-    if isinstance(eval_fraction, bool) or not isinstance(eval_fraction, (int, float)) \
-            or not 0 < eval_fraction < 1:
-        raise TaskSpecError(f"split: eval_fraction must be a number in (0, 1), "
-                            f"got {eval_fraction!r}")
-    rng = np.random.default_rng(seed)
-    by_category: dict[str, list[MacOSWorldTask]] = {}
-    for t in tasks.specs:
-        by_category.setdefault(t.category, []).append(t)
-    train, held_out = [], []
-    for category in sorted(by_category):
-        group = by_category[category]
-        order = rng.permutation(len(group))
-        n_eval = int(round(eval_fraction * len(group)))
-        held_out.extend(group[i] for i in order[:n_eval])
-        train.extend(group[i] for i in order[n_eval:])
-    if not train or not held_out:
-        raise TaskSpecError(f"split: eval_fraction {eval_fraction} of {len(tasks)} tasks leaves "
-                            f"{len(train)} for training and {len(held_out)} for eval; both need "
-                            f"at least one")
+    train, held_out = stratified_split(tasks.specs, eval_fraction, seed,
+                                       group=attrgetter("category"))  # fmt: skip
     return tasks.subset(train), tasks.subset(held_out)

@@ -27,7 +27,7 @@ from cua_rl.errors import TaskSpecError
 
 __all__ = [
     "STEP_TYPES", "Evaluator", "OSWorldTask", "SetupStep", "parse_evaluator", "parse_osworld_task",
-    "parse_setup_step", "parse_steps",
+    "common_fields", "parse_setup_step", "parse_steps",
 ]
 
 UUID_RE = re.compile(r"^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$")
@@ -435,10 +435,41 @@ def parse_osworld_task(data: Any, where: str, *, domain: str = "",
     if expected_id is not None and task_id != expected_id:
         raise TaskSpecError(f"{where}: key 'id' is {task_id!r} but the file is named "
                             f"{expected_id!r}; they must match")
+    fields = common_fields(data, where)
+    return OSWorldTask(
+        id=task_id,
+        domain=domain,
+        config=parse_steps(data.get("config", []), f"{where}.config"),
+        evaluator=parse_evaluator(data["evaluator"], f"{where}.evaluator"),
+        extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},
+        raw=data,
+        path=path,
+        **fields,
+    )
+
+
+def common_fields(data: dict[str, Any], where: str, *,
+                  null_source: bool = False) -> dict[str, Any]:  # fmt: skip
+    """The checked fields every OSWorld-schema task file has (OSWorld's and WAA's):
+    ``snapshot``, ``instruction``, ``source``, ``related_apps``, ``possibility_of_env_change``,
+    ``trajectory``, ``proxy`` and ``fixed_ip``, as :class:`OSWorldTask` keyword arguments.
+
+    Args:
+        data: The task's JSON object; it must have ``snapshot``, ``instruction`` and
+            ``evaluator``.
+        where: Names the source in messages.
+        null_source: Read a missing or empty source, ``null`` included, as ``""`` (one real
+            WAA file has ``null``).
+
+    Raises:
+        TaskSpecError: Naming ``where`` and the field.
+    """
     for key in ("snapshot", "instruction", "evaluator"):
         if key not in data:
             raise TaskSpecError(f"{where}: missing key {key!r}")
     source = data.get("source", "")
+    if null_source and not source:
+        source = ""
     if isinstance(source, list):
         source = tuple(_str(s, f"{where}.source[{i}]") for i, s in enumerate(source))
     else:
@@ -456,19 +487,12 @@ def parse_osworld_task(data: Any, where: str, *, domain: str = "",
         if not isinstance(flag, bool):
             raise TaskSpecError(f"{where}.{key} must be true or false, got {flag!r}")
         flags[key] = flag
-    return OSWorldTask(
-        id=task_id,
-        domain=domain,
+    return dict(
         snapshot=_nonempty_str(data["snapshot"], f"{where}.snapshot"),
         instruction=_nonempty_str(data["instruction"], f"{where}.instruction"),
         source=source,
-        config=parse_steps(data.get("config", []), f"{where}.config"),
         related_apps=tuple(_str(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
-        evaluator=parse_evaluator(data["evaluator"], f"{where}.evaluator"),
         possibility_of_env_change=env_change,
         trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
-        extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},
-        raw=data,
-        path=path,
         **flags,
     )

@@ -33,8 +33,9 @@ from __future__ import annotations
 import copy
 import dataclasses
 import re
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from operator import attrgetter
 from os import PathLike
 from pathlib import Path
 from typing import Any
@@ -42,7 +43,9 @@ from typing import Any
 from cua_rl.core import Task
 from cua_rl.errors import TaskSpecError
 from cua_rl.tasks import osworld as _osw
+from cua_rl.tasks.base import stratified_split
 from cua_rl.tasks.osworld_spec import (
+    KNOWN_KEYS,
     STEP_PARAMETERS,
     OSWorldTask,
     SetupStep,
@@ -52,8 +55,10 @@ from cua_rl.tasks.osworld_spec import (
     _number,
     _record,
     _str,
+    common_fields,
     parse_evaluator,
 )
+from cua_rl.tasks.task_files import TaskList, load_task_files, read_task_json, resolve_task_list
 
 __all__ = [
     "DEFAULT_MAX_STEPS", "ID_RE", "WAA_STEP_TYPES", "WAATask", "WAATasks", "load_waa_task",
@@ -65,11 +70,9 @@ DEFAULT_MAX_STEPS = 15
 """WAA's ``run.py`` default step budget (``--max_steps 15``)."""
 ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 """A WAA task id / file name (without ``.json``)."""
-KNOWN_KEYS = frozenset({
-    "id", "snapshot", "instruction", "source", "config", "trajectory", "related_apps",
-    "evaluator", "proxy", "fixed_ip", "possibility_of_env_change",
-})
 
+_DOMAIN = attrgetter("domain")
+_ORDER = attrgetter("domain", "id")
 _PATH = ({"path": _nonempty_str}, {})
 WAA_STEP_PARAMETERS: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {
     **STEP_PARAMETERS,
@@ -163,43 +166,17 @@ def parse_waa_task(data: Any, where: str, *, domain: str = "", file_id: str | No
     if not ID_RE.match(task_id):
         raise TaskSpecError(f"{where}: the file name {task_id!r} is not a task id "
                             "([A-Za-z0-9._-], at most 128 characters)")
-    for key in ("snapshot", "instruction", "evaluator"):
-        if key not in data:
-            raise TaskSpecError(f"{where}: missing key {key!r}")
+    fields = common_fields(data, where, null_source=True)
     evaluator = data["evaluator"]
     if not isinstance(evaluator, dict):
         raise TaskSpecError(f"{where}.evaluator must be an object, got {_kind(evaluator)}")
     rest = {k: v for k, v in evaluator.items() if k != "postconfig"}
     post = _steps(evaluator.get("postconfig", []), f"{where}.evaluator.postconfig")
     parsed = dataclasses.replace(parse_evaluator(rest, f"{where}.evaluator"), postconfig=post)
-    source = data.get("source") or ""  # null in one real file
-    if isinstance(source, list):
-        source = tuple(_str(s, f"{where}.source[{i}]") for i, s in enumerate(source))
-    else:
-        _str(source, f"{where}.source")
-    related = data.get("related_apps", [])
-    if not isinstance(related, list):
-        raise TaskSpecError(f"{where}.related_apps must be a list, got {_kind(related)}")
-    flags = {}
-    for key in ("proxy", "fixed_ip"):
-        flag = data.get(key, False)
-        if not isinstance(flag, bool):
-            raise TaskSpecError(f"{where}.{key} must be true or false, got {flag!r}")
-        flags[key] = flag
-    env_change = data.get("possibility_of_env_change", "low")
-    if env_change not in ("low", "medium", "high"):
-        raise TaskSpecError(f"{where}.possibility_of_env_change must be one of ['low', "
-                            f"'medium', 'high'], got {env_change!r}")
     return WAATask(
-        id=task_id, domain=domain,
-        snapshot=_nonempty_str(data["snapshot"], f"{where}.snapshot"),
-        instruction=_nonempty_str(data["instruction"], f"{where}.instruction"),
-        source=source, config=_steps(data.get("config", []), f"{where}.config"),
-        related_apps=tuple(_str(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
-        evaluator=parsed, possibility_of_env_change=env_change,
-        trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
-        extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},  # _comments, comments
-        raw=data, path=path, declared_id=declared, **flags,
+        id=task_id, domain=domain, config=_steps(data.get("config", []), f"{where}.config"),
+        evaluator=parsed, extra={k: v for k, v in data.items() if k not in KNOWN_KEYS},
+        raw=data, path=path, declared_id=declared, **fields,
     )  # fmt: skip
 
 
@@ -215,7 +192,7 @@ def load_waa_task(path: PathArg, *, domain: str | None = None) -> WAATask:
             the field).
     """
     path = Path(path)
-    data = _osw._read_json(path)
+    data = read_task_json(path)
     return parse_waa_task(data, f"{str(path)!r}", domain=path.parent.name if domain is None
                           else domain, file_id=path.stem, path=str(path))  # fmt: skip
 
@@ -230,32 +207,12 @@ def load_waa_tasks(source: PathArg | Iterable[PathArg]) -> tuple[WAATask, ...]:
     Raises:
         TaskSpecError: An invalid file, a folder without tasks, one id in two files.
     """
-    if isinstance(source, str | PathLike):
-        root = Path(source)
-        if root.is_file():
-            files = [root]
-        elif root.is_dir():
-            files = sorted(p for p in root.rglob("*.json") if p.parent != root)
-            if not files:
-                raise TaskSpecError(f"{str(root)!r} holds no <domain>/<id>.json task files")
-        else:
-            raise TaskSpecError(f"{str(root)!r}: no such folder or file")
-    else:
-        files = [Path(p) for p in source]
-    seen: dict[str, Path] = {}
-    tasks = []
-    for file in files:
-        task = load_waa_task(file)
-        if task.id in seen:
-            raise TaskSpecError(f"task id {task.id!r} is in two files: {str(seen[task.id])!r} "
-                                f"and {str(file)!r}")
-        seen[task.id] = file
-        tasks.append(task)
-    return tuple(sorted(tasks, key=lambda t: (t.domain, t.id)))
+    return load_task_files(source, load_waa_task, layout="<domain>/<id>.json",
+                           sort_key=_ORDER)  # fmt: skip
 
 
 def load_waa_task_list(path: PathArg, examples_root: PathArg, *,
-                       allow_missing: bool = False) -> _osw.TaskList:  # fmt: skip
+                       allow_missing: bool = False) -> TaskList[WAATask]:  # fmt: skip
     """Resolve a ``{domain: [ids]}`` list (WAA's ``test_all.json``) against
     ``<examples_root>/<domain>/<id>.json``.
 
@@ -263,34 +220,10 @@ def load_waa_task_list(path: PathArg, examples_root: PathArg, *,
         TaskSpecError: A malformed list, an id listed twice, or (unless ``allow_missing``) ids
             with no file (counted, the first named).
     """
-    path, root = Path(path), Path(examples_root)
-    where = f"{str(path)!r}"
-    data = _osw._read_json(path)
-    if not isinstance(data, dict):
-        raise TaskSpecError(f"{where}: a task list must be an object {{domain: [ids]}}, got "
-                            f"{_kind(data)}")
-    tasks, missing, seen = [], [], set()
-    for domain, ids in data.items():
-        if not isinstance(ids, list):
-            raise TaskSpecError(f"{where}.{domain} must be a list of task ids, got {_kind(ids)}")
-        for i, task_id in enumerate(ids):
-            if not isinstance(task_id, str) or not ID_RE.match(task_id):
-                raise TaskSpecError(f"{where}.{domain}[{i}] must be a task id ([A-Za-z0-9._-]), "
-                                    f"got {task_id!r}")
-            if task_id in seen:
-                raise TaskSpecError(f"{where}.{domain}[{i}]: task id {task_id!r} is listed twice")
-            seen.add(task_id)
-            file = root / domain / f"{task_id}.json"
-            if file.is_file():
-                tasks.append(load_waa_task(file, domain=domain))
-            else:
-                missing.append((domain, task_id))
-    if missing and not allow_missing:
-        domain, task_id = missing[0]
-        raise TaskSpecError(f"{where}: {len(missing)} of {len(seen)} listed tasks have no file "
-                            f"under {str(root)!r}, the first "
-                            f"{str(root / domain / (task_id + '.json'))!r}")
-    return _osw.TaskList(tuple(sorted(tasks, key=lambda t: (t.domain, t.id))), tuple(missing))
+    return resolve_task_list(path, examples_root,
+                             lambda file, domain: load_waa_task(file, domain=domain),
+                             id_ok=ID_RE.match, id_rule="a task id ([A-Za-z0-9._-])",
+                             sort_key=_ORDER, allow_missing=allow_missing)  # fmt: skip
 
 
 def to_task(task: WAATask, *, max_steps: int = DEFAULT_MAX_STEPS) -> Task:
@@ -320,21 +253,17 @@ class WAATasks(_osw.OSWorldTasks):
         max_steps: Step budget of each converted :class:`~cua_rl.core.Task`.
     """
 
-    def __init__(self, tasks: Sequence[WAATask], *, max_steps: int = DEFAULT_MAX_STEPS) -> None:
-        super().__init__(tasks, max_steps=max_steps)
-        self.specs: tuple[WAATask, ...]  # type: ignore[assignment]
-        self.tasks = tuple(to_task(t, max_steps=max_steps) for t in self.specs)
+    kind = "WAA"
+    specs: tuple[WAATask, ...]  # type: ignore[assignment]
+
+    @staticmethod
+    def _convert(spec: OSWorldTask, max_steps: int) -> Task:
+        return to_task(spec, max_steps=max_steps)  # type: ignore[arg-type]
 
     @classmethod
     def from_folder(cls, root: PathArg, *, max_steps: int = DEFAULT_MAX_STEPS) -> WAATasks:
         """All tasks under ``root`` (see :func:`load_waa_tasks`)."""
         return cls(load_waa_tasks(root), max_steps=max_steps)
-
-    def _lookup(self, task_id: str) -> int:
-        try:
-            return self._index[task_id]
-        except (KeyError, TypeError):
-            raise TaskSpecError(f"no WAA task {task_id!r} among the {len(self)} tasks") from None
 
 
 def split(tasks: WAATasks, eval_fraction: float, seed: int) -> tuple[WAATasks, WAATasks]:
@@ -344,6 +273,6 @@ def split(tasks: WAATasks, eval_fraction: float, seed: int) -> tuple[WAATasks, W
     Raises:
         TaskSpecError: ``eval_fraction`` outside (0, 1), or a side left empty.
     """
-    train, held_out = _osw.split(tasks.specs, eval_fraction, seed)
-    return (WAATasks(train.specs, max_steps=tasks.max_steps),  # type: ignore[arg-type]
-            WAATasks(held_out.specs, max_steps=tasks.max_steps))  # type: ignore[arg-type]
+    train, held_out = stratified_split(tasks.specs, eval_fraction, seed, group=_DOMAIN)
+    return (WAATasks(train, max_steps=tasks.max_steps),
+            WAATasks(held_out, max_steps=tasks.max_steps))

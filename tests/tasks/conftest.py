@@ -6,13 +6,20 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "osworld_examples"
+REFERENCE = Path(__file__).resolve().parents[2].parent / "shared" / "reference"
+EXAMPLES = REFERENCE / "osworld_examples"
+
+
+def reference_examples(folder: str, benchmark: str) -> Path:
+    """``shared/reference/<folder>``; the test is skipped (naming the path) when it is absent."""
+    path = REFERENCE / folder
+    if not path.is_dir():
+        pytest.skip(f"{benchmark} example tasks not found at {path} (shared/ is not beside the "
+                    "repository)")
+    return path
 
 
 @pytest.fixture(scope="session")
 def examples() -> Path:
-    """The examples folder; the test is skipped (with the path) when it is absent."""
-    if not EXAMPLES.is_dir():
-        pytest.skip(f"OSWorld example tasks not found at {EXAMPLES} (shared/ is not beside the "
-                    "repository)")
-    return EXAMPLES
+    """The OSWorld examples folder (see :func:`reference_examples`)."""
+    return reference_examples("osworld_examples", "OSWorld")

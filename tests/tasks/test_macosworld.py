@@ -18,18 +18,15 @@ from cua_rl.tasks.macosworld import (
     parse_macosworld_task,
     split,
 )
+from tests.tasks.conftest import REFERENCE, reference_examples
 
-EXAMPLES = (Path(__file__).resolve().parents[2].parent / "shared" / "reference"
-            / "macosworld_examples")
+EXAMPLES = REFERENCE / "macosworld_examples"
 UUID = "0a1b2c3d-0000-1111-2222-333344445555"
 
 
 @pytest.fixture(scope="module")
 def examples() -> Path:
-    if not EXAMPLES.is_dir():
-        pytest.skip(f"macOSWorld example tasks not found at {EXAMPLES} (shared/ is not beside "
-                    "the repository)")
-    return EXAMPLES
+    return reference_examples("macosworld_examples", "macOSWorld")
 
 
 def minimal(**over: object) -> dict:

@@ -29,16 +29,14 @@ from cua_rl.tasks.waa_support import (
     support_of_step,
     unsupported,
 )
+from tests.tasks.conftest import REFERENCE, reference_examples
 
-WAA_EXAMPLES = Path(__file__).resolve().parents[2].parent / "shared" / "reference" / "waa_examples"
+WAA_EXAMPLES = REFERENCE / "waa_examples"
 
 
 @pytest.fixture(scope="module")
 def examples() -> Path:
-    if not WAA_EXAMPLES.is_dir():
-        pytest.skip(f"WAA example tasks not found at {WAA_EXAMPLES} (shared/ is not beside the "
-                    "repository)")
-    return WAA_EXAMPLES
+    return reference_examples("waa_examples", "WAA")
 
 
 def task_json(**over: Any) -> dict[str, Any]:

@@ -43,7 +43,6 @@ Relative paths resolve against the config file's folder.
 from __future__ import annotations
 
 import logging
-import subprocess
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -52,6 +51,9 @@ from typing import TYPE_CHECKING, Any
 
 from cua_rl.actions import Action, Done, Fail, Wait
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.osworld_settings import check_index
+from cua_rl.envs.backends.revert import run_revert_command, wait_ready
+from cua_rl.envs.backends.task_sources import pick_split
 from cua_rl.errors import BackendError, ConfigError, TaskSpecError
 
 if TYPE_CHECKING:
@@ -356,30 +358,14 @@ class MacOSWorldBackend:
         snapshot = spec.snapshot.get(s.env_language, "")
         argv = [a.replace("{index}", str(self.index)).replace("{host}", self.host)
                 .replace("{snapshot}", snapshot) for a in s.revert_command]  # fmt: skip
-        try:
-            done = subprocess.run(argv, capture_output=True, text=True,
-                                  timeout=s.revert_timeout_s, check=False)  # fmt: skip
-        except (OSError, subprocess.TimeoutExpired) as error:
-            raise BackendError(f"revert_command {argv[:1]} for {self.host}: {error}") from None
-        if done.returncode != 0:
-            tail = (done.stderr.strip().splitlines() or [""])[-1][:200]
-            raise BackendError(f"revert_command {argv[:1]} for {self.host} exited "
-                               f"{done.returncode}: {tail}")  # fmt: skip
+        run_revert_command(argv, s.revert_timeout_s, self.host)
         if self.vnc is not None:
             self.vnc.close()
         self.ssh.close()
         self.vnc = None  # a new tunnel after the machine came back
-        deadline = time.monotonic() + s.ready_timeout_s
-        while True:
-            try:
-                self.ssh.run("true", timeout_s=min(30.0, s.command_timeout_s))
-                return
-            except BackendError as error:
-                if time.monotonic() >= deadline:
-                    raise BackendError(f"{self.host}: SSH did not answer within "
-                                       f"{s.ready_timeout_s:g} s after revert_command: "
-                                       f"{error}") from None  # fmt: skip
-                time.sleep(min(10.0, max(0.05, deadline - time.monotonic())))
+        wait_ready(lambda: self.ssh.run("true", timeout_s=min(30.0, s.command_timeout_s)),
+                   s.ready_timeout_s, max_sleep_s=10.0,
+                   what=f"{self.host}: SSH did not answer")  # fmt: skip
 
     # -- episode ---------------------------------------------------------------------------------
 
@@ -502,13 +488,6 @@ class MacOSWorldBackend:
         return f"MacOSWorldBackend({self.host!r})"
 
 
-def _index(index: int, count: int) -> None:
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        raise ConfigError(f"env index {index!r} is out of range: {W}.hosts has {count} "
-                          f"entr{'y' if count == 1 else 'ies'} (one env each), so envs "
-                          f"0..{count - 1}")  # fmt: skip
-
-
 class MacOSWorldSpec:
     """The ``macosworld`` backend: env ``index`` drives the Mac ``hosts[index]``."""
 
@@ -525,14 +504,18 @@ class MacOSWorldSpec:
             ConfigError: ``index`` out of range, a missing key file or known_hosts file.
         """
         s = settings(config)
-        _index(index, len(s.hosts))
+        check_index(index, len(s.hosts), "hosts")
         return MacOSWorldBackend(s, index, config.screen)
 
     def tasks(self, config: EnvConfig, split: Split) -> MacOSWorldTasks:
         """The split's tasks in the configured languages: categories in ``env.families``
         (empty = all; ``safety`` is the safety subset), split by ``env.split`` (stratified by
         category), or ``tasks`` / ``eval_tasks`` when ``eval_tasks`` is given."""
-        from cua_rl.tasks.macosworld import MacOSWorldTasks, load_macosworld_tasks
+        from cua_rl.tasks.macosworld import (
+            DEFAULT_MAX_STEPS,
+            MacOSWorldTasks,
+            load_macosworld_tasks,
+        )
         from cua_rl.tasks.macosworld import split as split_tasks
 
         s = settings(config)
@@ -540,24 +523,11 @@ class MacOSWorldSpec:
         specs = []
         for source in s.eval_tasks if explicit else s.tasks:
             specs.extend(load_macosworld_tasks(source))
-        if config.families:
-            have = sorted({t.category for t in specs})
-            missing = sorted(set(config.families) - set(have))
-            if missing:
-                raise ConfigError(f"env.families: no tasks of category {missing}; the tasks "
-                                  f"have {have}")
-            specs = [t for t in specs if t.category in config.families]
-        from cua_rl.tasks.macosworld import DEFAULT_MAX_STEPS
-
-        every = MacOSWorldTasks(specs, language=s.language, env_language=s.env_language,
-                                max_steps=config.max_steps or DEFAULT_MAX_STEPS)  # fmt: skip
-        if s.eval_tasks:
-            return every
-        try:
-            train, held_out = split_tasks(every, config.split.eval_fraction, config.split.seed)
-        except TaskSpecError as error:
-            raise ConfigError(f"env.split.eval_fraction: {error}") from None
-        return train if split == "train" else held_out
+        return pick_split(specs, config, split, explicit=bool(s.eval_tasks), group="category",
+                          word="category", split_tasks=split_tasks,
+                          make=lambda kept: MacOSWorldTasks(
+                              kept, language=s.language, env_language=s.env_language,
+                              max_steps=config.max_steps or DEFAULT_MAX_STEPS))  # fmt: skip
 
 
 def env_count(config: EnvConfig) -> int:

@@ -35,21 +35,20 @@ accurate") and ``a11y_timeout_s`` (default 300). ``ready_timeout_s`` (default 10
 from __future__ import annotations
 
 import dataclasses
-import importlib
 import time
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.task_sources import load_sources, pick_split, refused_tasks
 from cua_rl.envs.backends.vm_server import (
     VMServerBackend,
     VMServerClient,
     VMServerHTTPError,
     linearize_a11y,
 )
-from cua_rl.errors import BackendError, ConfigError, TaskSpecError
+from cua_rl.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.base import DesktopBackend, Split
@@ -350,20 +349,9 @@ def waa_hooks(s: WAASettings) -> Hooks:
 
 
 def _make_hooks(s: WAASettings) -> Hooks:
-    from cua_rl.envs.backends.osworld import Hooks
+    from cua_rl.envs.backends.osworld_settings import load_hooks
 
-    if s.hooks is None:
-        return waa_hooks(s)
-    module, _, attribute = s.hooks.partition(":")
-    try:
-        factory: Callable[[WAASettings], Hooks] = getattr(importlib.import_module(module),
-                                                          attribute)  # fmt: skip
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"{W}.hooks: cannot import {s.hooks!r} ({error})") from None
-    hooks = factory(s)
-    if not isinstance(hooks, Hooks):
-        raise ConfigError(f"{W}.hooks: {s.hooks!r} returned {type(hooks).__name__}, not Hooks")
-    return hooks
+    return load_hooks(s, waa_hooks)
 
 
 class WAASpec:
@@ -381,17 +369,12 @@ class WAASpec:
         Raises:
             ConfigError: ``index`` is not below the number of URLs; bad settings or hooks.
         """
-        from cua_rl.envs.backends.osworld import CommandRevert, _index
+        from cua_rl.envs.backends.osworld_settings import check_index, read_token
+        from cua_rl.envs.backends.revert import CommandRevert
 
         s = waa_settings(config)
-        _index(index, len(s.urls), "urls")
-        token = s.token
-        if s.token_file is not None:
-            try:
-                token = Path(s.token_file).read_text(encoding="utf-8").strip()
-            except OSError as error:
-                raise ConfigError(f"{W}.token_file: cannot read {s.token_file!r}: "
-                                  f"{error.strerror or error}") from None  # fmt: skip
+        check_index(index, len(s.urls), "urls")
+        token = read_token(s, allow_empty=True)
         client = WAAClient(s.urls[index], a11y_backend=s.a11y_backend,
                            a11y_timeout_s=s.a11y_timeout_s, token=token or None,
                            timeout_s=s.timeout_s, action_timeout_s=s.action_timeout_s,
@@ -421,21 +404,9 @@ class WAASpec:
         explicit = bool(s.eval_tasks) and split == "eval"
         every = load_waa(s.eval_tasks if explicit else s.tasks, s.examples_root,
                          max_steps=config.max_steps)  # fmt: skip
-        specs = every.specs
-        if config.families:
-            missing = sorted(set(config.families) - {t.domain for t in specs})
-            if missing:
-                raise ConfigError(f"env.families: no tasks of app(s) {missing}; the tasks have "
-                                  f"{sorted({t.domain for t in specs})}")
-            specs = tuple(t for t in specs if t.domain in config.families)
-        chosen = WAATasks(specs, max_steps=every.max_steps)
-        if s.eval_tasks:
-            return chosen
-        try:
-            train, held_out = split_tasks(chosen, config.split.eval_fraction, config.split.seed)
-        except TaskSpecError as error:
-            raise ConfigError(f"env.split.eval_fraction: {error}") from None
-        return train if split == "train" else held_out
+        return pick_split(every.specs, config, split, explicit=bool(s.eval_tasks),
+                          group="domain", word="app(s)", split_tasks=split_tasks,
+                          make=lambda specs: WAATasks(specs, max_steps=every.max_steps))
 
     def check_tasks(self, config: EnvConfig) -> None:
         """Refuse, before a training run starts anything, tasks that cannot run here (a step
@@ -448,17 +419,14 @@ class WAASpec:
         from cua_rl.tasks.waa_support import plan_waa
 
         s = waa_settings(config)
-        bad = []
-        for split in ("train", "eval"):
-            for spec in self.tasks(config, split).specs:
-                plan = plan_waa(spec, mirror=s.mirror, placeholders=s.placeholders, dry_run=True)
-                if plan.refused:
-                    bad.append(f"{spec.domain}/{spec.id} ({split}): {plan.refused[0]}")
-        if bad:
-            more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-            raise ConfigError(f"env: {len(bad)} WAA task(s) cannot run here: "
-                              f"{'; '.join(bad[:5])}{more}. Leave them out (env.families, or a "
-                              f"task list without them) or give local copies in {W}.mirror")
+        count, listing = refused_tasks(
+            lambda split: self.tasks(config, split),
+            lambda spec: plan_waa(spec, mirror=s.mirror, placeholders=s.placeholders,
+                                  dry_run=True))  # fmt: skip
+        if count:
+            raise ConfigError(f"env: {count} WAA task(s) cannot run here: {listing}. Leave them "
+                              f"out (env.families, or a task list without them) or give local "
+                              f"copies in {W}.mirror")  # fmt: skip
 
 
 def load_waa(sources: tuple[str, ...], examples_root: str | None, *,
@@ -470,7 +438,6 @@ def load_waa(sources: tuple[str, ...], examples_root: str | None, *,
         TaskSpecError: A missing path, a bad task file, an id twice, listed ids without files.
         ConfigError: A task list without ``examples_root``.
     """
-    from cua_rl._json import loads
     from cua_rl.tasks.waa import (
         DEFAULT_MAX_STEPS,
         WAATasks,
@@ -478,24 +445,9 @@ def load_waa(sources: tuple[str, ...], examples_root: str | None, *,
         load_waa_tasks,
     )
 
-    found = []
-    for source in sources:
-        path = Path(source)
-        if path.is_dir():
-            found.extend(load_waa_tasks(path))
-            continue
-        if not path.is_file():
-            raise TaskSpecError(f"{str(path)!r}: no such task folder, task file or task list")
-        head = loads(path.read_text(encoding="utf-8"), f"{str(path)!r}", error=TaskSpecError)
-        if isinstance(head, dict) and "evaluator" not in head and all(
-            isinstance(v, list) for v in head.values()
-        ):
-            if examples_root is None:
-                raise ConfigError(f"{W}.examples_root: the task list {str(path)!r} needs the "
-                                  "folder of app folders it refers to")
-            found.extend(load_waa_task_list(path, examples_root).tasks)
-        else:
-            found.extend(load_waa_tasks([path]))
+    found = load_sources(sources, examples_root, load_tasks=load_waa_tasks,
+                         load_list=lambda path, root: load_waa_task_list(path, root).tasks,
+                         group="app")  # fmt: skip
     return WAATasks(found, max_steps=max_steps or DEFAULT_MAX_STEPS)
 
 

@@ -28,8 +28,8 @@ from cua_rl.envs.backends.vm_server import VMServerClient, VMServerHTTPError
 from cua_rl.envs.backends.vm_setup import run_setup
 from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.osworld_eval.getters import GetterContext, get_value
-from cua_rl.osworld_eval.runner import MetricRunner, MetricUnavailable
-from cua_rl.osworld_eval.scoring import score_osworld
+from cua_rl.osworld_eval.runner import MetricRunner
+from cua_rl.osworld_eval.scoring import TaskCaches, score_osworld, unavailable_metrics
 from cua_rl.tasks.osworld_setup import PlannedStep, SetupPlan
 from cua_rl.tasks.waa import WAATask, task_from
 from cua_rl.tasks.waa_support import plan_waa, support_of_getter
@@ -224,12 +224,7 @@ def check_waa_task(task: WAATask, runner: MetricRunner | None) -> None:
     problems = [str(r) for r in plan_waa(task, dry_run=True).refused
                 if "mirror" not in r.reason]  # mirror copies: checked by the set-up plan
     if runner is not None:
-        for func in dict.fromkeys(task.evaluator.func):
-            if func != "infeasible":
-                try:
-                    runner.check(func)
-                except MetricUnavailable as exc:
-                    problems.append(str(exc))
+        problems.extend(unavailable_metrics(runner, task.evaluator.func))
     if problems:
         raise TaskSpecError(f"WAA task {task.id} ({task.domain or 'no domain'}) cannot run "
                             f"here: {'; '.join(problems)}")
@@ -261,26 +256,11 @@ def run_waa_steps(client: VMServerClient, steps: tuple[PlannedStep, ...], *, tas
                                f"({step.source_type}) failed: {error}") from None  # fmt: skip
 
 
-class _Hook:
-    def __init__(self, mirror: Any, placeholders: Mapping[str, object] | None,
-                 cache_root: PathArg | None) -> None:  # fmt: skip
-        self.mirror = mirror
-        self.placeholders = dict(placeholders or {})
-        self._own_root = cache_root is None
-        self.cache_root = Path(tempfile.mkdtemp(prefix="cua-rl-waa-")) if cache_root is None \
-            else Path(cache_root)
+class _Hook(TaskCaches):
+    prefix = "cua-rl-waa-"
 
     def plan(self, spec: WAATask) -> SetupPlan:
         return plan_waa(spec, mirror=self.mirror, placeholders=self.placeholders)
-
-    def cache_dir(self, task_id: str) -> Path:
-        path = self.cache_root / task_id
-        path.mkdir(parents=True, exist_ok=True)
-        return path
-
-    def close(self) -> None:
-        if self._own_root:
-            shutil.rmtree(self.cache_root, ignore_errors=True)
 
 
 class WAASetup(_Hook):
