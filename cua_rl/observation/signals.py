@@ -1,0 +1,493 @@
+"""Cheap change detectors for signal-driven observation: no model call, run after every action.
+
+Signal-driven observation (SDO) re-reads the screen only when something happened. This module
+says *whether* something happened, from what a backend returns anyway (screenshot, window title,
+URL, accessibility text) and the action's outcome:
+
+* ``screen_change``: the frame differs outside the masked (volatile) rectangles. Both frames are
+  turned into a :class:`FrameSketch` (grey, box-filtered to ``work_width`` columns, masks blacked
+  out, 64-bit DCT perceptual hash); a pixel counts as changed when its grey level moves by more
+  than ``pixel_delta``; the change is the set of ``tile`` x ``tile`` work tiles holding a changed
+  pixel, grouped into 4-connected regions with screen-coordinate boxes.
+* ``title_change`` / ``url_change``: the focused window's title / the page URL changed (the URL
+  compared without its ``#fragment``).
+* ``new_elements``: the accessibility tree holds interactive elements (role + name, multiset;
+  bounds and values ignored, so a moved window or a typed character is not "new") that the
+  previous tree did not. Only where the backend gives a tree.
+* ``action_failure``: the backend raised :class:`~cua_rl.errors.ActionError` (the message is the
+  detail).
+* ``exogenous_change``: the screen changed although the agent did not act (``Wait``, or
+  :meth:`SignalDetector.idle`), or a changed region lies wholly outside where the action could
+  act (:func:`action_reach`: the window under a pointer action, or the focused window for keys,
+  grown by ``reach_margin`` pixels).
+
+Which kinds *trigger* a fresh observation is :attr:`SignalConfig.triggers`; by default every
+kind but ``screen_change`` (almost every action changes the screen where it acted, and the agent
+already expects that). The clock and other cosmetic churn are silenced by ``masks`` (screen
+rectangles) and by ignoring element values.
+
+Measured on SimDesk (1280 x 720, ``benchmarks/sdo.py``; numbers in ``benchmarks/results/sdo.md``):
+a sketch at ``work_width=320`` plus one comparison costs well under a millisecond per step on
+one core, negligible beside rendering.
+"""
+
+from __future__ import annotations
+
+import re
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Literal
+
+import numpy as np
+
+from cua_rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cua_rl.actions import Action
+    from cua_rl.core import Observation
+
+__all__ = [
+    "DEFAULT_TRIGGERS",
+    "INTERACTIVE_ROLES",
+    "SIGNAL_KINDS",
+    "FrameSketch",
+    "Rect",
+    "ScreenDelta",
+    "Signal",
+    "SignalConfig",
+    "SignalDetector",
+    "SignalKind",
+    "action_reach",
+    "interactive_elements",
+    "screen_delta",
+    "sketch",
+]
+
+Rect = tuple[int, int, int, int]
+"""(x, y, width, height) in screen pixels."""
+
+SignalKind = Literal[
+    "screen_change", "title_change", "url_change", "new_elements", "action_failure",
+    "exogenous_change",
+]
+SIGNAL_KINDS: tuple[str, ...] = (
+    "screen_change", "title_change", "url_change", "new_elements", "action_failure",
+    "exogenous_change",
+)
+#: Kinds that ask for a fresh observation by default (all but ``screen_change``).
+DEFAULT_TRIGGERS: tuple[str, ...] = SIGNAL_KINDS[1:]
+
+#: Roles that count as interactive elements (SimDesk's and AT-SPI's names, lower case).
+INTERACTIVE_ROLES: frozenset[str] = frozenset({
+    "button", "push button", "toggle button", "check box", "checkbox", "radio button", "switch",
+    "text", "textfield", "entry", "password text", "textarea", "combo box", "dropdown",
+    "list", "listview", "list item", "menu", "menu item", "menubar", "menu bar", "link", "tab",
+    "page tab", "slider", "spin button", "icon", "dialog", "alert", "window", "frame",
+    "progressbar", "progress bar", "option",
+})
+
+# `  role "name" value="..." [states] @(x,y,w,h)` (SimDesk) or `role "name"` (other backends).
+_LINE = re.compile(r'^(\s*)([^"]+?)\s+"((?:[^"\\]|\\.)*)"(.*)$')
+_BOUNDS = re.compile(r"@\((-?\d+),(-?\d+),(\d+),(\d+)\)\s*$")
+_STATES = re.compile(r"\[([^\]]*)\]\s*(?:@\(|$)")
+
+
+@dataclass(frozen=True)
+class Signal:
+    """One detected event.
+
+    Attributes:
+        kind: What happened (one of :data:`SIGNAL_KINDS`).
+        detail: A short human-readable account (the new title, the new elements, the error).
+        bbox: Where on screen, for pixel signals; None otherwise.
+    """
+
+    kind: str
+    detail: str = ""
+    bbox: Rect | None = None
+
+
+@dataclass(frozen=True)
+class SignalConfig:
+    """How the detectors decide.
+
+    Attributes:
+        work_width: Columns of the grey sketch a frame is reduced to (box filter, never
+            upscaled).
+        pixel_delta: A sketch pixel is changed when its grey level moves by more than this.
+        tile: Side of a work tile, in sketch pixels; changed regions are unions of tiles.
+        min_changed_pixels: Changed sketch pixels below which the screen counts as unchanged.
+        masks: Screen rectangles (x, y, w, h) ignored by the pixel detectors (clock, caret).
+        reach_margin: Pixels added around the action's window when deciding whether a change
+            lies outside the action's reach.
+        triggers: Signal kinds that ask for a fresh observation.
+    """
+
+    work_width: int = 320
+    pixel_delta: int = 12
+    tile: int = 8
+    min_changed_pixels: int = 3
+    masks: tuple[Rect, ...] = ()
+    reach_margin: int = 16
+    triggers: tuple[str, ...] = DEFAULT_TRIGGERS
+
+    def __post_init__(self) -> None:
+        for name, low in (("work_width", 16), ("pixel_delta", 0), ("tile", 1),
+                          ("min_changed_pixels", 1), ("reach_margin", 0)):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < low:
+                raise ConfigError(f"SignalConfig.{name} must be an int >= {low}, got {value!r}")
+        masks = tuple(tuple(m) for m in self.masks)
+        for m in masks:
+            if len(m) != 4 or not all(isinstance(v, int) for v in m) or m[2] < 0 or m[3] < 0:
+                raise ConfigError(
+                    f"SignalConfig.masks entries must be (x, y, w, h) ints with w, h >= 0, "
+                    f"got {m!r}"
+                )
+        object.__setattr__(self, "masks", masks)
+        triggers = tuple(self.triggers)
+        unknown = sorted(set(triggers) - set(SIGNAL_KINDS))
+        if unknown:
+            raise ConfigError(
+                f"SignalConfig.triggers has unknown kind(s) {unknown}; "
+                f"allowed: {list(SIGNAL_KINDS)}"
+            )
+        object.__setattr__(self, "triggers", triggers)
+
+
+# -- pixels ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, eq=False)
+class FrameSketch:
+    """A frame reduced for cheap comparison.
+
+    Attributes:
+        gray: The masked grey sketch (uint8, ``work_width`` columns or fewer).
+        phash: 64-bit DCT perceptual hash of the sketch.
+        scale: Screen pixels per sketch pixel (>= 1).
+        size: (width, height) of the original screen.
+    """
+
+    gray: np.ndarray
+    phash: int
+    scale: float
+    size: tuple[int, int]
+
+
+def _phash(gray: np.ndarray) -> int:
+    """64-bit perceptual hash: sign of the 8x8 low DCT terms of a 32x32 box-filtered copy."""
+    h, w = gray.shape
+    ys = (np.arange(33) * h) // 32
+    xs = (np.arange(33) * w) // 32
+    csum = np.pad(gray.astype(np.float64).cumsum(0).cumsum(1), ((1, 0), (1, 0)))
+    total = csum[np.ix_(ys[1:], xs[1:])] - csum[np.ix_(ys[:-1], xs[1:])]
+    total = total - csum[np.ix_(ys[1:], xs[:-1])] + csum[np.ix_(ys[:-1], xs[:-1])]
+    area = np.outer(np.maximum(ys[1:] - ys[:-1], 1), np.maximum(xs[1:] - xs[:-1], 1))
+    small = total / area
+    n = np.arange(32)
+    basis = np.cos(np.pi * (2 * n[None, :] + 1) * n[:8, None] / 64)  # 8 x 32
+    low = basis @ small @ basis.T
+    bits = (low > np.median(low)).ravel()
+    return int(sum(1 << i for i, b in enumerate(bits) if b))
+
+
+def sketch(screenshot: np.ndarray, config: SignalConfig) -> FrameSketch:
+    """Reduce an H x W x 3 uint8 screenshot to a masked grey sketch and its hash.
+
+    Example:
+        >>> frame = np.zeros((40, 64, 3), np.uint8)
+        >>> s = sketch(frame, SignalConfig(work_width=32))
+        >>> s.gray.shape, s.scale
+        ((20, 32), 2.0)
+    """
+    h, w = screenshot.shape[:2]
+    img = screenshot.astype(np.float32)
+    gray = img[..., 0] * 0.299 + img[..., 1] * 0.587 + img[..., 2] * 0.114
+    for x, y, mw, mh in config.masks:
+        gray[max(0, y):max(0, y + mh), max(0, x):max(0, x + mw)] = 0.0
+    f = max(1, -(-w // config.work_width))
+    hh, ww = h // f, w // f
+    small = gray[: hh * f, : ww * f].reshape(hh, f, ww, f).mean(axis=(1, 3))
+    out = np.clip(np.rint(small), 0, 255).astype(np.uint8)
+    return FrameSketch(out, _phash(out), float(f), (w, h))
+
+
+@dataclass(frozen=True)
+class ScreenDelta:
+    """How two sketches differ.
+
+    Attributes:
+        changed_pixels: Sketch pixels whose grey level moved by more than ``pixel_delta``.
+        changed_fraction: ``changed_pixels`` over all sketch pixels.
+        phash_distance: Hamming distance of the two perceptual hashes (0-64).
+        regions: Screen boxes of the 4-connected groups of changed tiles, largest first.
+    """
+
+    changed_pixels: int
+    changed_fraction: float
+    phash_distance: int
+    regions: tuple[Rect, ...] = field(default_factory=tuple)
+
+    @property
+    def bbox(self) -> Rect | None:
+        """The box around every changed region (None when nothing changed)."""
+        if not self.regions:
+            return None
+        x0 = min(r[0] for r in self.regions)
+        y0 = min(r[1] for r in self.regions)
+        x1 = max(r[0] + r[2] for r in self.regions)
+        y1 = max(r[1] + r[3] for r in self.regions)
+        return (x0, y0, x1 - x0, y1 - y0)
+
+
+def screen_delta(a: FrameSketch, b: FrameSketch, config: SignalConfig) -> ScreenDelta:
+    """Compare two sketches of the same screen size.
+
+    Raises:
+        ValueError: If the sketches come from screens of different sizes.
+    """
+    if a.gray.shape != b.gray.shape:
+        raise ValueError(f"sketches differ in size: {a.size} vs {b.size}")
+    changed = np.abs(a.gray.astype(np.int16) - b.gray.astype(np.int16)) > config.pixel_delta
+    n = int(changed.sum())
+    dist = bin(a.phash ^ b.phash).count("1")
+    if n < config.min_changed_pixels:
+        return ScreenDelta(n, n / changed.size, dist, ())
+    t = config.tile
+    hh, ww = -(-changed.shape[0] // t), -(-changed.shape[1] // t)
+    padded = np.zeros((hh * t, ww * t), bool)
+    padded[: changed.shape[0], : changed.shape[1]] = changed
+    tiles = padded.reshape(hh, t, ww, t).any(axis=(1, 3))
+    from scipy import ndimage
+
+    labels, count = ndimage.label(tiles)
+    boxes = []
+    s = a.scale * t
+    for sl in ndimage.find_objects(labels)[:count]:
+        ys, xs = sl
+        box = (int(xs.start * s), int(ys.start * s),
+               int((xs.stop - xs.start) * s), int((ys.stop - ys.start) * s))
+        boxes.append(box)
+    boxes.sort(key=lambda r: -r[2] * r[3])
+    return ScreenDelta(n, n / changed.size, dist, tuple(boxes))
+
+
+# -- accessibility ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Node:
+    depth: int
+    role: str
+    name: str
+    states: tuple[str, ...]
+    bounds: Rect | None
+
+
+def _parse(a11y: str) -> list[_Node]:
+    nodes = []
+    for line in a11y.splitlines():
+        m = _LINE.match(line)
+        if m is None:
+            continue
+        indent, role, name, rest = m.groups()
+        b = _BOUNDS.search(rest)
+        bounds = tuple(int(v) for v in b.groups()) if b else None
+        st = _STATES.search(rest)
+        states = tuple(s.strip() for s in st.group(1).split(",")) if st else ()
+        nodes.append(_Node(len(indent) // 2, role.strip().lower(), name, states, bounds))  # type: ignore[arg-type]
+    return nodes
+
+
+def interactive_elements(a11y: str | None) -> Counter[str]:
+    """The multiset of interactive elements of an accessibility text, as ``role "name"``.
+
+    Bounds, values and states are left out, so moving a window, typing a character or focusing
+    a field changes nothing here; opening a dialog or a popup adds its elements.
+
+    Example:
+        >>> text = 'window "Editor" @(0,0,10,10)\\n  button "Save" @(1,1,2,2)\\n  label "x"'
+        >>> sorted(interactive_elements(text).elements())
+        ['button "Save"', 'window "Editor"']
+    """
+    if not a11y:
+        return Counter()
+    return Counter(f'{n.role} "{n.name}"' for n in _parse(a11y) if n.role in INTERACTIVE_ROLES)
+
+
+def _windows(a11y: str | None) -> list[_Node]:
+    """Top-level window-like nodes with bounds, in paint order (last = on top)."""
+    if not a11y:
+        return []
+    nodes = _parse(a11y)
+    if not nodes:
+        return []
+    top = min(n.depth for n in nodes) + 1
+    return [n for n in nodes if n.depth == top and n.bounds is not None
+            and n.role in ("window", "dialog", "alert", "frame")]
+
+
+def _grow(r: Rect, m: int) -> Rect:
+    return (r[0] - m, r[1] - m, r[2] + 2 * m, r[3] + 2 * m)
+
+
+def _inside(r: Rect, x: int, y: int) -> bool:
+    return r[0] <= x < r[0] + r[2] and r[1] <= y < r[1] + r[3]
+
+
+def _overlap(a: Rect, b: Rect) -> bool:
+    return a[0] < b[0] + b[2] and b[0] < a[0] + a[2] and a[1] < b[1] + b[3] and b[1] < a[1] + a[3]
+
+
+def action_reach(
+    action: Action, a11y: str | None, screen: tuple[int, int], pointer: tuple[int, int] | None,
+    margin: int = 16,
+) -> tuple[Rect, ...] | None:
+    """Where ``action`` could change the screen, judged from the tree *before* it.
+
+    A pointer action reaches the topmost window under its point(s) (the whole screen when no
+    window is under it: the desktop, a taskbar) plus a ``margin`` square around each point;
+    a key or text action reaches the focused window; ``Wait``, ``Done``, ``Fail`` reach nothing
+    (an empty tuple). None means "anywhere" (no tree to judge from).
+
+    Args:
+        action: The typed action.
+        a11y: The accessibility text observed before the action (None: unknown).
+        screen: (width, height) of the screen.
+        pointer: The last known pointer position (for a ``Click`` without coordinates).
+        margin: Pixels added around each reached window and point.
+    """
+    from cua_rl.actions import Done, Drag, Fail, Hotkey, KeyDown, KeyUp, Type, Wait
+
+    if isinstance(action, (Wait, Done, Fail)):
+        return ()
+    if a11y is None:
+        return None
+    wins = _windows(a11y)
+    points: list[tuple[int, int]] = []
+    if isinstance(action, Drag):
+        points = [(action.x0, action.y0), (action.x1, action.y1)]
+    elif isinstance(action, (Type, Hotkey, KeyDown, KeyUp)):
+        focused = [w for w in wins if "focused" in w.states or "active" in w.states]
+        if not focused:
+            return None
+        return tuple(_grow(w.bounds, margin) for w in focused[-1:])  # type: ignore[arg-type]
+    else:
+        x, y = getattr(action, "x", None), getattr(action, "y", None)
+        if x is None or y is None:
+            if pointer is None:
+                return None
+            x, y = pointer
+        points = [(int(x), int(y))]
+    out: list[Rect] = []
+    for x, y in points:
+        under = [w for w in wins if _inside(w.bounds, x, y)]  # type: ignore[arg-type]
+        if not under:
+            return None  # desktop or taskbar: anything may follow (a launch, a raise)
+        out.append(_grow(under[-1].bounds, margin))  # type: ignore[arg-type]
+        out.append((x - margin, y - margin, 2 * margin, 2 * margin))
+    return tuple(out)
+
+
+def _strip_fragment(url: str | None) -> str | None:
+    return None if url is None else url.split("#", 1)[0]
+
+
+# -- the detector ----------------------------------------------------------------------------
+
+
+class SignalDetector:
+    """Runs every detector after each action against the previous observation.
+
+    Args:
+        config: Thresholds, masks and triggers.
+
+    Example:
+        >>> det = SignalDetector()
+        >>> from cua_rl.core import Observation
+        >>> blank = Observation(np.zeros((40, 64, 3), np.uint8), a11y='window "A" @(0,0,64,40)')
+        >>> det.reset(blank)
+        >>> det.after_action(None, blank)
+        ()
+    """
+
+    def __init__(self, config: SignalConfig | None = None) -> None:
+        self.config = config or SignalConfig()
+        self._obs: Observation | None = None
+        self._sketch: FrameSketch | None = None
+        self._elements: Counter[str] = Counter()
+        self.pointer: tuple[int, int] | None = None
+        self.last_delta: ScreenDelta | None = None
+
+    def reset(self, observation: Observation) -> None:
+        """Take ``observation`` as the reference (the first one of an episode)."""
+        self._obs = observation
+        self._sketch = sketch(observation.screenshot, self.config)
+        self._elements = interactive_elements(observation.a11y)
+        self.last_delta = None
+
+    def triggered(self, signals: tuple[Signal, ...]) -> tuple[Signal, ...]:
+        """The signals among ``signals`` whose kind is a trigger."""
+        return tuple(s for s in signals if s.kind in self.config.triggers)
+
+    def idle(self, observation: Observation) -> tuple[Signal, ...]:
+        """Signals of a look without acting: any change is exogenous."""
+        from cua_rl.actions import Wait
+
+        return self.after_action(Wait(0.0), observation)
+
+    def after_action(
+        self, action: Action | None, observation: Observation, error: str | None = None
+    ) -> tuple[Signal, ...]:
+        """Every signal between the previous observation and ``observation``.
+
+        Args:
+            action: The action just performed (None: unknown, e.g. an unparsable text).
+            observation: The observation after it.
+            error: The :class:`~cua_rl.errors.ActionError` message if the action failed.
+
+        Raises:
+            RuntimeError: If :meth:`reset` was never called.
+        """
+        if self._obs is None or self._sketch is None:
+            raise RuntimeError("SignalDetector.after_action before reset(observation)")
+        prev, cfg = self._obs, self.config
+        out: list[Signal] = []
+        if error is not None:
+            out.append(Signal("action_failure", error))
+        new_sketch = sketch(observation.screenshot, cfg)
+        delta = screen_delta(self._sketch, new_sketch, cfg)
+        self.last_delta = delta
+        if delta.regions:
+            out.append(Signal(
+                "screen_change",
+                f"{delta.changed_fraction:.2%} changed, phash distance {delta.phash_distance}",
+                delta.bbox,
+            ))
+            reach = None
+            if action is not None:
+                reach = action_reach(action, prev.a11y, observation.size, self.pointer,
+                                     cfg.reach_margin)
+            if reach is not None:
+                outside = [r for r in delta.regions if not any(_overlap(r, q) for q in reach)]
+                if outside:
+                    why = "the agent did not act" if not reach else "outside the action's reach"
+                    out.append(Signal("exogenous_change", f"{len(outside)} region(s), {why}",
+                                      outside[0]))
+        if (observation.title or None) != (prev.title or None):
+            out.append(Signal("title_change", f"{prev.title!r} -> {observation.title!r}"))
+        if _strip_fragment(observation.url) != _strip_fragment(prev.url):
+            out.append(Signal("url_change", f"{prev.url!r} -> {observation.url!r}"))
+        elements = interactive_elements(observation.a11y)
+        added = elements - self._elements
+        if added:
+            names = sorted(added.elements())
+            shown = ", ".join(names[:5]) + (f", ... ({len(names)} in all)" if len(names) > 5
+                                            else "")
+            out.append(Signal("new_elements", shown))
+        x, y = getattr(action, "x", None), getattr(action, "y", None)
+        if x is not None and y is not None:
+            self.pointer = (int(x), int(y))
+        self._obs, self._sketch, self._elements = observation, new_sketch, elements
+        return tuple(out)
