@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from cua_rl.errors import ActionError
 from cua_rl.observation.compress import A11yFilter, CompactObservation, Compressor
-from cua_rl.observation.signals import Signal, SignalConfig, SignalDetector
+from cua_rl.observation.signals import Signal, SignalConfig, SignalDetector, _windows
 
 if TYPE_CHECKING:
     from cua_rl.actions import Action
@@ -123,6 +123,8 @@ class SignalDrivenObservation:
         self.task: Task | None = None
         self.initial: Observation | None = None
         self.last: Observation | None = None
+        self._seen: Observation | None = None
+        self._seen_index = -1
 
     @property
     def observed_steps(self) -> list[int]:
@@ -131,6 +133,7 @@ class SignalDrivenObservation:
 
     def _ingest(self, observation: Observation) -> CompactObservation:
         assert self.task is not None
+        self._seen, self._seen_index = observation, len(self.history) - 1
         compact = self.compressor.compress(observation, self.task)
         self.counters.observations += 1
         self.counters.tokens += compact.tokens
@@ -171,12 +174,57 @@ class SignalDrivenObservation:
         self.counters.steps += 1
         self.counters.signals.update(s.kind for s in signals)
         observed = bool(fired) or self.always_observe
-        compact = self._ingest(obs) if observed else None
+        compact = None
+        if observed:
+            compact = self._ingest(obs)
+            self._seen_index = len(self.history)
         kinds = tuple(dict.fromkeys(s.kind for s in fired))
         record = SDOStep(len(self.history), action, obs, signals, observed, compact, error, kinds)
         self.history.append(record)
         self.last = obs
         return record
+
+    def check(self, action: Action) -> tuple[Signal, ...]:
+        """Before acting blind: is the action's target still what the policy last saw?
+
+        Fires ``target_covered`` when, in the newest raw observation, the topmost window under a
+        pointer action's point is not the one under it in the last *ingested* observation (a
+        popup or dialog appeared there since), or is an unfocused dialog or alert (a popup or
+        notification that took no focus: the click would land on it, not on the planned
+        target), or the point lies in a region an exogenous change touched since then. No model
+        call. Call it before a planned action that the policy has not re-checked; when it fires,
+        :meth:`observe` and revise.
+
+        Returns:
+            The ``target_covered`` signal (empty when the target is unchanged or the action has
+            no point).
+        """
+        if self.task is None or self.last is None:
+            raise RuntimeError("SignalDrivenObservation.check before reset(task)")
+        points = _points(action)
+        if not points:
+            return ()
+        seen = self._seen
+        for x, y in points:
+            now, unfocused_popup = _top_window(self.last.a11y, x, y)
+            before, _ = _top_window(seen.a11y if seen is not None else None, x, y)
+            if now != before:
+                return (Signal("target_covered", f"at ({x}, {y}): {before!r} -> {now!r}",
+                               (x, y, 1, 1)),)
+            if unfocused_popup:
+                return (Signal("target_covered", f"at ({x}, {y}): unfocused {now}",
+                               (x, y, 1, 1)),)
+            for step in self.history:
+                if step.index <= self._seen_index:
+                    continue
+                for sig in step.signals:
+                    r = sig.bbox
+                    if sig.kind == "exogenous_change" and r is not None and (
+                            r[0] <= x < r[0] + r[2] and r[1] <= y < r[1] + r[3]):
+                        return (Signal("target_covered",
+                                       f"at ({x}, {y}): exogenous change at step {step.index}",
+                                       (x, y, 1, 1)),)
+        return ()
 
     def observe(self) -> CompactObservation:
         """A fresh observation on the policy's request (counted in ``requested``)."""
@@ -190,9 +238,32 @@ class SignalDrivenObservation:
             last = self.history[-1]
             if not last.observed:
                 compact = self._ingest(obs)
+                self._seen_index = last.index
                 self.history[-1] = replace(last, observed=True, compact=compact)
                 return compact
         return self._ingest(obs)
+
+
+def _points(action: Action) -> list[tuple[int, int]]:
+    from cua_rl.actions import Drag
+
+    if isinstance(action, Drag):
+        return [(action.x0, action.y0), (action.x1, action.y1)]
+    x, y = getattr(action, "x", None), getattr(action, "y", None)
+    return [] if x is None or y is None else [(int(x), int(y))]
+
+
+def _top_window(a11y: str | None, x: int, y: int) -> tuple[str | None, bool]:
+    """``role "name"`` of the topmost window-like node under (x, y) (None if none), and whether
+    it is an unfocused dialog or alert (a notification or popup that took no focus)."""
+    under = [w for w in _windows(a11y) if w.bounds is not None
+             and w.bounds[0] <= x < w.bounds[0] + w.bounds[2]
+             and w.bounds[1] <= y < w.bounds[1] + w.bounds[3]]
+    if not under:
+        return None, False
+    top = under[-1]
+    popup = top.role in ("dialog", "alert") and not {"focused", "active"} & set(top.states)
+    return f'{top.role} "{top.name}"', popup
 
 
 def simdesk_masks(backend: object) -> tuple[tuple[int, int, int, int], ...]:

@@ -19,7 +19,13 @@ URL, accessibility text) and the action's outcome:
 * ``exogenous_change``: the screen changed although the agent did not act (``Wait``, or
   :meth:`SignalDetector.idle`), or a changed region lies wholly outside where the action could
   act (:func:`action_reach`: the window under a pointer action, or the focused window for keys,
-  grown by ``reach_margin`` pixels).
+  grown by ``reach_margin`` pixels; plus the shell chrome such as a taskbar, and the window that
+  holds the focus after the action, since a dialog the action opened takes the focus and an
+  exogenous popup or toast does not).
+
+One more kind, ``target_covered``, is raised on request by
+:meth:`~cua_rl.observation.sdo.SignalDrivenObservation.check` before a blind action: the window
+under the action's point is not the one the policy last saw.
 
 Which kinds *trigger* a fresh observation is :attr:`SignalConfig.triggers`; by default every
 kind but ``screen_change`` (almost every action changes the screen where it acted, and the agent
@@ -390,6 +396,26 @@ def action_reach(
     return tuple(out)
 
 
+#: Top-level roles of shell chrome that mirror the windows (a taskbar button shows a title).
+_CHROME_ROLES = frozenset({"taskbar", "panel", "status bar", "tool bar"})
+
+
+def _owned_by_action(before: str | None, after: str | None, margin: int) -> tuple[Rect, ...]:
+    """Screen parts an acting action may change besides its own window: the shell chrome (its
+    taskbar button mirrors the window title) and the window focused *after* the action (a dialog
+    the action opened takes the focus; an exogenous popup or toast does not)."""
+    out: list[Rect] = []
+    for text in (before, after):
+        nodes = _parse(text) if text else []
+        if nodes:
+            top = min(n.depth for n in nodes) + 1
+            out += [_grow(n.bounds, margin) for n in nodes if n.depth == top
+                    and n.bounds is not None and n.role in _CHROME_ROLES]
+    out += [_grow(w.bounds, margin) for w in _windows(after)  # type: ignore[arg-type]
+            if "focused" in w.states or "active" in w.states]
+    return tuple(out)
+
+
 def _strip_fragment(url: str | None) -> str | None:
     return None if url is None else url.split("#", 1)[0]
 
@@ -469,6 +495,8 @@ class SignalDetector:
             if action is not None:
                 reach = action_reach(action, prev.a11y, observation.size, self.pointer,
                                      cfg.reach_margin)
+            if reach:
+                reach = reach + _owned_by_action(prev.a11y, observation.a11y, cfg.reach_margin)
             if reach is not None:
                 outside = [r for r in delta.regions if not any(_overlap(r, q) for q in reach)]
                 if outside:
