@@ -10,7 +10,8 @@ URL, accessibility text) and the action's outcome:
   than ``pixel_delta``; the change is the set of ``tile`` x ``tile`` work tiles holding a changed
   pixel, grouped into 4-connected regions with screen-coordinate boxes.
 * ``title_change`` / ``url_change``: the focused window's title / the page URL changed (the URL
-  compared without its ``#fragment``).
+  compared without its ``#fragment``; a title that only gains or loses an unsaved-changes marker,
+  ``*notes.txt`` or ``notes.txt \u25cf``, is not a change: typing is not news).
 * ``new_elements``: the accessibility tree holds interactive elements (role + name, multiset;
   bounds and values ignored, so a moved window or a typed character is not "new") that the
   previous tree did not. Only where the backend gives a tree.
@@ -306,11 +307,18 @@ def _parse(a11y: str) -> list[_Node]:
     return nodes
 
 
+#: Top-level roles whose place and content also identify them: a toast that expires while
+#: another one appears, or a popup closed and re-opened in one step, is a new element.
+_POPUP_ROLES = frozenset({"dialog", "alert"})
+
+
 def interactive_elements(a11y: str | None) -> Counter[str]:
     """The multiset of interactive elements of an accessibility text, as ``role "name"``.
 
-    Bounds, values and states are left out, so moving a window, typing a character or focusing
-    a field changes nothing here; opening a dialog or a popup adds its elements.
+    Bounds, values, states and unsaved-changes markers in names are left out, so moving a
+    window, typing a character or focusing a field changes nothing here; opening a dialog or a
+    popup adds its elements. A top-level dialog or alert also counts once with its position and
+    its content's names, so a toast replaced by another one in a single step is new.
 
     Example:
         >>> text = 'window "Editor" @(0,0,10,10)\\n  button "Save" @(1,1,2,2)\\n  label "x"'
@@ -319,7 +327,22 @@ def interactive_elements(a11y: str | None) -> Counter[str]:
     """
     if not a11y:
         return Counter()
-    return Counter(f'{n.role} "{n.name}"' for n in _parse(a11y) if n.role in INTERACTIVE_ROLES)
+    nodes = _parse(a11y)
+    out: Counter[str] = Counter(f'{n.role} "{_norm_title(n.name)}"' for n in nodes
+                                if n.role in INTERACTIVE_ROLES)
+    if nodes:
+        top = min(n.depth for n in nodes) + 1
+        for i, n in enumerate(nodes):
+            if n.depth != top or n.role not in _POPUP_ROLES:
+                continue
+            inner = []
+            for m in nodes[i + 1:]:
+                if m.depth <= top:
+                    break
+                inner.append(m.name)
+            where = "" if n.bounds is None else f" @({n.bounds[0]},{n.bounds[1]})"
+            out[f'{n.role} "{n.name}"{where}: {" | ".join(inner[:12])}'] += 1
+    return out
 
 
 def _windows(a11y: str | None) -> list[_Node]:
@@ -416,6 +439,14 @@ def _owned_by_action(before: str | None, after: str | None, margin: int) -> tupl
     return tuple(out)
 
 
+_MARKER = re.compile(r"^[*\u25cf\u2022]\s*|\s*[*\u25cf\u2022]$")
+
+
+def _norm_title(title: str | None) -> str | None:
+    """A title without an unsaved-changes marker (``*notes.txt``, ``notes.txt \u25cf``)."""
+    return None if not title else _MARKER.sub("", title)
+
+
 def _strip_fragment(url: str | None) -> str | None:
     return None if url is None else url.split("#", 1)[0]
 
@@ -503,7 +534,7 @@ class SignalDetector:
                     why = "the agent did not act" if not reach else "outside the action's reach"
                     out.append(Signal("exogenous_change", f"{len(outside)} region(s), {why}",
                                       outside[0]))
-        if (observation.title or None) != (prev.title or None):
+        if _norm_title(observation.title) != _norm_title(prev.title):
             out.append(Signal("title_change", f"{prev.title!r} -> {observation.title!r}"))
         if _strip_fragment(observation.url) != _strip_fragment(prev.url):
             out.append(Signal("url_change", f"{prev.url!r} -> {observation.url!r}"))
