@@ -21,7 +21,6 @@ fitting to ``max_pixels``, as Qwen2-VL).
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -61,16 +60,18 @@ def count_tokens(text: str | None) -> int:
     return 0 if not text else len(_TOKEN.findall(text))
 
 
-def image_tokens(width: int, height: int, max_pixels: int = 1280 * 28 * 28) -> int:
-    """Visual tokens of one image for a Qwen2-VL-style encoder (one per 28 x 28 patch).
+def image_tokens(width: int, height: int, max_pixels: int = 1280 * 28 * 28,
+                 min_pixels: int = 4 * 28 * 28) -> int:
+    """Visual tokens of one image for a Qwen2-VL-style encoder: one per 28 x 28 patch after the
+    encoder's resize (:func:`~cua_rl.judges.prompts.fit_pixels`).
 
     Example:
         >>> image_tokens(1280, 720)
         1196
     """
-    scale = min(1.0, math.sqrt(max_pixels / max(1, width * height)))
-    w = max(28, round(width * scale / 28) * 28)
-    h = max(28, round(height * scale / 28) * 28)
+    from cua_rl.judges.prompts import fit_pixels
+
+    w, h = fit_pixels(width, height, min_pixels, max_pixels)
     return (w // 28) * (h // 28)
 
 
