@@ -31,7 +31,7 @@ from cua_rl.observation.signals import Signal, SignalConfig, SignalDetector, _wi
 
 if TYPE_CHECKING:
     from cua_rl.actions import Action
-    from cua_rl.core import Observation, Task
+    from cua_rl.core import EndReason, Observation, Task, Trajectory
     from cua_rl.envs.backends.base import DesktopBackend
 
 __all__ = ["SDOCounters", "SDOStep", "SignalDrivenObservation", "simdesk_masks"]
@@ -225,6 +225,26 @@ class SignalDrivenObservation:
                                        f"at ({x}, {y}): exogenous change at step {step.index}",
                                        (x, y, 1, 1)),)
         return ()
+
+    def trajectory(self, end_reason: EndReason = "done") -> Trajectory:
+        """The episode so far as a :class:`~cua_rl.core.Trajectory`: every step's raw frame, and
+        ``Step.observed`` saying whether the policy ingested it (for the validator, the judge
+        and the rollout record).
+
+        Raises:
+            RuntimeError: If :meth:`reset` was never called.
+        """
+        from cua_rl.actions import to_pyautogui
+        from cua_rl.core import Step, Trajectory
+
+        if self.task is None or self.initial is None:
+            raise RuntimeError("SignalDrivenObservation.trajectory before reset(task)")
+        steps = tuple(
+            Step(s.index, to_pyautogui(s.action), s.action, s.observation, s.error, s.observed)
+            for s in self.history
+        )
+        return Trajectory(self.task, self.initial, steps, end_reason,
+                          ground_truth=self.backend.ground_truth(self.task))
 
     def observe(self) -> CompactObservation:
         """A fresh observation on the policy's request (counted in ``requested``)."""

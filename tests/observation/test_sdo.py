@@ -163,3 +163,17 @@ def test_step_before_reset() -> None:
     sdo = SignalDrivenObservation(_Rejecting())
     with pytest.raises(RuntimeError, match="before reset"):
         sdo.step(Wait())
+
+
+def test_trajectory_keeps_every_frame_and_marks_observed_steps() -> None:
+    task = make_task("editor_find", seed=0)
+    plan = _clean_plan(task)
+    sdo = SignalDrivenObservation(SimDeskBackend(SimDeskConfig(W, H)))
+    sdo.reset(task)
+    frames = [sdo.step(a).observation for a in plan]
+    traj = sdo.trajectory("done")
+    assert len(traj) == len(plan) and traj.ground_truth == 1.0
+    assert [s.observation for s in traj.steps] == frames  # every frame, observed or not
+    assert [i for i, s in enumerate(traj.steps) if s.observed] == sdo.observed_steps
+    assert any(s.observed is False for s in traj.steps)
+    assert traj.steps[0].action_text.startswith("pyautogui.")
