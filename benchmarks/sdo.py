@@ -62,7 +62,6 @@ from cua_rl.provenance import commit_label, cpu_model
 
 MODES = ("every step", "SDO", "SDO+pixels", "open loop")
 LOOKAHEAD = 3
-DEBUG = False
 
 
 def live_action(backend: SimDeskBackend, task) -> Action:
@@ -185,10 +184,6 @@ def run_episode(task, cfg: SimDeskConfig, mode: str, plan: list[Action]) -> dict
         out["fired"] += fired
         out["fired_needed"] += fired and needed
         pending_needed = needed and not step.observed
-        if DEBUG and pending_needed:
-            print(task.id, mode, step.index, action, "| live:", live_next, "| blind:", blind,
-                  [x.kind for x in step.signals], [(w.kind, w.title) for w in desk.wm.windows],
-                  bool(desk.loading))
         pending_popup = (not step.observed) and _blocks(desk, live_next)
         out["needed_seen"] += needed and step.observed
         observed = step.observed or mode == "every step"

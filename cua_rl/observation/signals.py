@@ -303,7 +303,8 @@ def _parse(a11y: str) -> list[_Node]:
         bounds = tuple(int(v) for v in b.groups()) if b else None
         st = _STATES.search(rest)
         states = tuple(s.strip() for s in st.group(1).split(",")) if st else ()
-        nodes.append(_Node(len(indent) // 2, role.strip().lower(), name, states, bounds))  # type: ignore[arg-type]
+        role = role.strip().lower().replace("-", " ").replace("_", " ")  # AT-SPI: push-button
+        nodes.append(_Node(len(indent) // 2, role, name, states, bounds))  # type: ignore[arg-type]
     return nodes
 
 
