@@ -311,8 +311,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"{_pct(s['needed_seen'] + s['checks_needed'], s['needed'])}"
                 f" | {s['checks_fired']} | {s['missed']} / {s['needed']} | {s['missed_popup']} |")
         lines.append(line)
-        totals[mode] = {"success": succ, **{k: int(v) for k, v in s.items()
-                                            if not isinstance(v, bool)}}
+        totals[mode] = {**{k: int(v) for k, v in s.items() if k != "success"},
+                        "success": succ, "episodes": n}
     every_raw = sum(r["every_raw"] for r in rows["SDO"]) / n
     lines += [
         "",
