@@ -9,10 +9,11 @@ Three are built in:
   AX-tree filters of AgentOccam / BrowserGym (``filter_visible_only``, ``skip_generic``);
   non-interactive chrome (labels, panels) and bounds are dropped.
 * :class:`VLMSummary`: a vision-language model's task-conditioned summary of the screenshot,
-  asked through a judge backend's ``judge_messages`` (any object with that method:
-  :class:`~cua_rl.judges.openai_compat.OpenAIJudge`, :class:`~cua_rl.judges.qwen_vl.QwenVLJudge`);
-  its generated text (``Verdict.raw``) is the summary, so give the judge a large enough
-  ``max_tokens``.
+  asked through a served judge backend's ``judge_messages``
+  (:class:`~cua_rl.judges.openai_compat.OpenAIJudge`, OpenAI-format messages); its generated
+  text (``Verdict.raw``) is the summary, so give the judge a large enough ``max_tokens``. The
+  local :class:`~cua_rl.judges.qwen_vl.QwenVLJudge` decides from the next token and generates no
+  text, so it is refused.
 
 Token counts use :func:`count_tokens`, an approximation of a BPE tokenizer (a word or one
 punctuation mark per token); images count :func:`image_tokens` (one token per 28 x 28 patch after
@@ -206,14 +207,16 @@ class VLMSummary:
     """A task-conditioned summary of the screenshot by a VLM served as a judge backend.
 
     Args:
-        judge: An object with ``judge_messages(conversations) -> list[Verdict]`` (the OpenAI
-            and Qwen-VL judges); the verdict's ``raw`` text is the summary.
+        judge: A served judge with ``judge_messages(conversations) -> list[Verdict]`` taking
+            OpenAI-format messages (:class:`~cua_rl.judges.openai_compat.OpenAIJudge`); the
+            verdict's ``raw`` text is the summary.
         prompt: The instruction to the VLM; ``{instruction}`` is replaced by the task's.
         min_pixels: Lower bound on the image area sent.
         max_pixels: Upper bound on the image area sent.
 
     Raises:
-        ConfigError: If ``judge`` has no ``judge_messages`` or the prompt lacks ``{instruction}``.
+        ConfigError: If ``judge`` has no ``judge_messages``, is a local next-token judge
+            (``QwenVLJudge``), or the prompt lacks ``{instruction}``.
     """
 
     name = "vlm_summary"
@@ -226,6 +229,12 @@ class VLMSummary:
             raise ConfigError(
                 f"VLMSummary needs a judge with judge_messages() (OpenAIJudge, QwenVLJudge), "
                 f"got {type(judge).__name__}"
+            )
+        if callable(getattr(judge, "prepare_messages", None)):
+            raise ConfigError(
+                f"VLMSummary needs a served, generating judge (OpenAIJudge with max_tokens large "
+                f"enough for a summary); {type(judge).__name__} decides YES/NO from the next "
+                f"token and generates no summary"
             )
         if "{instruction}" not in prompt:
             raise ConfigError(f"VLMSummary prompt must contain '{{instruction}}', got {prompt!r}")

@@ -119,5 +119,16 @@ def test_vlm_summary_error_is_raised_not_emptied() -> None:
 def test_vlm_summary_config_errors() -> None:
     with pytest.raises(ConfigError, match="needs a judge with judge_messages"):
         VLMSummary(object())  # type: ignore[arg-type]
+    class _Local:
+        judge_id = "local"
+
+        def judge_messages(self, conversations):
+            return []
+
+        def prepare_messages(self, conversations):
+            return None
+
+    with pytest.raises(ConfigError, match="_Local decides YES/NO from the next token"):
+        VLMSummary(_Local())
     with FakeOpenAIServer() as server, pytest.raises(ConfigError, match="instruction"):
         VLMSummary(_judge(server), prompt="Describe the screen.")

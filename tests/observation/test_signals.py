@@ -165,6 +165,21 @@ def test_url_change_ignores_the_fragment() -> None:
     assert _kinds(got) == {"url_change"} and "http://x/b" in got[0].detail
 
 
+def test_url_change_on_the_simdesk_browser() -> None:
+    from cua_rl.envs.backends.simdesk.expert import SimDeskExpert
+
+    backend, obs = _desk("webform_fill", seed=0)
+    det = SignalDetector(SignalConfig(masks=simdesk_masks(backend)))
+    det.reset(obs)
+    expert = SimDeskExpert(backend, backend._task)
+    urls = []
+    for _ in range(2):  # launch the browser, then follow the sign-up link
+        a = expert.next_action()
+        urls += [s.detail for s in det.after_action(a, backend.step(a)) if s.kind == "url_change"]
+    assert urls == ["None -> 'http://forms.local/'",
+                    "'http://forms.local/' -> 'http://forms.local/signup'"]
+
+
 def test_action_failure_fires() -> None:
     a = np.zeros((40, 64, 3), np.uint8)
     det = SignalDetector()
