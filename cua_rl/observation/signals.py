@@ -22,7 +22,10 @@ URL, accessibility text) and the action's outcome:
   act (:func:`action_reach`: the window under a pointer action, or the focused window for keys,
   grown by ``reach_margin`` pixels; plus the shell chrome such as a taskbar, and the window that
   holds the focus after the action, since a dialog the action opened takes the focus and an
-  exogenous popup or toast does not).
+  exogenous popup or toast does not). Where the backend gives a tree, a top-level window that
+  appeared without taking the focus, or vanished although the action was neither on it nor a
+  key press while it had the focus, is exogenous too (a toast inside the focused window's
+  area).
 
 One more kind, ``target_covered``, is raised on request by
 :meth:`~cua_rl.observation.sdo.SignalDrivenObservation.check` before a blind action: the window
@@ -444,6 +447,39 @@ def _owned_by_action(before: str | None, after: str | None, margin: int) -> tupl
 _MARKER = re.compile(r"^[*\u25cf\u2022]\s*|\s*[*\u25cf\u2022]$")
 
 
+def _window_news(
+    action: Action, before: str | None, after: str | None, pointer: tuple[int, int] | None
+) -> tuple[str, Rect | None] | None:
+    """A top-level window the action cannot explain, from the trees around it: one that appeared
+    without taking the focus (a toast, a popup), or one that vanished although the action was
+    neither a pointer action on it nor a key action while it had the focus (a toast expiring)."""
+    if not before or not after:
+        return None
+
+    def key(n: _Node) -> str:
+        return f'{n.role} "{n.name}" {n.bounds}'
+
+    old = {key(w): w for w in _windows(before)}
+    new = {key(w): w for w in _windows(after)}
+    focus = {"focused", "active"}
+    for k, w in new.items():
+        if k not in old and not focus & set(w.states):
+            return f'{w.role} "{w.name}" appeared without focus', w.bounds
+    x, y = getattr(action, "x", None), getattr(action, "y", None)
+    if (x is None or y is None) and pointer is not None and not hasattr(action, "keys") \
+            and not hasattr(action, "text"):
+        x, y = pointer
+    for k, w in old.items():
+        if k in new or w.bounds is None:
+            continue
+        if x is not None and y is not None and _inside(w.bounds, int(x), int(y)):
+            continue  # the click or drag was on it
+        if (x is None or y is None) and focus & set(w.states):
+            continue  # a key action in it (Escape, Alt+F4)
+        return f'{w.role} "{w.name}" closed without the agent', w.bounds
+    return None
+
+
 def _norm_title(title: str | None) -> str | None:
     """A title without an unsaved-changes marker (``*notes.txt``, ``notes.txt \u25cf``)."""
     return None if not title else _MARKER.sub("", title)
@@ -530,12 +566,16 @@ class SignalDetector:
                                      cfg.reach_margin)
             if reach:
                 reach = reach + _owned_by_action(prev.a11y, observation.a11y, cfg.reach_margin)
+            exo: tuple[str, Rect | None] | None = None
             if reach is not None:
                 outside = [r for r in delta.regions if not any(_overlap(r, q) for q in reach)]
                 if outside:
                     why = "the agent did not act" if not reach else "outside the action's reach"
-                    out.append(Signal("exogenous_change", f"{len(outside)} region(s), {why}",
-                                      outside[0]))
+                    exo = (f"{len(outside)} region(s), {why}", outside[0])
+            if exo is None and reach and action is not None:
+                exo = _window_news(action, prev.a11y, observation.a11y, self.pointer)
+            if exo is not None:
+                out.append(Signal("exogenous_change", exo[0], exo[1]))
         if _norm_title(observation.title) != _norm_title(prev.title):
             out.append(Signal("title_change", f"{prev.title!r} -> {observation.title!r}"))
         if _strip_fragment(observation.url) != _strip_fragment(prev.url):

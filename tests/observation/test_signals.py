@@ -156,6 +156,34 @@ def test_change_outside_the_clicked_window_is_exogenous() -> None:
     assert "exogenous_change" in _kinds(got)  # the agent did not act
 
 
+def test_windows_that_come_and_go_by_themselves_are_exogenous() -> None:
+    """A toast inside the focused window's area: pixels cannot tell, the tree can."""
+    editor = 'desktop "D" @(0,0,640,400)\n  window "E" [focused] @(0,0,640,380)'
+    toast = editor + '\n  alert "Notification" @(400,300,200,40)\n    label "Hi" @(410,310,9,9)'
+    dialog = ('desktop "D" @(0,0,640,400)\n  window "E" @(0,0,640,380)\n'
+              '  dialog "Open" [focused] @(100,100,300,200)')
+    a = np.zeros((H, W, 3), np.uint8)
+    b = a.copy()
+    b[300:340, 400:600] = 200
+    c = a.copy()
+    c[100:300, 100:400] = 90
+
+    def run(before, after, fa, fb, action):
+        det = SignalDetector()
+        det.reset(Observation(fa, a11y=before))
+        return [s for s in det.after_action(action, Observation(fb, a11y=after))
+                if s.kind == "exogenous_change"]
+
+    got = run(editor, toast, a, b, Type("x"))  # appeared without focus while typing
+    assert len(got) == 1 and got[0].detail == 'alert "Notification" appeared without focus'
+    assert got[0].bbox == (400, 300, 200, 40)
+    got = run(toast, editor, b, a, Type("x"))  # expired while typing
+    assert got and got[0].detail == 'alert "Notification" closed without the agent'
+    assert run(toast, editor, b, a, Click(500, 320)) == []  # the agent clicked it away
+    assert run(dialog, editor, c, a, Hotkey(("escape",))) == []  # Escape in the focused dialog
+    assert run(editor, dialog, a, c, Hotkey(("ctrl", "o"))) == []  # opened with the focus
+
+
 def test_url_change_ignores_the_fragment() -> None:
     a = np.zeros((40, 64, 3), np.uint8)
     det = SignalDetector()
