@@ -140,6 +140,10 @@ class Step:
         action: The parsed typed action, or None if it could not be parsed.
         observation: The observation after the action.
         action_error: Why the action was rejected or could not be parsed, else None.
+        observed: Whether the policy ingested this step's observation: False when
+            signal-driven observation (:mod:`cua_rl.observation`) let it act on without
+            looking, None when not recorded (every step observed). ``observation`` holds the
+            frame either way, so validators and judges see every step.
     """
 
     index: int
@@ -147,6 +151,7 @@ class Step:
     action: Action | None
     observation: Observation
     action_error: str | None = None
+    observed: bool | None = None
 
 
 @dataclass(frozen=True, eq=False)

@@ -308,7 +308,9 @@ class VLMPolicy(nn.Module):
                 characters.
             past_screens: The episode's earlier screens, oldest first (the screen before each
                 past action); the last ``config.history_screenshots`` come before the current
-                screen as images (each one costs as many image tokens as the current one).
+                screen as images (each one costs as many image tokens as the current one);
+                with ``config.history_min_change`` > 0 those that differ from the screen after
+                them by less are left out.
 
         Returns:
             The prompt (chat template applied, images resized to the pixel bounds).
@@ -329,6 +331,11 @@ class VLMPolicy(nn.Module):
         )
         k = self.config.history_screenshots
         past = list(past_screens)[-k:] if k else []
+        if past and self.config.history_min_change > 0:  # signal-driven history (issue 17)
+            from cua_rl.observation.history import changed_screens
+
+            keep = changed_screens(past, screenshot, self.config.history_min_change)
+            past = [past[i] for i in keep]
         if past:
             text = _PAST_SCREENS.format(n=len(past)) + text
         messages = qwen_image_messages(

@@ -31,6 +31,10 @@ class VLMPolicyConfig:
         history_len: How many of the last actions the prompt lists.
         history_screenshots: How many of the episode's earlier screens the prompt shows as
             images before the current one (0: the current screen only).
+        history_min_change: Signal-driven history: a past screen is left out of the prompt
+            unless at least this fraction of its sketch pixels differs from the screen after it
+            (:func:`cua_rl.observation.history.changed_screens`; 0.001 drops screens where only
+            a clock moved); 0 shows every past screen.
         max_new_tokens: Generation length limit.
         temperature: Temperature of the policy distribution (sampling and log-probs).
         thought_factor: Weight of the thought tokens' log-probs (RL4VLM: 0.2-0.5).
@@ -52,6 +56,7 @@ class VLMPolicyConfig:
     max_pixels: int = 1280 * 28 * 28
     history_len: int = 4
     history_screenshots: int = 0
+    history_min_change: float = 0.0
     max_new_tokens: int = 128
     temperature: float = 1.0
     thought_factor: float = 0.5
@@ -70,6 +75,9 @@ class VLMPolicyConfig:
             value = getattr(self, name)
             if not (isinstance(value, int) and value >= 0):
                 raise ConfigError(f"{name} must be an integer >= 0, got {value!r}")
+        m = self.history_min_change
+        if isinstance(m, bool) or not isinstance(m, (int, float)) or not 0.0 <= m < 1.0:
+            raise ConfigError(f"history_min_change must be a fraction in [0, 1), got {m!r}")
         if self.min_pixels > self.max_pixels:
             raise ConfigError(
                 f"min_pixels ({self.min_pixels}) must be <= max_pixels ({self.max_pixels})"

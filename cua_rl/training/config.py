@@ -75,6 +75,8 @@ class VLMPolicySection:
     history_len: int = 4
     #: Earlier screens shown as images before the current one (0 = the current screen only).
     history_screenshots: int = 0
+    #: Leave out a past screen unless this fraction of it differs from the next (0 = keep all).
+    history_min_change: float = 0.0
     #: Generation length limit (tokens).
     max_new_tokens: int = 128
     #: Temperature of the policy distribution (sampling and log-probs).
