@@ -174,7 +174,8 @@ class LogMetrics(RunCallback):
     def on_update_end(self) -> bool:
         """Accumulate this update's episodes; dump when the interval is reached."""
         self._times["update_s"] += time.perf_counter() - self._t_update
-        self.episodes.extend(self.model.pop_finished())
+        self.episodes.extend({k: v for k, v in e.items() if k != "episode_end"}
+                             for e in self.model.pop_finished())  # fmt: skip
         if self.model.updates_done % self.interval == 0:
             self.dump()
         return True

@@ -1,0 +1,86 @@
+"""The training callback of the judge audits (``reward.audit``; :mod:`cua_rl.calibration.audit`).
+
+:class:`AuditJudge` runs before :class:`~cua_rl.training.callbacks.LogMetrics` (which takes the
+episode summaries): after each update it hands the update's finished episodes to a
+:class:`~cua_rl.calibration.audit.JudgeAudit`, records its ``calibration/audit/...`` metrics, and
+acts on the reward-hacking alarm: ``switch`` replaces the calibrations of the run's
+:class:`~cua_rl.rewards.corrected.CorrectedReward` (the same dict, so the next scored episode
+uses them) and of the evaluation's judge estimate; ``stop`` ends training after this update (the
+final evaluation and checkpoint still run) and logs the reason. At the end of training the
+audits' summary is logged and kept in :attr:`AuditJudge.audit`.
+"""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from cua_rl.calibration.audit import AuditResult, JudgeAudit, LabelQueue
+from cua_rl.logger import Logger
+from cua_rl.rewards.base import WeightedReward
+from cua_rl.rewards.corrected import CorrectedReward
+from cua_rl.training.build import RunParts
+from cua_rl.training.callbacks import RunCallback
+from cua_rl.training.config import TrainConfig
+
+__all__ = ["AuditJudge", "corrected_source"]
+
+logger = logging.getLogger(__name__)
+
+
+def corrected_source(reward: Any) -> CorrectedReward | None:
+    """The CorrectedReward of a run's primary reward (itself, or a WeightedReward's component)."""
+    if isinstance(reward, CorrectedReward):
+        return reward
+    if isinstance(reward, WeightedReward):
+        for source, _ in reward.sources.values():
+            found = corrected_source(source)
+            if found is not None:
+                return found
+    return None
+
+
+class AuditJudge(RunCallback):
+    """Audits the judge every ``reward.audit.every`` updates (module docstring).
+
+    Args:
+        config: The run's config (its ``reward.audit`` section, ``every`` >= 1).
+        parts: The run's reward parts.
+        log: The logging seam.
+
+    Attributes:
+        audit: The :class:`~cua_rl.calibration.audit.JudgeAudit`.
+        results: Every audit's result.
+    """
+
+    def __init__(self, config: TrainConfig, parts: RunParts, log: Logger) -> None:
+        super().__init__()
+        section = config.reward.audit
+        queue = None if section.queue is None else str(config.resolve(section.queue))
+        corrected = corrected_source(parts.reward)
+        self.parts = parts
+        self.log = log
+        self.corrected = corrected
+        cals = corrected.calibrations if corrected is not None else parts.calibrations
+        self.audit = JudgeAudit(section.settings(queue), cals,
+                                None if queue is None else LabelQueue(queue))  # fmt: skip
+        self.results: list[AuditResult] = []
+
+    def on_update_end(self) -> bool:
+        """Audit when due; False (stop) once the alarm's ``stop`` fired."""
+        ends = [e.get("episode_end") for e in self.model.finished]
+        result = self.audit.observe(int(self.model.updates_done), ends)
+        if result is None:
+            return True
+        self.results.append(result)
+        for key, value in result.metrics.items():
+            self.log.record(key, value)
+        if result.action == "switch" and self.corrected is not None:
+            self.parts.calibrations.update(self.corrected.calibrations)
+        if self.audit.stopped is not None:
+            logger.error("%s", self.audit.stopped)
+            return False
+        return True
+
+    def _on_training_end(self) -> None:
+        logger.info("%s", self.audit.summary())
