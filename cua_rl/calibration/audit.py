@@ -602,6 +602,8 @@ class JudgeAudit:
         audited = counts_of([it for it in self.items if it.audit >= first])
         # audits already pooled into the calibration in use are not compared with it again
         fresh = counts_of([it for it in self.items if it.audit >= max(first, self._since_switch)])
+        if sum(len(k) == 1 for k in fresh) == 1:  # one OS: its table is the pooled one
+            fresh = {k: c for k, c in fresh.items() if len(k) != 1}
         checks = compare(self.calibration_of, fresh, confidence=s.confidence,
                          min_per_class=s.min_per_class)  # fmt: skip
         bad = [c for c in checks if c.disagree]

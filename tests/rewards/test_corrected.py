@@ -242,7 +242,7 @@ def test_all_is_the_fallback_of_a_mapping(judge: SimulatedJudge, calibration: Ca
         assert value == pytest.approx(_expected(verdict, cal))
     assert repr(reward) == (
         "CorrectedReward(judge_id='simulated:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5', "
-        "calibrations=['all', 'windows'], name='corrected')"
+        "calibrations=['all', 'windows'], name='corrected', variance='unbiased')"
     )
     single = CorrectedReward(judge, calibration)
     assert single.calibrations == {"all": calibration}
