@@ -5,8 +5,10 @@ episode summaries): after each update it hands the update's finished episodes to
 :class:`~cua_rl.calibration.audit.JudgeAudit`, records its ``calibration/audit/...`` metrics, and
 acts on the reward-hacking alarm: ``switch`` replaces the calibrations of the run's
 :class:`~cua_rl.rewards.corrected.CorrectedReward` (the same dict, so the next scored episode
-uses them) and of the evaluation's judge estimate; ``stop`` ends training after this update (the
-final evaluation and checkpoint still run) and logs the reason. At the end of training the
+uses them) and of the evaluation's judge estimate; ``stop`` ends training after this update:
+:class:`StopOnAlarm`, placed after the logging, evaluation and checkpoint callbacks so the
+update is still logged, returns False and logs the reason (the final evaluation and checkpoint
+still run). At the end of training the
 audits' summary is logged and kept in :attr:`AuditJudge.audit`.
 """
 
@@ -23,7 +25,7 @@ from cua_rl.training.build import RunParts
 from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.config import TrainConfig
 
-__all__ = ["AuditJudge", "corrected_source"]
+__all__ = ["AuditJudge", "StopOnAlarm", "corrected_source"]
 
 logger = logging.getLogger(__name__)
 
@@ -67,7 +69,7 @@ class AuditJudge(RunCallback):
         self.results: list[AuditResult] = []
 
     def on_update_end(self) -> bool:
-        """Audit when due; False (stop) once the alarm's ``stop`` fired."""
+        """Audit when due (always True: :class:`StopOnAlarm` stops)."""
         ends = [e.get("episode_end") for e in self.model.finished]
         result = self.audit.observe(int(self.model.updates_done), ends)
         if result is None:
@@ -77,10 +79,23 @@ class AuditJudge(RunCallback):
             self.log.record(key, value)
         if result.action == "switch" and self.corrected is not None:
             self.parts.calibrations.update(self.corrected.calibrations)
-        if self.audit.stopped is not None:
-            logger.error("%s", self.audit.stopped)
-            return False
         return True
 
     def _on_training_end(self) -> None:
         logger.info("%s", self.audit.summary())
+
+
+class StopOnAlarm(RunCallback):
+    """Stops training once the audits' alarm said ``stop`` (after the update was logged)."""
+
+    def __init__(self, auditor: AuditJudge) -> None:
+        super().__init__()
+        self.auditor = auditor
+
+    def on_update_end(self) -> bool:
+        """False, with the reason logged as an error, once the alarm stopped the run."""
+        stopped = self.auditor.audit.stopped
+        if stopped is not None:
+            logger.error("%s", stopped)
+            return False
+        return True

@@ -310,11 +310,13 @@ def _run(
     progress = [TrackProgress(total)] if config.logging.progress and main else []
     guard = StopOnUnscorable(config.ppo.max_unscorable_share, config.ppo.unscorable_window)
     audit: list[RunCallback] = []
+    stop: list[RunCallback] = []
     if config.reward.audit.every > 0 and main:  # before log_cb, which takes the episodes
-        from cua_rl.training.audit import AuditJudge
+        from cua_rl.training.audit import AuditJudge, StopOnAlarm
 
         audit = [AuditJudge(config, parts, log)]
-    cbs: list[RunCallback] = [guard, *progress, *audit, log_cb, eval_cb, ckpt_cb, *extra]
+        stop = [StopOnAlarm(audit[0])]  # type: ignore[arg-type]
+    cbs: list[RunCallback] = [guard, *progress, *audit, log_cb, eval_cb, ckpt_cb, *stop, *extra]
     if not main:  # other data-parallel ranks: train (rank 0 evaluates and saves; their
         cbs = [guard, log_cb, *extra]  # logger has no writers, so nothing is written)
     eval_cb.init_callback(model)

@@ -1,4 +1,4 @@
-"""Judge audits: stratified samples, the labelling queue, audited rates, the alarm and its policies."""
+"""Judge audits: stratified samples, the labelling queue, audited rates, the alarm, its policies."""
 
 from __future__ import annotations
 
@@ -138,7 +138,8 @@ def test_audited_estimate_is_rogan_gladen_with_the_audit_counts() -> None:
     theta = est.value
     var = 0.66 * 0.34 / 100 + (1 - theta) ** 2 * 0.1 * 0.9 / 20 + theta**2 * 0.2 * 0.8 / 20
     half = 1.959963984540054 * math.sqrt(var) / 0.7
-    assert est.low == pytest.approx(theta - half) and est.high == pytest.approx(min(1, theta + half))
+    assert est.low == pytest.approx(theta - half)
+    assert est.high == pytest.approx(min(1, theta + half))
     # the judge separates nothing on these episodes (D = 0): the labels' own rate
     blind = audited_estimate(90, 100, ConfusionCounts(tp=8, fn=2, fp=16, tn=4))
     assert blind is not None and blind.method == "labels"
