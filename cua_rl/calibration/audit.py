@@ -486,6 +486,9 @@ class AuditResult:
         alarm: Whether any stratum disagreed.
         action: What was done about it (``none``, ``warn``, ``switch``, ``stop``).
         estimate: The judge-based success estimate with the audited rates.
+        checker_success: The checker's success rate of the same judged episodes (the window
+            of the estimate), where the backend has a checker; else None. For studies: training
+            never needs it.
         metrics: Flat ``calibration/audit/...`` metrics for the logger.
     """
 
@@ -497,6 +500,7 @@ class AuditResult:
     alarm: bool
     action: str
     estimate: Estimate | None
+    checker_success: float | None = None
     metrics: dict[str, float] = field(default_factory=dict)
 
 
@@ -517,6 +521,7 @@ class JudgeAudit:
         switches: Updates at which the calibration was switched.
         stopped: The stop message once ``stop`` fired, else None.
         spent: Labels requested so far.
+        history: Every audit's result.
     """
 
     def __init__(self, settings: AuditSettings, calibrations: dict[str, Calibration],
@@ -533,9 +538,11 @@ class JudgeAudit:
         self.stopped: str | None = None
         self.spent = 0
         self.audits = 0
+        self.history: list[AuditResult] = []
         self._since_switch = 0  # first audit number that counts for the next switch
-        self._judged: deque[tuple[int, int]] = deque(maxlen=settings.window)
-        self._pending_judged = [0, 0]
+        # per audit: judged successes, judged episodes, checker successes, checked episodes
+        self._judged: deque[tuple[int, ...]] = deque(maxlen=settings.window)
+        self._pending_judged = [0, 0, 0, 0]
 
     def calibration_of(self, stratum: Stratum) -> Calibration | None:
         """The calibration in use for a stratum (``()`` = the pooled one of ``"all"``)."""
@@ -554,12 +561,13 @@ class JudgeAudit:
         audit's result, or None when no audit was due.
         """
         judged = [(e, v) for e in episodes if (v := _verdict(e)) is not None]
-        self._pending_judged[0] += sum(v for _, v in judged)
-        self._pending_judged[1] += len(judged)
+        truth = [bool(e.success) for e, _ in judged if e.success is not None]
+        counts = (sum(v for _, v in judged), len(judged), sum(truth), len(truth))
+        self._pending_judged = [a + b for a, b in zip(self._pending_judged, counts, strict=True)]
         if update % self.settings.every != 0:
             return None
-        self._judged.append((self._pending_judged[0], self._pending_judged[1]))
-        self._pending_judged = [0, 0]
+        self._judged.append(tuple(self._pending_judged))
+        self._pending_judged = [0, 0, 0, 0]
         k = min(self.settings.per_audit, self.settings.budget - self.spent)
         use = [(e, v) for e, v in judged if e.trajectory is not None
                and (self.settings.labels != "checker" or e.ground_truth is not None)]  # fmt: skip
@@ -620,14 +628,16 @@ class JudgeAudit:
             elif action == "stop":
                 self.stopped = (f"training stopped by the reward-hacking alarm after update "
                                 f"{update} (reward.audit.on_alarm=stop): {text}")  # fmt: skip
-        n_success = sum(a for a, _ in self._judged)
-        n_judged = sum(b for _, b in self._judged)
+        n_success, n_judged, n_true, n_checked = (sum(col) for col in zip(*self._judged,
+                                                                          strict=True))
         est = audited_estimate(n_success, n_judged, audited.get((), ConfusionCounts(0, 0, 0, 0)),
                                s.confidence)  # fmt: skip
         pending = sum(it.label is None for it in self.items)
         result = AuditResult(update, sampled, sum(c.n for k, c in audited.items() if k == ()),
                              pending, checks, bool(bad), action, est)  # fmt: skip
+        result.checker_success = n_true / n_checked if n_checked else None
         result.metrics = self._metrics(result)
+        self.history.append(result)
         self.audits += 1
         return result
 
@@ -663,6 +673,8 @@ class JudgeAudit:
             out.update({p + "judge_estimate": e.value, p + "judge_ci_low": e.low,
                         p + "judge_ci_high": e.high,
                         p + "estimate_from_labels": float(e.method == "labels")})  # fmt: skip
+        if r.checker_success is not None:
+            out[p + "checker_success"] = r.checker_success
         return out
 
     def summary(self) -> str:

@@ -17,7 +17,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from cua_rl.calibration.audit import AuditResult, JudgeAudit, LabelQueue
+from cua_rl.calibration.audit import JudgeAudit, LabelQueue
 from cua_rl.logger import Logger
 from cua_rl.rewards.base import WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
@@ -51,8 +51,8 @@ class AuditJudge(RunCallback):
         log: The logging seam.
 
     Attributes:
-        audit: The :class:`~cua_rl.calibration.audit.JudgeAudit`.
-        results: Every audit's result.
+        audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every
+            audit's result).
     """
 
     def __init__(self, config: TrainConfig, parts: RunParts, log: Logger) -> None:
@@ -66,7 +66,6 @@ class AuditJudge(RunCallback):
         cals = corrected.calibrations if corrected is not None else parts.calibrations
         self.audit = JudgeAudit(section.settings(queue), cals,
                                 None if queue is None else LabelQueue(queue))  # fmt: skip
-        self.results: list[AuditResult] = []
 
     def on_update_end(self) -> bool:
         """Audit when due (always True: :class:`StopOnAlarm` stops)."""
@@ -74,7 +73,6 @@ class AuditJudge(RunCallback):
         result = self.audit.observe(int(self.model.updates_done), ends)
         if result is None:
             return True
-        self.results.append(result)
         for key, value in result.metrics.items():
             self.log.record(key, value)
         if result.action == "switch" and self.corrected is not None:

@@ -1,4 +1,4 @@
-"""Desktop-shell task families: ``click_ok``, ``click_yes`` and ``close_window``."""
+"""Desktop-shell task families: ``click_ok``, ``click_yes``, ``click_no`` and ``close_window``."""
 
 from __future__ import annotations
 
@@ -126,6 +126,15 @@ CLICK_YES = _dialog_family(
      "Press the Yes button of the '{title}' dialog."),
 )
 
+# click_no: the default (primary-drawn) button is Yes, the answer asked for is No, so "click the
+# primary button" (right on click_ok and click_yes) is wrong here: the strata of
+# benchmarks/reward_correction.py's "conflict" cell need different behaviour.
+CLICK_NO = _dialog_family(
+    "click_no", "No", ("Yes",), ("Help", "Details"), _QUESTIONS, "Yes",
+    ("Answer No in the {title} dialog.", "Click No to decline the question.",
+     "Press the No button of the '{title}' dialog."),
+)
+
 
 # -- close_window ----------------------------------------------------------------------------
 def _cw_sample(rng: np.random.Generator) -> dict[str, Any]:
@@ -183,4 +192,4 @@ CLOSE_WINDOW = TaskFamily(
 )
 
 APPS: tuple[AppSpec, ...] = ()
-FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLOSE_WINDOW)
+FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLICK_NO, CLOSE_WINDOW)
