@@ -211,7 +211,9 @@ def test_alarm_fires_once_the_policy_fools_the_judge_and_warn_keeps_going() -> N
     assert "ALARM after update" in audit.summary()
     # the audited estimate tracks the true success (0.1 once hacked) within its interval
     late = results[-1].estimate
-    assert late is not None and late.low <= 0.1 <= late.high + 0.05
+    assert late is not None and results[-1].checker_success == pytest.approx(0.1, abs=0.06)
+    assert late.low <= results[-1].checker_success <= late.high
+    assert results[-1].metrics["calibration/audit/checker_success"] == results[-1].checker_success
 
 
 def test_switch_pools_the_audits_into_the_calibration_in_use() -> None:
