@@ -173,6 +173,9 @@ class JudgeAudit:
         stopped: The stop message once ``stop`` fired, else None.
         spent: Labels requested so far.
         history: Every audit's result.
+        audited_calibration: The pooled calibration of the latest audit window alone (None
+            until both classes have ``min_per_class`` labels, or when its D interval reaches
+            the margin): the evaluation's judge estimate uses it when it exists.
     """
 
     def __init__(self, settings: AuditSettings, calibrations: dict[str, Calibration],
@@ -190,6 +193,7 @@ class JudgeAudit:
         self.spent = 0
         self.audits = 0
         self.history: list[AuditResult] = []
+        self.audited_calibration: Calibration | None = None
         self._since_switch = 0  # first audit number that counts for the next switch
         # per audit: judged successes, judged episodes, checker successes, checked episodes
         self._judged: deque[tuple[int, ...]] = deque(maxlen=settings.window)
@@ -287,10 +291,33 @@ class JudgeAudit:
         result = AuditResult(update, sampled, sum(c.n for k, c in audited.items() if k == ()),
                              pending, checks, bool(bad), action, est)  # fmt: skip
         result.checker_success = n_true / n_checked if n_checked else None
+        self.audited_calibration = self._audited_calibration(audited.get(()))
         result.metrics = self._metrics(result)
         self.history.append(result)
         self.audits += 1
         return result
+
+    def _audited_calibration(self, counts: ConfusionCounts | None) -> Calibration | None:
+        """The pooled calibration of the audit window alone, for the evaluation's judge
+        estimate (its interval then carries the audit's sample sizes); None with fewer than
+        ``min_per_class`` labels of a class, or a D interval reaching the margin."""
+        m = self.settings.min_per_class
+        ref = self.calibration_of(())
+        if counts is None or ref is None or counts.n_pos < m or counts.n_neg < m:
+            return None
+        from cua_rl.calibration.audit_stats import _rows
+        from cua_rl.calibration.fitting import estimate_calibration
+
+        verdicts, labels = _rows(counts)
+        try:
+            return estimate_calibration(
+                verdicts, labels, judge_id=ref.judge_id, min_per_class=m,
+                confidence=self.settings.confidence, method=ref.method, d_method=ref.d_method,
+                margin=ref.margin,
+            )  # fmt: skip
+        except CalibrationError as error:  # the judge separates nothing on these episodes
+            logger.info("audit: no audited calibration for the estimate (%s)", error)
+            return None
 
     def _switch(self, update: int) -> None:
         recent = [it for it in self.items if it.audit >= self._since_switch]

@@ -5,7 +5,8 @@ episode summaries): after each update it hands the update's finished episodes to
 :class:`~cua_rl.calibration.audit.JudgeAudit`, records its ``calibration/audit/...`` metrics, and
 acts on the reward-hacking alarm: ``switch`` replaces the calibrations of the run's
 :class:`~cua_rl.rewards.corrected.CorrectedReward` (the same dict, so the next scored episode
-uses them) and of the evaluation's judge estimate; ``stop`` ends training after this update:
+uses them) and of the evaluation; the evaluation's judge estimate uses the audited calibration
+once there is one; ``stop`` ends training after this update:
 :class:`StopOnAlarm`, placed after the logging, evaluation and checkpoint callbacks so the
 update is still logged, returns False and logs the reason (the final evaluation and checkpoint
 still run). At the end of training the
@@ -22,7 +23,7 @@ from cua_rl.logger import Logger
 from cua_rl.rewards.base import WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
 from cua_rl.training.build import RunParts
-from cua_rl.training.callbacks import RunCallback
+from cua_rl.training.callbacks import EvaluateHeldOut, RunCallback
 from cua_rl.training.config import TrainConfig
 
 __all__ = ["AuditJudge", "StopOnAlarm", "corrected_source"]
@@ -49,14 +50,18 @@ class AuditJudge(RunCallback):
         config: The run's config (its ``reward.audit`` section, ``every`` >= 1).
         parts: The run's reward parts.
         log: The logging seam.
+        evaluator: The run's held-out evaluation: its judge estimate then uses the audited
+            calibration once one exists (:attr:`JudgeAudit.audited_calibration`).
 
     Attributes:
         audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every
             audit's result).
     """
 
-    def __init__(self, config: TrainConfig, parts: RunParts, log: Logger) -> None:
+    def __init__(self, config: TrainConfig, parts: RunParts, log: Logger,
+                 evaluator: EvaluateHeldOut | None = None) -> None:  # fmt: skip
         super().__init__()
+        self.evaluator = evaluator
         section = config.reward.audit
         queue = None if section.queue is None else str(config.resolve(section.queue))
         corrected = corrected_source(parts.reward)
@@ -77,6 +82,9 @@ class AuditJudge(RunCallback):
             self.log.record(key, value)
         if result.action == "switch" and self.corrected is not None:
             self.parts.calibrations.update(self.corrected.calibrations)
+        if self.evaluator is not None:
+            audited = self.audit.audited_calibration
+            self.evaluator.estimate_calibrations = None if audited is None else {"all": audited}
         return True
 
     def _on_training_end(self) -> None:

@@ -247,6 +247,9 @@ class EvaluateHeldOut(RunCallback):
         self.log = log
         self.history: list[tuple[int, int, dict[str, float]]] = []
         self.env: Any = None
+        #: Calibrations of the judge estimate in place of ``parts.calibrations`` (the judge
+        #: audits set the audited one: :class:`cua_rl.training.audit.AuditJudge`).
+        self.estimate_calibrations: dict[str, Any] | None = None
 
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
@@ -265,7 +268,7 @@ class EvaluateHeldOut(RunCallback):
             self.env,
             held_out_tasks(self.config, self.config.eval.episodes),
             self.parts.judge,
-            self.parts.calibrations or None,
+            self.estimate_calibrations or self.parts.calibrations or None,
         )
         metrics = report.metrics()
         metrics["time/eval_s"] = time.perf_counter() - start

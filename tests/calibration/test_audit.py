@@ -275,3 +275,17 @@ def test_settings_refuse_bad_values() -> None:
         AuditSettings(on_alarm="panic")  # type: ignore[arg-type]
     with pytest.raises(CalibrationError, match="needs a queue folder"):
         AuditSettings(labels="queue")
+
+
+def test_the_audited_calibration_is_the_window_alone() -> None:
+    settings = AuditSettings(every=1, per_audit=25, budget=1000, window=4, min_per_class=8)
+    cal = _calibration(0.2, 0.3)
+    audit, results = _run(settings, {"all": cal}, updates=6, hack_from=99)
+    audited = audit.audited_calibration  # 100 labels; with 32, D's interval reaches 0.05
+    window = counts_of([it for it in audit.items if it.audit >= audit.audits - 4])[()]
+    assert audited is not None and audited.counts == window and audited.judge_id == "j"
+    assert audited.e_neg_interval[1] - audited.e_neg_interval[0] > (
+        cal.e_neg_interval[1] - cal.e_neg_interval[0])  # 32 labels: a wider interval
+    # once the policy fools the judge, positives are too rare for an audited calibration
+    hacked, _ = _run(settings, {"all": cal}, updates=12, hack_from=3)
+    assert hacked.audited_calibration is None
