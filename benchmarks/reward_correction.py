@@ -606,6 +606,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
                                              "reward_correction.md"))
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
+    parser.add_argument("--variants", nargs="*",
+                        help="only the variants whose name contains one of these strings")
     parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
     parser.add_argument("--notes", help="a Markdown file of findings to put on top of the report")
     args = parser.parse_args(argv)
@@ -616,7 +618,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     info = prepare(work, args.labelled)
     todo = [s for s in specs(args.seeds, args.steps)
-            if not args.only or s.experiment in args.only]
+            if (not args.only or s.experiment in args.only)
+            and (not args.variants or any(v in s.variant for v in args.variants))]
     pending = [s for s in todo if not (work / "runs" / f"{s.key}.json").exists()]
     print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
     if pending and args.workers == 1:
