@@ -115,38 +115,45 @@ class Spec:
 
 
 # -- judges (built inside each worker: the near-success function is not picklable) -----------
-def _dialog_closed_fn() -> Any:
+class DialogClosed:
     """Near-success score of a request: 1 when the task's dialog is gone from the final screen.
 
     The dialog's rectangle comes from replaying the task's first screen (cached per task id);
-    the dialog is gone when more than half of its pixels changed.
+    the dialog is gone when more than half of its pixels changed. A callable object with a
+    fixed module and ``repr``, so the judge id (which fingerprints it) is the same in every
+    process: a closure's fingerprint covers its cache object's address.
     """
-    from functools import lru_cache
 
-    from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
-    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
-    from cua_rl.envs.backends.simdesk.tasks import make_task
+    __module__ = "benchmarks.reward_correction"
 
-    backend = SimDeskBackend(SimDeskConfig(width=SCREEN[0], height=SCREEN[1]))
+    def __init__(self) -> None:
+        from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
+        from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 
-    @lru_cache(maxsize=4096)
-    def first_screen(task_id: str) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-        _, family, seed = task_id.split("/")
-        task = make_task(family, int(seed))
-        obs = backend.reset(task)
-        desk = backend.desk
-        assert desk is not None
-        win = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
-        x, y, w, h = win.rect
-        return obs.screenshot[y : y + h, x : x + w].copy(), (x, y, w, h)
+        self.backend = SimDeskBackend(SimDeskConfig(width=SCREEN[0], height=SCREEN[1]))
+        self.cache: dict[str, tuple[np.ndarray, tuple[int, int, int, int]]] = {}
 
-    def near_success(request: Any) -> float:
-        region, (x, y, w, h) = first_screen(request.task_id)
+    def first_screen(self, task_id: str) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+        from cua_rl.envs.backends.simdesk.tasks import make_task
+
+        if task_id not in self.cache:
+            _, family, seed = task_id.split("/")
+            obs = self.backend.reset(make_task(family, int(seed)))
+            desk = self.backend.desk
+            assert desk is not None
+            win = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+            x, y, w, h = win.rect
+            self.cache[task_id] = (obs.screenshot[y : y + h, x : x + w].copy(), (x, y, w, h))
+        return self.cache[task_id]
+
+    def __call__(self, request: Any) -> float:
+        region, (x, y, w, h) = self.first_screen(request.task_id)
         final = request.screenshots[-1][y : y + h, x : x + w]
         changed = float(np.mean(np.any(final != region, axis=-1)))
         return 1.0 if changed > 0.5 else 0.0
 
-    return near_success
+    def __repr__(self) -> str:
+        return f"DialogClosed(screen={SCREEN[0]}x{SCREEN[1]}, changed>0.5)"
 
 
 def study_judge(kind: str) -> Any:
@@ -163,7 +170,7 @@ def study_judge(kind: str) -> Any:
         return make_judge(SimulatedJudgeConfig(0.2, 0.2, per, seed=7, name="conflict"))
     if kind == "near":
         return make_judge(SimulatedJudgeConfig(NEAR[0], NEAR[1], seed=7, name="near"),
-                          near_success=_dialog_closed_fn(), near_success_e_neg=NEAR[2])
+                          near_success=DialogClosed(), near_success_e_neg=NEAR[2])
     raise ValueError(kind)
 
 

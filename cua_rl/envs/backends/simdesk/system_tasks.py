@@ -128,9 +128,11 @@ CLICK_YES = _dialog_family(
 
 # click_no: the default (primary-drawn) button is Yes, the answer asked for is No, so "click the
 # primary button" (right on click_ok and click_yes) is wrong here: the strata of
-# benchmarks/reward_correction.py's "conflict" cell need different behaviour.
+# benchmarks/reward_correction.py's "conflict" cell need different behaviour. Its only extra is
+# Details, so at the compact policy's 64x40 the two grey buttons differ in text width (No: 2
+# letters, Details: 7); with Help as well they were hard to tell apart at that size.
 CLICK_NO = _dialog_family(
-    "click_no", "No", ("Yes",), ("Help", "Details"), _QUESTIONS, "Yes",
+    "click_no", "No", ("Yes",), ("Details",), _QUESTIONS, "Yes",
     ("Answer No in the {title} dialog.", "Click No to decline the question.",
      "Press the No button of the '{title}' dialog."),
 )
