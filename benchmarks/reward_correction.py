@@ -44,7 +44,9 @@ held-out task seeds, greedy policy):
 Experiment 2a also runs the variance-aware corrections (``CorrectedReward(variance=...)``:
 shrink, clip) with the per-stratum calibration.
 
-The full study (``--seeds 0 1 2 3 4``) is 5 x 29 runs of 2-4 min each on one core.
+The full study (``--seeds 0 1 2 3 4``) is 5 x 27 runs (2b's six at half length) of 1-3.5 min
+each on one core (the wall times of benchmarks/results/reward_correction.md): about 67 min of
+worker time per seed, 5.6 h in all, 2.8 h with ``--workers 2``.
 """
 
 from __future__ import annotations
