@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The paper's claim in miniature: PPO with ground truth vs raw vs corrected judge rewards.
 
-    scripts/offline.sh .venv/bin/python benchmarks/reward_correction.py          # ~1 h, 2 cores
+    scripts/offline.sh .venv/bin/python benchmarks/reward_correction.py          # ~2.8 h, 2 cores
     .venv/bin/python benchmarks/reward_correction.py --quick --out /tmp/rc      # smoke run
 
 Writes ``benchmarks/results/reward_correction.md`` and ``reward_correction_*.png`` (learning
@@ -607,7 +607,7 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--steps", type=int, default=32768)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--labelled", type=int, default=200, help="labelled episodes per family")
