@@ -51,7 +51,9 @@ class AuditJudge(RunCallback):
         parts: The run's reward parts.
         log: The logging seam.
         evaluator: The run's held-out evaluation: its judge estimate then uses the audited
-            calibration once one exists (:attr:`JudgeAudit.audited_calibration`).
+            calibration once one exists (:attr:`JudgeAudit.audited_calibration`); while the
+            latest audit raised the alarm and no audited calibration exists, it reports no
+            judge estimate rather than one from a calibration the audits contradict.
 
     Attributes:
         audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every
@@ -84,7 +86,16 @@ class AuditJudge(RunCallback):
             self.parts.calibrations.update(self.corrected.calibrations)
         if self.evaluator is not None:
             audited = self.audit.audited_calibration
-            self.evaluator.estimate_calibrations = None if audited is None else {"all": audited}
+            if audited is not None:
+                self.evaluator.estimate_calibrations = {"all": audited}
+            elif result.alarm:  # the calibration in use is known wrong: no estimate at all
+                if self.evaluator.estimate_calibrations != {}:
+                    logger.warning("audit: the evaluation's judge estimate is withheld: the "
+                                   "calibration in use disagrees with the audits, which are "
+                                   "too few for a calibration of their own")  # fmt: skip
+                self.evaluator.estimate_calibrations = {}
+            else:
+                self.evaluator.estimate_calibrations = None
         return True
 
     def _on_training_end(self) -> None:

@@ -247,8 +247,8 @@ class EvaluateHeldOut(RunCallback):
         self.log = log
         self.history: list[tuple[int, int, dict[str, float]]] = []
         self.env: Any = None
-        #: Calibrations of the judge estimate in place of ``parts.calibrations`` (the judge
-        #: audits set the audited one: :class:`cua_rl.training.audit.AuditJudge`).
+        #: Calibrations of the judge estimate in place of ``parts.calibrations`` (None: those;
+        #: empty: no estimate), set by the judge audits (:class:`cua_rl.training.audit.AuditJudge`).
         self.estimate_calibrations: dict[str, Any] | None = None
 
     def run(self) -> dict[str, float]:
@@ -268,7 +268,8 @@ class EvaluateHeldOut(RunCallback):
             self.env,
             held_out_tasks(self.config, self.config.eval.episodes),
             self.parts.judge,
-            self.estimate_calibrations or self.parts.calibrations or None,
+            (self.parts.calibrations if self.estimate_calibrations is None
+             else self.estimate_calibrations) or None,
         )
         metrics = report.metrics()
         metrics["time/eval_s"] = time.perf_counter() - start

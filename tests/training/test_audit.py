@@ -34,7 +34,7 @@ def _config(tiny_config: Callable[..., TrainConfig], on_alarm: str) -> TrainConf
                 "audit": {"every": 1, "per_audit": 8, "min_per_class": 3, "window": 2,
                           "on_alarm": on_alarm}},
         checkpoint={"every": 0},
-        eval={"at_start": False, "at_end": False},
+        eval={"at_start": True, "at_end": True, "episodes": 4},
     )  # fmt: skip
 
 
@@ -50,6 +50,9 @@ def test_stop_ends_the_run_after_the_alarm(tiny_config: Callable[..., TrainConfi
     assert len(rows) == result.updates_done and rows[-1]["calibration/audit/alarm"] == 1.0
     assert rows[-1]["calibration/audit/e_neg"] == 1.0
     assert rows[-1]["calibration/audit/e_neg_in_use"] == pytest.approx(0.1)
+    # the held-out estimate with the calibration in use before the audits, none after the alarm
+    (_, _, before), (_, _, after) = result.evals
+    assert "eval/judge_estimate" in before and "eval/judge_estimate" not in after
 
 
 def test_switch_replaces_the_rewards_calibration(tiny_config: Callable[..., TrainConfig]) -> None:
