@@ -99,7 +99,8 @@ class AuditJudge(RunCallback):
         return True
 
     def _on_training_end(self) -> None:
-        logger.info("%s", self.audit.summary())
+        level = logging.WARNING if self.audit.alarms else logging.INFO
+        logger.log(level, "%s", self.audit.summary())
 
 
 class StopOnAlarm(RunCallback):
