@@ -1,7 +1,7 @@
 #!/usr/bin/env python
 """The paper's claim in miniature: PPO with ground truth vs raw vs corrected judge rewards.
 
-    scripts/offline.sh .venv/bin/python benchmarks/reward_correction.py          # ~1 h, 2 cores
+    scripts/offline.sh .venv/bin/python benchmarks/reward_correction.py          # ~2.8 h, 2 cores
     .venv/bin/python benchmarks/reward_correction.py --quick --out /tmp/rc      # smoke run
 
 Writes ``benchmarks/results/reward_correction.md`` and ``reward_correction_*.png`` (learning
@@ -31,7 +31,22 @@ held-out task seeds, greedy policy):
    answered wrong (Cancel / No / closed: the screen shows a closed dialog, like a success) fools
    the judge with e₋ = 0.8. Training on 32 fixed task instances per family (the validator
    learns one reference model per instance from 2 expert traces): ground truth, raw, corrected,
-   corrected + 0.5 x the validator's structural reward (coverage).
+   corrected + 0.5 x the validator's structural reward (coverage). With judge audits
+   (issue 16; ``reward.audit``: every 4 updates 16 of the policy's own episodes get the
+   checker's label, window 4 audits): raw + audit (warn: the alarm and the audited estimate
+   only), corrected + audit (switch), corrected + audit (stop), raw + audit (stop).
+4. ``conflict``: strata that need different behaviour. ``click_ok`` (judge 0.05, 0.05) and
+   ``click_no`` (judge 0.35, 0.40), one policy: clicking the primary-drawn button is right on
+   click_ok and wrong on click_no, so the raw reward, which weighs each stratum's success by
+   its D (0.90 vs 0.25), favours that shortcut; per-stratum correction weighs both by 1.
+   Ground truth, raw, corrected per stratum (unbiased, shrink, clip).
+
+Experiment 2a also runs the variance-aware corrections (``CorrectedReward(variance=...)``:
+shrink, clip) with the per-stratum calibration.
+
+The full study (``--seeds 0 1 2 3 4``) is 5 x 27 runs (2b's six at half length) of 1-3.5 min
+each on one core (the wall times of benchmarks/results/reward_correction.md): about 67 min of
+worker time per seed, 5.6 h in all, 2.8 h with ``--workers 2``.
 """
 
 from __future__ import annotations
@@ -59,16 +74,21 @@ SCREEN = (640, 400)
 MAX_STEPS = 3
 HOMOGENEOUS = (0.2, 0.3)
 STRATA = {"click_ok": (0.05, 0.05), "click_yes": (0.35, 0.40)}
+CONFLICT_FAMILIES = ("click_ok", "click_no")
+CONFLICT = {"click_ok": (0.05, 0.05), "click_no": (0.35, 0.40)}
+#: reward.audit of the audited near-success runs (on_alarm set per run)
+AUDIT = {"every": 4, "per_audit": 16, "budget": 512, "window": 4, "min_per_class": 10}
 NEAR = (0.2, 0.3, 0.8)  # e_pos, e_neg, e_neg on a wrongly answered (closed) dialog
 TRAIN_INSTANCES = 32
 STRUCTURAL_WEIGHT = 0.5
 EVAL_SEEDS = 100  # held-out task seeds per family
-#: calibration name -> (judge, per family stratum); all from one held-out labelled set.
+#: calibration name -> (judge, per family stratum, families of its held-out labelled set).
 CALIBRATIONS = {
-    "pooled": ("homogeneous", False),
-    "pooled_s": ("strata", False),
-    "strata": ("strata", True),
-    "near": ("near", True),
+    "pooled": ("homogeneous", False, FAMILIES),
+    "pooled_s": ("strata", False, FAMILIES),
+    "strata": ("strata", True, FAMILIES),
+    "near": ("near", True, FAMILIES),
+    "conflict": ("conflict", True, CONFLICT_FAMILIES),
 }
 
 
@@ -87,6 +107,8 @@ class Spec:
     structural: float = 0.0
     train_seeds: int | None = None
     extra: dict[str, Any] = field(default_factory=dict)
+    correction: str = "unbiased"  # CorrectedReward(variance=...)
+    audit: str | None = None  # reward.audit.on_alarm; None = no audits
 
     @property
     def key(self) -> str:
@@ -95,38 +117,45 @@ class Spec:
 
 
 # -- judges (built inside each worker: the near-success function is not picklable) -----------
-def _dialog_closed_fn() -> Any:
+class DialogClosed:
     """Near-success score of a request: 1 when the task's dialog is gone from the final screen.
 
     The dialog's rectangle comes from replaying the task's first screen (cached per task id);
-    the dialog is gone when more than half of its pixels changed.
+    the dialog is gone when more than half of its pixels changed. A callable object with a
+    fixed module and ``repr``, so the judge id (which fingerprints it) is the same in every
+    process: a closure's fingerprint covers its cache object's address.
     """
-    from functools import lru_cache
 
-    from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
-    from cua_rl.envs.backends.simdesk.config import SimDeskConfig
-    from cua_rl.envs.backends.simdesk.tasks import make_task
+    __module__ = "benchmarks.reward_correction"
 
-    backend = SimDeskBackend(SimDeskConfig(width=SCREEN[0], height=SCREEN[1]))
+    def __init__(self) -> None:
+        from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
+        from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 
-    @lru_cache(maxsize=4096)
-    def first_screen(task_id: str) -> tuple[np.ndarray, tuple[int, int, int, int]]:
-        _, family, seed = task_id.split("/")
-        task = make_task(family, int(seed))
-        obs = backend.reset(task)
-        desk = backend.desk
-        assert desk is not None
-        win = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
-        x, y, w, h = win.rect
-        return obs.screenshot[y : y + h, x : x + w].copy(), (x, y, w, h)
+        self.backend = SimDeskBackend(SimDeskConfig(width=SCREEN[0], height=SCREEN[1]))
+        self.cache: dict[str, tuple[np.ndarray, tuple[int, int, int, int]]] = {}
 
-    def near_success(request: Any) -> float:
-        region, (x, y, w, h) = first_screen(request.task_id)
+    def first_screen(self, task_id: str) -> tuple[np.ndarray, tuple[int, int, int, int]]:
+        from cua_rl.envs.backends.simdesk.tasks import make_task
+
+        if task_id not in self.cache:
+            _, family, seed = task_id.split("/")
+            obs = self.backend.reset(make_task(family, int(seed)))
+            desk = self.backend.desk
+            assert desk is not None
+            win = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+            x, y, w, h = win.rect
+            self.cache[task_id] = (obs.screenshot[y : y + h, x : x + w].copy(), (x, y, w, h))
+        return self.cache[task_id]
+
+    def __call__(self, request: Any) -> float:
+        region, (x, y, w, h) = self.first_screen(request.task_id)
         final = request.screenshots[-1][y : y + h, x : x + w]
         changed = float(np.mean(np.any(final != region, axis=-1)))
         return 1.0 if changed > 0.5 else 0.0
 
-    return near_success
+    def __repr__(self) -> str:
+        return f"DialogClosed(screen={SCREEN[0]}x{SCREEN[1]}, changed>0.5)"
 
 
 def study_judge(kind: str) -> Any:
@@ -138,9 +167,12 @@ def study_judge(kind: str) -> Any:
     if kind == "strata":
         per = {f"simdesk/{f}": rates for f, rates in STRATA.items()}
         return make_judge(SimulatedJudgeConfig(0.2, 0.2, per, seed=7, name="strata"))
+    if kind == "conflict":
+        per = {f"simdesk/{f}": rates for f, rates in CONFLICT.items()}
+        return make_judge(SimulatedJudgeConfig(0.2, 0.2, per, seed=7, name="conflict"))
     if kind == "near":
         return make_judge(SimulatedJudgeConfig(NEAR[0], NEAR[1], seed=7, name="near"),
-                          near_success=_dialog_closed_fn(), near_success_e_neg=NEAR[2])
+                          near_success=DialogClosed(), near_success_e_neg=NEAR[2])
     raise ValueError(kind)
 
 
@@ -151,6 +183,9 @@ def _config(spec: Spec, work: Path) -> Any:
     split: dict[str, Any] = {"eval_seeds": EVAL_SEEDS}
     if spec.train_seeds is not None:
         split["train_seeds"] = spec.train_seeds
+    reward: dict[str, Any] = {"primary": "ground_truth"}
+    if spec.audit is not None:  # the judge itself comes from _parts; audits need the section
+        reward.update(judge={"kind": "simulated"}, audit={**AUDIT, "on_alarm": spec.audit})
     return TrainConfig.from_dict({
         "env": {"backend": "simdesk", "screen": list(SCREEN), "families": list(spec.families),
                 "max_steps": MAX_STEPS, "split": split},
@@ -158,7 +193,7 @@ def _config(spec: Spec, work: Path) -> Any:
                    "cnn_features": 128},
         "ppo": {"n_envs": 4, "n_steps": 64, "batch_size": 64, "n_epochs": 4,
                 "learning_rate": 5e-4, "total_timesteps": spec.steps, "seed": spec.seed},
-        "reward": {"primary": "ground_truth"},
+        "reward": reward,
         "logging": {"dir": str(work / "train"), "run_name": spec.key, "wandb": "disabled",
                     "progress": False},
         "checkpoint": {"every": 0, "keep_last": 1},
@@ -184,7 +219,7 @@ def _parts(spec: Spec, work: Path) -> Any:
         reward = JudgeReward(judge, name="judge")
     else:
         assert cal is not None
-        reward = CorrectedReward(judge, cal)
+        reward = CorrectedReward(judge, cal, variance=spec.correction)
     if spec.structural:
         from cua_rl.pipeline import load_task_models
 
@@ -226,7 +261,28 @@ def run_one(spec: Spec, work: str) -> dict[str, Any]:
              for _, steps, m in result.evals]  # fmt: skip
     shutil.rmtree(config.run_dir, ignore_errors=True)
     return {"spec": spec.__dict__, "key": spec.key, "curve": curve, "final": final,
-            "stats": result.stats, "wall_s": wall, "steps": result.num_timesteps}
+            "stats": result.stats, "wall_s": wall, "steps": result.num_timesteps,
+            "audit": _audit_record(result.audit, config)}
+
+
+def _audit_record(audit: Any, config: Any) -> dict[str, Any] | None:
+    """The audits of a run as plain data (None without audits)."""
+    if audit is None:
+        return None
+    per_update = config.ppo.n_envs * config.ppo.n_steps
+    rows = []
+    for r in getattr(audit, "history", []):
+        e = r.estimate
+        pooled = next((c for c in r.checks if c.stratum == ()), None)
+        rows.append({"update": r.update, "steps": r.update * per_update, "alarm": r.alarm,
+                     "action": r.action, "labelled": r.labelled,
+                     "estimate": None if e is None else [e.value, e.low, e.high, e.method],
+                     "checker_success": r.checker_success,
+                     "e_neg": None if pooled is None or pooled.e_neg is None else pooled.e_neg[0],
+                     "e_neg_in_use": None if pooled is None else pooled.reference.e_neg})
+    return {"audits": rows, "alarms": [u for u, _ in audit.alarms], "switches": audit.switches,
+            "stopped": audit.stopped, "spent": audit.spent,
+            "stopped_at_update": audit.alarms[-1][0] if audit.stopped else None}
 
 
 def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
@@ -253,12 +309,16 @@ def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
         build_labelled(labelled, FAMILIES, n_per_family=n_per_family, screen=SCREEN)
     examples = load_labelled(labelled / "labelled.jsonl")
     info["labelled"] = (len(examples), sum(e.label for e in examples))
-    for name, (kind, per_app) in CALIBRATIONS.items():
+    conflict = work / "labelled_conflict"
+    if not (conflict / "labelled.jsonl").exists():
+        build_labelled(conflict, CONFLICT_FAMILIES, n_per_family=n_per_family, screen=SCREEN)
+    sets = {FAMILIES: examples, CONFLICT_FAMILIES: load_labelled(conflict / "labelled.jsonl")}
+    for name, (kind, per_app, fams) in CALIBRATIONS.items():
         file = work / "calibration" / name / "calibration.json"
         if file.exists():
             cal = Calibration.load(file)
         else:
-            cal = calibrate_judge(study_judge(kind), examples, per_app=per_app)
+            cal = calibrate_judge(study_judge(kind), sets[fams], per_app=per_app)
             cal.save(file)
         info[name] = cal
     models = work / "models"
@@ -283,6 +343,18 @@ def specs(seeds: Sequence[int], steps: int) -> list[Spec]:
             Spec("strata", "corrected, pooled", both, s, steps, "corrected", "strata", "pooled_s"),
             Spec("strata", "corrected per stratum", both, s, steps, "corrected", "strata",
                  "strata"),
+            Spec("strata", "corrected per stratum, shrink", both, s, steps, "corrected",
+                 "strata", "strata", correction="shrink"),
+            Spec("strata", "corrected per stratum, clip", both, s, steps, "corrected", "strata",
+                 "strata", correction="clip"),
+        ]
+        conf = CONFLICT_FAMILIES
+        out += [
+            Spec("conflict", "ground truth", conf, s, steps, "gt", "conflict"),
+            Spec("conflict", "raw judge", conf, s, steps, "raw", "conflict"),
+            *(Spec("conflict", f"corrected per stratum{'' if c == 'unbiased' else ', ' + c}",
+                   conf, s, steps, "corrected", "conflict", "conflict", correction=c)
+              for c in ("unbiased", "shrink", "clip")),
         ]
         for fam in FAMILIES:
             half = steps // 2
@@ -298,6 +370,14 @@ def specs(seeds: Sequence[int], steps: int) -> list[Spec]:
             Spec("near_success", "corrected", both, s, steps, "corrected", "near", "near", **near),
             Spec("near_success", "corrected + structural", both, s, steps, "corrected", "near",
                  "near", structural=STRUCTURAL_WEIGHT, **near),
+            Spec("near_success", "raw judge + audit (warn)", both, s, steps, "raw", "near",
+                 "near", audit="warn", **near),
+            Spec("near_success", "raw judge + audit (stop)", both, s, steps, "raw", "near",
+                 "near", audit="stop", **near),
+            Spec("near_success", "corrected + audit (switch)", both, s, steps, "corrected",
+                 "near", "near", audit="switch", **near),
+            Spec("near_success", "corrected + audit (stop)", both, s, steps, "corrected",
+                 "near", "near", audit="stop", **near),
         ]
     return out
 
@@ -309,6 +389,8 @@ TITLES = {
               "ground truth: see 1)",
     "strata_sep": "2b. The same two strata trained separately (one policy per family)",
     "near_success": "3. A state-dependent judge fooled by a closed dialog (e₋ = 0.8 there)",
+    "conflict": "4. Strata that need different behaviour (click_ok: judge 0.05/0.05; click_no: "
+                "0.35/0.40, the primary button is wrong)",
 }
 
 
@@ -317,6 +399,7 @@ PLOT_TITLES = {
     "strata": "2a. two strata, one policy",
     "strata_sep": "2b. two strata, one policy each",
     "near_success": "3. judge fooled by near-success screens",
+    "conflict": "4. strata needing different behaviour",
 }
 
 
@@ -350,6 +433,16 @@ COMPARISONS = (
     ("near_success", "raw judge", "ground truth"),
     ("near_success", "corrected", "raw judge"),
     ("near_success", "corrected + structural", "corrected"),
+    ("near_success", "raw judge + audit (stop)", "raw judge"),
+    ("near_success", "corrected + audit (switch)", "raw judge"),
+    ("near_success", "corrected + audit (stop)", "raw judge"),
+    ("strata", "corrected per stratum, shrink", "raw judge"),
+    ("strata", "corrected per stratum, clip", "raw judge"),
+    ("strata", "corrected per stratum, shrink", "corrected per stratum"),
+    ("conflict", "raw judge", "ground truth"),
+    ("conflict", "corrected per stratum", "raw judge"),
+    ("conflict", "corrected per stratum, shrink", "raw judge"),
+    ("conflict", "corrected per stratum, clip", "raw judge"),
 )
 
 
@@ -383,6 +476,40 @@ def _finding(exp: str, a: str, b: str, groups: dict[Any, list[dict[str, Any]]]) 
                    f"{d:+.3f} [{lo:+.3f}, {hi:+.3f}] over evaluation episodes; {seeds} "
                    f"({', '.join(f'{v:.2f}' for v in sa)} vs {', '.join(f'{v:.2f}' for v in sb)})")
     return out
+
+
+def _audit_rows(results: list[dict[str, Any]]) -> list[str]:
+    """The audited runs: when the alarm fired, and how the audited estimate tracked the truth."""
+    audited = [r for r in results if r.get("audit")]
+    if not audited:
+        return []
+    out = ["## Judge audits on the policy's own episodes (issue 16)", "",
+           f"Every {AUDIT['every']} updates, {AUDIT['per_audit']} of the update's episodes "
+           f"(stratified by family) get the checker's label (budget {AUDIT['budget']}); rates "
+           f"over the last {AUDIT['window']} audits, compared when >= "
+           f"{AUDIT['min_per_class']} per class. *Coverage*: audits whose estimate interval "
+           "holds the checker's success rate of the same training episodes. *Final*: the "
+           "last audit's estimate [interval] vs that checker rate.", "",
+           "| reward | seed | first alarm (update / steps) | alarms | switches | stopped at "
+           "update | coverage | final estimate vs checker | true success (held-out) |",
+           "|---|---|---|---|---|---|---|---|---|"]
+    for r in sorted(audited, key=lambda r: (r["spec"]["variant"], r["spec"]["seed"])):
+        a = r["audit"]
+        rows = a["audits"]
+        per = rows[0]["steps"] // max(rows[0]["update"], 1) if rows else 0
+        first = f"{a['alarms'][0]} / {a['alarms'][0] * per}" if a["alarms"] else "none"
+        cover = [row["estimate"][1] <= row["checker_success"] <= row["estimate"][2]
+                 for row in rows if row["estimate"] and row["checker_success"] is not None]
+        last = next((row for row in reversed(rows) if row["estimate"]), None)
+        final = "–" if last is None else (
+            f"{last['estimate'][0]:.2f} [{last['estimate'][1]:.2f}, {last['estimate'][2]:.2f}] "
+            f"({last['estimate'][3]}) vs {last['checker_success']:.2f}")
+        k, n = _final_counts(r)
+        out.append(f"| {r['spec']['variant']} | {r['spec']['seed']} | {first} | "
+                   f"{len(a['alarms'])} | {len(a['switches'])} | "
+                   f"{a['stopped_at_update'] or '–'} | {sum(cover)}/{len(cover)} | {final} | "
+                   f"{k / n if n else float('nan'):.2f} |")
+    return [*out, ""]
 
 
 def _cal_rows(info: dict[str, Any]) -> list[str]:
@@ -447,7 +574,8 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
     for exp, a, b in COMPARISONS:
         lines += _finding(exp, a, b, by_exp.get(exp, {}))
     lines.append("")
-    for exp in ("homogeneous", "strata", "strata_sep", "near_success"):
+    lines += _audit_rows(results)
+    for exp in ("homogeneous", "strata", "strata_sep", "near_success", "conflict"):
         groups = by_exp.get(exp)
         if not groups:
             continue
@@ -479,7 +607,7 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
 
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2])
+    parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
     parser.add_argument("--steps", type=int, default=32768)
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--labelled", type=int, default=200, help="labelled episodes per family")
@@ -487,6 +615,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
                                              "reward_correction.md"))
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
+    parser.add_argument("--variants", nargs="*",
+                        help="only the variants whose name contains one of these strings")
     parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
     parser.add_argument("--notes", help="a Markdown file of findings to put on top of the report")
     args = parser.parse_args(argv)
@@ -497,7 +627,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     started = time.perf_counter()
     info = prepare(work, args.labelled)
     todo = [s for s in specs(args.seeds, args.steps)
-            if not args.only or s.experiment in args.only]
+            if (not args.only or s.experiment in args.only)
+            and (not args.variants or any(v in s.variant for v in args.variants))]
     pending = [s for s in todo if not (work / "runs" / f"{s.key}.json").exists()]
     print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
     if pending and args.workers == 1:

@@ -12,6 +12,11 @@ Every name is imported lazily, on first use: ``import cua_rl.calibration`` loads
 from cua_rl._lazy import lazy_exports
 
 _EXPORTS = {
+    "AuditSettings": "cua_rl.calibration.audit",
+    "JudgeAudit": "cua_rl.calibration.audit",
+    "LabelQueue": "cua_rl.calibration.audit",
+    "audited_estimate": "cua_rl.calibration.audit",
+    "pool_calibration": "cua_rl.calibration.audit",
     "Calibration": "cua_rl.calibration.calibration",
     "SCHEMA_VERSION": "cua_rl.calibration.calibration",
     "stratum_label": "cua_rl.calibration.calibration",
@@ -52,16 +57,20 @@ _EXPORTS = {
 }
 
 __all__ = [
+    "AuditSettings",
     "CALIBRATION_SEED_START",
     "LABELLED_KEYS",
     "SCHEMA_VERSION",
     "Calibration",
     "ConfusionCounts",
+    "JudgeAudit",
+    "LabelQueue",
     "LabelledExample",
     "SimDeskLabelledConfig",
     "binomial_interval",
     "bootstrap_rates",
     "bootstrap_statistic",
+    "audited_estimate",
     "build_labelled_from_env",
     "build_simdesk_labelled",
     "calibrate_judge",
@@ -78,6 +87,7 @@ __all__ = [
     "load_simdesk_labelled_config",
     "percentile_interval",
     "plot_calibration",
+    "pool_calibration",
     "render_markdown",
     "rogan_gladen",
     "rogan_gladen_se",

@@ -179,7 +179,8 @@ def _primary(config: TrainConfig, judge: Judge | None, cals: dict[str, Calibrati
     assert judge is not None  # RewardConfig requires a judge for judge/corrected
     if r.primary == "judge":
         return JudgeReward(judge, last_k, name="judge")
-    return CorrectedReward(judge, cals, last_k=last_k)
+    return CorrectedReward(judge, cals, last_k=last_k, variance=r.correction,
+                           shrink_strength=r.shrink_strength, clip=r.clip)
 
 
 def prepare_run(config: TrainConfig) -> RunParts:

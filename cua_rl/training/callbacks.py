@@ -174,7 +174,8 @@ class LogMetrics(RunCallback):
     def on_update_end(self) -> bool:
         """Accumulate this update's episodes; dump when the interval is reached."""
         self._times["update_s"] += time.perf_counter() - self._t_update
-        self.episodes.extend(self.model.pop_finished())
+        self.episodes.extend({k: v for k, v in e.items() if k != "episode_end"}
+                             for e in self.model.pop_finished())  # fmt: skip
         if self.model.updates_done % self.interval == 0:
             self.dump()
         return True
@@ -246,6 +247,9 @@ class EvaluateHeldOut(RunCallback):
         self.log = log
         self.history: list[tuple[int, int, dict[str, float]]] = []
         self.env: Any = None
+        #: Calibrations of the judge estimate in place of ``parts.calibrations`` (None: those;
+        #: empty: no estimate), set by the judge audits (:class:`cua_rl.training.audit.AuditJudge`).
+        self.estimate_calibrations: dict[str, Any] | None = None
 
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
@@ -264,7 +268,8 @@ class EvaluateHeldOut(RunCallback):
             self.env,
             held_out_tasks(self.config, self.config.eval.episodes),
             self.parts.judge,
-            self.parts.calibrations or None,
+            (self.parts.calibrations if self.estimate_calibrations is None
+             else self.estimate_calibrations) or None,
         )
         metrics = report.metrics()
         metrics["time/eval_s"] = time.perf_counter() - start

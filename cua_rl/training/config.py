@@ -37,7 +37,7 @@ from cua_rl.envs.config import EnvConfig, SplitConfig
 from cua_rl.errors import ConfigError
 
 __all__ = [
-    "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
+    "AuditConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
     "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
     "TrainConfig", "VLMPolicySection", "VLMUpdateSection", "config_hash", "load_config",
 ]  # fmt: skip
@@ -405,6 +405,52 @@ class FilterConfig:
 
 
 @dataclass(frozen=True)
+class AuditConfig:
+    """Audits of the judge on the policy's own episodes (:mod:`cua_rl.calibration.audit`)."""
+
+    SECTION: ClassVar[str] = "reward.audit"
+
+    #: Updates between audits; 0 = no audits.
+    every: int = 0
+    #: Episodes labelled per audit (stratified by task OS and domain).
+    per_audit: int = 16
+    #: Labels per run; audits stop sampling when it is spent.
+    budget: int = 256
+    #: The most recent audits whose labels form the audited error rates.
+    window: int = 4
+    #: Audited positives / negatives needed before a rate is compared.
+    min_per_class: int = 10
+    #: Level of the audited intervals and of the estimate's interval.
+    confidence: float = 0.95
+    #: On a reward-hacking alarm: log a warning, pool the audits into the calibration, or stop.
+    on_alarm: Literal["warn", "switch", "stop"] = "warn"
+    #: True labels: the backend's checker, else the queue (auto); or only one of them.
+    labels: Literal["auto", "checker", "queue"] = "auto"
+    #: Labelling-queue folder (episodes + labels.jsonl), relative to the config; None = none.
+    queue: str | None = None
+    #: Seed of the audit sampling.
+    seed: int = 0
+
+    def __post_init__(self) -> None:
+        check_fields(self)
+        check(self, "every", self.every >= 0, "must be >= 0")
+        for name in ("per_audit", "budget", "window", "min_per_class"):
+            check(self, name, getattr(self, name) >= 1, "must be >= 1")
+        check(self, "confidence", 0.5 <= self.confidence < 1.0, "must be in [0.5, 1)")
+        check(self, "queue", self.labels != "queue" or self.queue is not None,
+              "labels 'queue' needs a queue folder")  # fmt: skip
+
+    def settings(self, queue: str | None = None) -> Any:
+        """The :class:`~cua_rl.calibration.audit.AuditSettings` of this section (``every`` >= 1),
+        with the queue path resolved by the caller."""
+        from cua_rl.calibration.audit import AuditSettings
+
+        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        values["queue"] = queue
+        return AuditSettings(**values)
+
+
+@dataclass(frozen=True)
 class RewardConfig:
     """Where the terminal reward comes from, and which episodes reach the update."""
 
@@ -426,10 +472,23 @@ class RewardConfig:
     reference_models: dict[str, str] = field(default_factory=dict)
     #: The rollout filter.
     filter: FilterConfig = field(default_factory=FilterConfig)
+    #: Corrected reward: per-stratum rates as they are, shrunk toward the pooled ones, or clipped.
+    correction: Literal["unbiased", "shrink", "clip"] = "shrink"
+    #: shrink: κ in w = n_s/(n_s + κ) (weight of a stratum's own rates); None = the pooled n.
+    shrink_strength: float | None = None
+    #: clip: corrected rewards are clipped to [−clip, 1 + clip].
+    clip: float = 0.5
+    #: Audits of the judge on the policy's own episodes and the reward-hacking alarm.
+    audit: AuditConfig = field(default_factory=AuditConfig)
 
     def __post_init__(self) -> None:
         check_fields(self)
         p = self.primary
+        ss = self.shrink_strength
+        check(self, "shrink_strength", ss is None or 0.0 <= ss < 1e12, "must be >= 0 or null")
+        check(self, "clip", 0.0 < self.clip < 1e6, "must be > 0")
+        check(self, "audit", self.audit.every == 0 or self.judge is not None,
+              "audits need a judge section")  # fmt: skip
         check(self, "judge", p == "ground_truth" or self.judge is not None,
                f"primary {p!r} needs a judge section")  # fmt: skip
         check(self, "calibration", p != "corrected" or bool(self.calibration),
@@ -627,6 +686,9 @@ def load_config(path: str | os.PathLike[str]) -> TrainConfig:
         raise ConfigError(f"{file}: {error}") from None
 
 
+_LATER_REWARD_KEYS = ("correction", "shrink_strength", "clip", "audit")
+
+
 def config_hash(config: TrainConfig) -> str:
     """sha256 (16 hex digits) of what a resumed run must share with the run it continues.
 
@@ -638,6 +700,11 @@ def config_hash(config: TrainConfig) -> str:
     skip = ("total_timesteps", "vec_env", "ray", "device", "max_unscorable_share",
             "unscorable_window")  # fmt: skip
     ppo = {k: v for k, v in data["ppo"].items() if k not in skip}
-    kept = {"env": data["env"], "policy": data["policy"], "ppo": ppo, "reward": data["reward"]}
+    # keys added later are hashed only when set away from their default, so a checkpoint of an
+    # older version still resumes
+    defaults = plain(RewardConfig())
+    reward = {k: v for k, v in data["reward"].items()
+              if k not in _LATER_REWARD_KEYS or v != defaults[k]}  # fmt: skip
+    kept = {"env": data["env"], "policy": data["policy"], "ppo": ppo, "reward": reward}
     blob = json.dumps(kept, sort_keys=True)
     return hashlib.sha256(blob.encode()).hexdigest()[:16]

@@ -83,7 +83,9 @@ def episode_summary(info: dict[str, Any], reward: float) -> dict[str, Any]:
 
     Returns:
         ``reward`` (None when unscorable), ``weight``, ``length``, ``ground_truth``,
-        ``components``, ``end_reason``, ``unscorable_reason``, ``action_error``.
+        ``components``, ``end_reason``, ``unscorable_reason``, ``action_error``, and
+        ``episode_end`` (the record itself, for the judge audits; :class:`LogMetrics` drops it
+        when it takes the summaries, so trajectories are not kept between dumps).
     """
     end = info.get("episode_end")
     end = end if isinstance(end, EpisodeEnd) else None
@@ -98,6 +100,7 @@ def episode_summary(info: dict[str, Any], reward: float) -> dict[str, Any]:
         "end_reason": None if end is None else end.end_reason,
         "unscorable_reason": None if end is None else end.unscorable_reason,
         "action_error": info.get("action_error") is not None,
+        "episode_end": end,
     }  # fmt: skip
 
 

@@ -73,6 +73,8 @@ class TrainResult:
         resumed_from: The checkpoint this session started from, if any.
         skipped_checkpoints: Why newer checkpoints could not be resumed from (each was skipped
             for the previous one).
+        audit: The run's :class:`~cua_rl.calibration.audit.JudgeAudit` (``reward.audit``),
+            else None.
     """
 
     run_dir: Path
@@ -83,6 +85,7 @@ class TrainResult:
     checkpoint: Path | None = None
     resumed_from: Path | None = None
     skipped_checkpoints: list[str] = field(default_factory=list)
+    audit: Any = None
 
 
 def build_model(config: TrainConfig, venv: Any) -> Any:
@@ -306,7 +309,14 @@ def _run(
     ckpt_cb = SaveCheckpoints(save, config.checkpoint.every)
     progress = [TrackProgress(total)] if config.logging.progress and main else []
     guard = StopOnUnscorable(config.ppo.max_unscorable_share, config.ppo.unscorable_window)
-    cbs: list[RunCallback] = [guard, *progress, log_cb, eval_cb, ckpt_cb, *extra]
+    audit: list[RunCallback] = []
+    stop: list[RunCallback] = []
+    if config.reward.audit.every > 0 and main:  # before log_cb, which takes the episodes
+        from cua_rl.training.audit import AuditJudge, StopOnAlarm
+
+        audit = [AuditJudge(config, parts, log, eval_cb)]
+        stop = [StopOnAlarm(audit[0])]  # type: ignore[arg-type]
+    cbs: list[RunCallback] = [guard, *progress, *audit, log_cb, eval_cb, ckpt_cb, *stop, *extra]
     if not main:  # other data-parallel ranks: train (rank 0 evaluates and saves; their
         cbs = [guard, log_cb, *extra]  # logger has no writers, so nothing is written)
     eval_cb.init_callback(model)
@@ -330,5 +340,6 @@ def _run(
         save()
     result.num_timesteps = int(model.num_timesteps)
     result.updates_done = int(model.updates_done)
+    result.audit = audit[0].audit if audit else None  # type: ignore[attr-defined]
     result.stats = {k: int(v) for k, v in model.stats.items()}
     return result

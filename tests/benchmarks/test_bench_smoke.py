@@ -99,7 +99,10 @@ def test_reward_correction_near_success_sees_a_closed_dialog() -> None:
     from cua_rl.judges.base import JudgeRequest
 
     bench = _load("reward_correction")
-    near = bench._dialog_closed_fn()
+    near = bench.DialogClosed()
+    # two instances (as in two processes) give one judge id, so a calibration made in one
+    # process is accepted in another
+    assert bench.study_judge("near").judge_id == bench.study_judge("near").judge_id
     b = SimDeskBackend(SimDeskConfig(width=640, height=400))
     task = make_task("click_yes", 4)
 

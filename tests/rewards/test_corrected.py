@@ -242,7 +242,7 @@ def test_all_is_the_fallback_of_a_mapping(judge: SimulatedJudge, calibration: Ca
         assert value == pytest.approx(_expected(verdict, cal))
     assert repr(reward) == (
         "CorrectedReward(judge_id='simulated:e_pos=0.15,e_neg=0.25,seed=21,threshold=0.5', "
-        "calibrations=['all', 'windows'], name='corrected')"
+        "calibrations=['all', 'windows'], name='corrected', variance='unbiased')"
     )
     single = CorrectedReward(judge, calibration)
     assert single.calibrations == {"all": calibration}
@@ -270,3 +270,71 @@ def test_composes_with_weighted_reward(judge: SimulatedJudge, calibration: Calib
         pytest.approx(-calibration.e_neg / calibration.D),
     )
     assert combined(_traj("w", 1.0, env_error="lost")) is None
+
+
+# -- variance-aware corrections -------------------------------------------------------------------
+def _two_strata(judge_id: str = "j") -> Calibration:
+    """ubuntu: e_pos 0.05, e_neg 0.05 on 200 + 200; windows: 0.35, 0.40 on 100 + 100 (exact)."""
+    verdicts: list[int] = []
+    labels: list[int] = []
+    strata: list[str] = []
+    for os, n, fn, fp in (("ubuntu", 200, 10, 10), ("windows", 100, 35, 40)):
+        verdicts += [1] * (n - fn) + [0] * fn + [1] * fp + [0] * (n - fp)
+        labels += [1] * n + [0] * n
+        strata += [os] * (2 * n)
+    return estimate_calibration(verdicts, labels, strata=strata, judge_id=judge_id)
+
+
+def test_shrink_moves_a_noisy_stratum_toward_the_pooled_rates() -> None:
+    from cua_rl.rewards.corrected import corrected_value
+
+    cal = _two_strata()
+    win, ubu = cal.for_stratum("windows"), cal.for_stratum("ubuntu")
+    d_win, d_pooled = win.D, cal.D
+    assert d_win == pytest.approx(0.25) and d_pooled == pytest.approx(1 - 45 / 300 - 50 / 300)
+    # κ = pooled n = 600; windows has n_s = 200: w = 200 / 800
+    w = 0.25
+    inv_d = w / 0.25 + (1 - w) / cal.D
+    e_neg = w * 0.40 + (1 - w) * cal.e_neg
+    for r in (0, 1):
+        assert corrected_value(r, win, cal, "shrink") == pytest.approx((r - e_neg) * inv_d)
+        assert corrected_value(r, win, cal, "unbiased") == pytest.approx((r - 0.40) / 0.25)
+    spread = corrected_value(1, win, cal, "shrink") - corrected_value(0, win, cal, "shrink")
+    assert spread == pytest.approx(inv_d) and spread < 1 / 0.25  # the variance is bounded
+    # a clean stratum's spread grows toward the pooled one (w = 400 / 1000)
+    w_u = 0.4
+    assert corrected_value(1, ubu, cal, "shrink") - corrected_value(0, ubu, cal, "shrink") == (
+        pytest.approx(w_u / 0.9 + (1 - w_u) / cal.D))
+    # κ = 0 is the unbiased correction; the pooled calibration itself is never shrunk
+    assert corrected_value(1, win, cal, "shrink", shrink_strength=0) == pytest.approx(2.4)
+    assert corrected_value(1, cal, cal, "shrink") == pytest.approx(cal.correct(1))
+
+
+def test_clip_bounds_the_corrected_reward() -> None:
+    from cua_rl.rewards.corrected import corrected_value
+
+    cal = _two_strata()
+    win = cal.for_stratum("windows")
+    assert corrected_value(1, win, cal, "clip", clip=0.5) == 1.5  # (1 − 0.4)/0.25 = 2.4
+    assert corrected_value(0, win, cal, "clip", clip=0.5) == -0.5  # −1.6
+    ubu = cal.for_stratum("ubuntu")
+    assert corrected_value(1, ubu, cal, "clip") == pytest.approx(0.95 / 0.9)  # not binding
+
+
+def test_corrected_reward_applies_the_chosen_correction() -> None:
+    judge = SimulatedJudge(0.35, 0.40, seed=2)
+    judge_j = _two_strata(judge.judge_id)
+    batch = [_traj(f"w-{i}", float(i % 2), os="windows") for i in range(400)]
+    spreads = {}
+    for variance in ("unbiased", "shrink", "clip"):
+        reward = CorrectedReward(judge, judge_j, variance=variance)
+        values = np.array(reward.score_batch(batch), dtype=float)
+        spreads[variance] = float(values.std())
+        assert variance in repr(reward)
+    assert spreads["shrink"] < spreads["unbiased"] and spreads["clip"] < spreads["unbiased"]
+    with pytest.raises(CalibrationError, match="variance must be one of"):
+        CorrectedReward(judge, judge_j, variance="median")
+    with pytest.raises(CalibrationError, match="shrink_strength must be >= 0, got -1"):
+        CorrectedReward(judge, judge_j, shrink_strength=-1)
+    with pytest.raises(CalibrationError, match="clip must be > 0, got 0"):
+        CorrectedReward(judge, judge_j, clip=0)

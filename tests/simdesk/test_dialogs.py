@@ -1,4 +1,4 @@
-"""The dialog families ``click_ok`` and ``click_yes``: only the target button succeeds."""
+"""The dialog families ``click_ok``, ``click_yes``, ``click_no``: only the target succeeds."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def _buttons(b: SimDeskBackend) -> dict[str, tuple[int, int]]:
 
 @pytest.mark.parametrize(
     ("family", "target", "wrong"),
-    [("click_ok", "OK", ("Cancel",)), ("click_yes", "Yes", ("No", "Cancel"))],
+    [("click_ok", "OK", ("Cancel",)), ("click_yes", "Yes", ("No", "Cancel")),
+     ("click_no", "No", ("Yes",))],
 )
 def test_only_the_target_button_succeeds(family: str, target: str, wrong: tuple[str, ...]) -> None:
     b = SimDeskBackend()
@@ -58,3 +59,19 @@ def test_click_yes_has_its_own_texts_and_checks_its_params() -> None:
     with pytest.raises(TaskSpecError, match="click_yes.*'Yes'"):
         make_task("click_yes", 0, params={"title": "Q", "message": "m",
                                           "buttons": ["OK", "No", "Help"]})  # fmt: skip
+
+
+def test_click_no_draws_the_wrong_answer_as_the_primary_button() -> None:
+    b = SimDeskBackend()
+    for seed in range(6):
+        task = make_task("click_no", seed)
+        b.reset(task)
+        desk = b.desk
+        assert desk is not None
+        dialog = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+        assert dialog.default_button is dialog.find("Yes") and dialog.find("Yes").primary
+        assert not dialog.find("No").primary and "No" in task.instruction
+        x, y = (int(v) for v in dialog.center_of(dialog.find("Yes").rect))
+        b.step(Click(x, y))  # the primary-drawn button is the wrong answer
+        assert b.ground_truth(task) == 0.0
+    b.close()

@@ -1,4 +1,4 @@
-"""Desktop-shell task families: ``click_ok``, ``click_yes`` and ``close_window``."""
+"""Desktop-shell task families: ``click_ok``, ``click_yes``, ``click_no`` and ``close_window``."""
 
 from __future__ import annotations
 
@@ -126,6 +126,17 @@ CLICK_YES = _dialog_family(
      "Press the Yes button of the '{title}' dialog."),
 )
 
+# click_no: the default (primary-drawn) button is Yes, the answer asked for is No, so "click the
+# primary button" (right on click_ok and click_yes) is wrong here: the strata of
+# benchmarks/reward_correction.py's "conflict" cell need different behaviour. Its only extra is
+# Details, so at the compact policy's 64x40 the two grey buttons differ in text width (No: 2
+# letters, Details: 7); with Help as well they were hard to tell apart at that size.
+CLICK_NO = _dialog_family(
+    "click_no", "No", ("Yes",), ("Details",), _QUESTIONS, "Yes",
+    ("Answer No in the {title} dialog.", "Click No to decline the question.",
+     "Press the No button of the '{title}' dialog."),
+)
+
 
 # -- close_window ----------------------------------------------------------------------------
 def _cw_sample(rng: np.random.Generator) -> dict[str, Any]:
@@ -183,4 +194,4 @@ CLOSE_WINDOW = TaskFamily(
 )
 
 APPS: tuple[AppSpec, ...] = ()
-FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLOSE_WINDOW)
+FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLICK_NO, CLOSE_WINDOW)
