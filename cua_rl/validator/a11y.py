@@ -8,7 +8,12 @@ key drops:
   attributes (OSWorld's AT-SPI dump);
 * the flags in ``drop_states`` (default ``focused``: keyboard focus alone is not a task state);
 * every line matching one of the ``ignore`` regular expressions, *with its subtree* (the lines
-  indented deeper below it): clocks, notifications, toasts, tooltips by default.
+  indented deeper below it): clocks, notifications, toasts, tooltips by default;
+* with ``strip_paths``, file paths and file names (:func:`strip_paths`): a real desktop names its
+  windows and documents after a run-specific file (``frame "sheet-796884.fods - LibreOffice
+  Calc"``, ``document-spreadsheet "file:///home/user/Documents/run-796884/..."``). Measured on
+  the recorded LibreOffice Calc runs of ``benchmarks/record_desktop_traces.py``: the final screens
+  of two passing runs differ in 6 of ~2000 key lines, every one a file name or path.
 
 The text format is one node per line, children indented deeper (SimDesk's ``a11y_text``). For
 other formats the key is still a normalised text: geometry and ignored lines go, the rest is
@@ -31,6 +36,7 @@ except ImportError:  # pragma: no cover - Python 3.10
 
 __all__ = [
     "DEFAULT_A11Y_IGNORE",
+    "strip_paths",
     "MAX_MATCHED_LINE",
     "SIMDESK_A11Y_IGNORE",
     "a11y_hint",
@@ -128,6 +134,22 @@ def _checked(pattern: str, name: str) -> re.Pattern[str]:
     return compiled
 
 
+_PATHS = re.compile(r'[^\s*"]*/[^\s"]*|[^\s*/"]+\.[A-Za-z][A-Za-z0-9]{0,4}(?=[\s"]|$)')
+
+
+def strip_paths(text: str) -> str:
+    """``text`` with file paths (a word with ``/``) and file names (a word ending in ``.ext``,
+    the extension starting with a letter, so ``42.0`` stays) replaced by ``…``.
+
+    Example:
+        >>> strip_paths('frame "*sheet-79.fods - Calc" value="42.0"')
+        'frame "*… - Calc" value="42.0"'
+        >>> strip_paths('doc "file:///home/u/run-7/a.txt - Editor"')
+        'doc "… - Editor"'
+    """
+    return _PATHS.sub("…", text)
+
+
 _GEOMETRY = re.compile(r"\s*@\([^)]*\)\s*$")
 _XML_GEOMETRY = re.compile(r'\s+[\w:.-]*(?:coord|size)="\([^"]*\)"')
 _STATES = re.compile(r"\s*\[([^\]]*)\]")
@@ -146,6 +168,7 @@ def a11y_key(
     text: str | None,
     ignore: Sequence[str] = DEFAULT_A11Y_IGNORE,
     drop_states: Sequence[str] = ("focused",),
+    paths: bool = True,
 ) -> str | None:
     """The normalised accessibility text of a screen, or None when there is none.
 
@@ -154,6 +177,7 @@ def a11y_key(
         ignore: Regular expressions (matched against the stripped line); a matching node and
             its subtree are dropped.
         drop_states: ``[flag]`` names removed from every node.
+        paths: Keep file paths and names; False replaces them (:func:`strip_paths`).
 
     Returns:
         The lines that remain, joined by newlines (None for None or blank input).
@@ -182,6 +206,8 @@ def a11y_key(
             skip_deeper_than = depth
             continue
         line = _XML_GEOMETRY.sub("", _GEOMETRY.sub("", line))
+        if not paths:
+            line = strip_paths(line)
         out.append(" " * depth + _strip_states(line, drop))
     return "\n".join(out)
 

@@ -125,6 +125,9 @@ class EquivalenceConfig:
         a11y_drop_states: ``[flag]`` names the key ignores (default ``focused``: keyboard focus
             alone is not a task state on a desktop; on a web form it often is the only trace a
             click leaves, keep it there with ``[]``).
+        a11y_strip_paths: Replace file paths and file names in the key (run-specific on real
+            desktops: a per-run document name in every window and document node); off by
+            default because a wrong file name can be the failure (``a11y.strip_paths``).
         a11y_rule: How the key and tier 1 combine: ``decides``, ``veto`` or ``both`` (module
             docstring).
         use_ocr: Decide pairs the pixels and accessibility text leave open by the words on the
@@ -154,6 +157,7 @@ class EquivalenceConfig:
     a11y_ignore: tuple[str, ...] = DEFAULT_A11Y_IGNORE
     a11y_min_lines: int = 3
     a11y_drop_states: tuple[str, ...] = ("focused",)
+    a11y_strip_paths: bool = False
     a11y_rule: str = "decides"
     use_ocr: bool = False
     ocr_min_words: int = 3
@@ -188,7 +192,7 @@ class EquivalenceConfig:
             self.ocr_min_conf, bool) and 0 <= self.ocr_min_conf <= 100,
             "EquivalenceConfig.ocr_min_conf", self.ocr_min_conf, "a number in [0, 100]")
         for name in ("use_a11y", "use_ocr", "ocr_added_to_tier2", "tier2_on_different",
-                     "title_veto"):
+                     "title_veto", "a11y_strip_paths"):
             _check(isinstance(getattr(self, name), bool), f"EquivalenceConfig.{name}",
                    getattr(self, name), "true or false")
         for name, low, high in (("a11y_min_lines", 0, 10**6), ("max_tier2_candidates", 0, 1000),
@@ -375,7 +379,8 @@ class StateComparer:
         h = hashlib.sha1(frame.a11y.encode()).hexdigest()
         if h not in self._keys:
             t0 = time.perf_counter()
-            key = a11y_key(frame.a11y, self.config.a11y_ignore, self.config.a11y_drop_states)
+            key = a11y_key(frame.a11y, self.config.a11y_ignore, self.config.a11y_drop_states,
+                           not self.config.a11y_strip_paths)
             ok = key is not None and len(key.splitlines()) >= self.config.a11y_min_lines
             self._keys[h] = key if ok else None
             self.seconds["a11y"] += time.perf_counter() - t0

@@ -289,7 +289,8 @@ class ReferenceModel:
         first text line with a word its dominator's screen lacks, words every state shows
         (menus, a shared title) left out."""
         eq = self.config.equivalence
-        keys = {sid: a11y_key(s.representative.a11y, eq.a11y_ignore, eq.a11y_drop_states)
+        keys = {sid: a11y_key(s.representative.a11y, eq.a11y_ignore, eq.a11y_drop_states,
+                              not eq.a11y_strip_paths)
                 for sid, s in self.graph.states.items()}
         texts = ({sid: self.comparer.text_key(s.representative)
                   for sid, s in self.graph.states.items() if not keys[sid]}
