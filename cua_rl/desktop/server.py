@@ -27,16 +27,16 @@ VM the same way. Differences, all deliberate:
   answers that file (404 before any).
 * Extra: ``GET /cua/health`` and ``POST /cua/reset`` (kill every app, fresh HOME).
 * ``mode="waa"`` adds Windows Agent Arena's differences (:mod:`cua_rl.desktop.waa_mode`).
+
+The HTTP side (:func:`check_host`, the request handler class) lives in
+:mod:`cua_rl.desktop.server_http`; ``check_host`` is re-exported here.
 """
 
 from __future__ import annotations
 
-import contextlib
 import hmac
 import io
-import ipaddress
 import json
-import logging
 import os
 import shlex
 import shutil
@@ -45,22 +45,21 @@ import tempfile
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 from PIL import Image
 
-from cua_rl._http import encode_answer, parse_multipart
+from cua_rl._http import parse_multipart
 from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
+from cua_rl.desktop.server_http import check_host, make_handler
 from cua_rl.desktop.session import USER_HOME, DesktopSession
 from cua_rl.desktop.waa_mode import WAAMode, windows_path
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX
-from cua_rl.errors import ActionError, BackendError, ConfigError
+from cua_rl.errors import ActionError, ConfigError
 
 __all__ = ["PPM", "DesktopServer", "check_host"]
-
-logger = logging.getLogger(__name__)
 
 PPM = "image/x-portable-pixmap"
 EXECUTE_TIMEOUT_S = 120.0
@@ -69,23 +68,6 @@ _WRITER = {".docx", ".doc", ".odt", ".rtf", ".fodt"}
 _IMPRESS = {".pptx", ".ppt", ".odp", ".fodp"}
 _TEXT = {".txt", ".md", ".py", ".json", ".sh", ".log", ".ini", ".cfg", ".yaml", ".yml", ".xml",
          ".html", ".css", ".js", ".c", ".h", ".tex", ".conf", ""}  # fmt: skip
-
-
-def check_host(host: str, allow_remote: bool) -> None:
-    """Refuse a non-loopback bind address unless ``allow_remote``.
-
-    Raises:
-        ConfigError: ``host`` is not loopback (``127.0.0.0/8``, ``::1``, ``localhost``).
-    """
-    if host == "localhost":
-        return
-    try:
-        loopback = ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        loopback = False
-    if not loopback and not allow_remote:
-        raise ConfigError(f"desktop-server executes commands: refusing to bind {host!r} (not "
-                          "loopback) without --allow-remote")  # fmt: skip
 
 
 def _process(returncode: int, output: str = "", error: str = "") -> dict[str, Any]:
@@ -136,7 +118,7 @@ class DesktopServer:
         self.n_process = 0
         self.mode = mode
         self.waa = WAAMode(self) if mode == "waa" else None
-        self._httpd = ThreadingHTTPServer((host, port), _handler(self))
+        self._httpd = ThreadingHTTPServer((host, port), make_handler(self))
         self._httpd.daemon_threads = True
         self._thread: threading.Thread | None = None
 
@@ -558,51 +540,3 @@ def _opener(path: Path) -> list[str] | None:
     if shutil.which("xdg-open"):
         return ["xdg-open"]
     return None
-
-
-
-def _handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
-    class Handler(BaseHTTPRequestHandler):
-        server_version = "cua-rl-desktop/1"
-
-        def log_message(self, format: str, *args: Any) -> None:  # noqa: A002
-            logger.debug("%s " + format, self.address_string(), *args)
-
-        def _answer(self, status: int, body: Any, ctype: str = "") -> None:
-            data, ctype = encode_answer(body, ctype)
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            self.send_header("Content-Length", str(len(data)))
-            if status == 401:
-                self.send_header("WWW-Authenticate", "Bearer")
-            self.end_headers()
-            with contextlib.suppress(OSError):  # the client gave up
-                self.wfile.write(data)
-
-        def _serve(self, method: str) -> None:
-            length = int(self.headers.get("Content-Length") or 0)
-            raw = self.rfile.read(length) if length else b""
-            if not server.authorized(self.headers.get("Authorization")):
-                self._answer(401, {"error": "missing or wrong bearer token (Authorization: "
-                                            "Bearer <token>)"})  # fmt: skip
-                return
-            parts = urllib.parse.urlsplit(self.path)
-            endpoint = parts.path
-            try:
-                status, body, ctype = server.handle(method, endpoint, self.headers, raw,
-                                                    parts.query)
-            except (BackendError, OSError, subprocess.SubprocessError) as exc:
-                status, body, ctype = 500, {"status": "error", "message": str(exc)}, ""
-            except Exception as exc:  # a bug must answer, not hang the client
-                logger.exception("desktop-server: %s %s", method, endpoint)
-                status, ctype = 500, ""
-                body = {"status": "error", "message": f"{type(exc).__name__}: {exc}"}
-            self._answer(status, body, ctype)
-
-        def do_GET(self) -> None:  # noqa: N802
-            self._serve("GET")
-
-        def do_POST(self) -> None:  # noqa: N802
-            self._serve("POST")
-
-    return Handler

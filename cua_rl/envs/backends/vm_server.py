@@ -25,6 +25,9 @@ retried.
 Only typed actions reach the desktop: :meth:`VMServerClient.act` serialises an
 :class:`~cua_rl.actions.Action` with :func:`~cua_rl.actions.to_pyautogui`; model text never becomes
 code sent to the VM.
+
+The wire format (PPM decoding, request bodies, :func:`linearize_a11y`) lives in
+:mod:`cua_rl.envs.backends.vm_codec`; ``linearize_a11y`` is re-exported here.
 """
 
 from __future__ import annotations
@@ -35,8 +38,6 @@ import logging
 import random
 import time
 import urllib.parse
-import uuid
-import xml.etree.ElementTree as ET
 from collections.abc import Callable
 from typing import Any
 
@@ -45,6 +46,8 @@ import numpy as np
 from cua_rl._http import ConnectFailed, Expired, Response, TooLarge, describe, exchange
 from cua_rl.actions import Action, Done, Fail, Wait, to_pyautogui
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.vm_codec import decode_ppm as _decode_ppm
+from cua_rl.envs.backends.vm_codec import encode_body, linearize_a11y
 from cua_rl.errors import ActionError, BackendError, ConfigError
 from cua_rl.images import MAX_IMAGE_PIXELS, decode_rgb
 
@@ -64,30 +67,6 @@ PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG = b"\xff\xd8\xff"
 _ACCEPT_SCREENSHOT = "image/x-portable-pixmap, image/png;q=0.9, */*;q=0.5"
-
-
-def _decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
-    """A binary PPM (``P6``, maxval 255, single whitespace after each header field) as RGB.
-
-    >>> _decode_ppm(b"P6\\n1 1\\n255\\n" + bytes([1, 2, 3]), "u", 10).tolist()
-    [[[1, 2, 3]]]
-    """
-    parts = data[:64].split(maxsplit=4)  # the header only (no copy of the pixels)
-    try:
-        width, height, maxval = int(parts[1]), int(parts[2]), int(parts[3])
-    except (IndexError, ValueError):
-        raise BackendError(f"VM server: GET {url} answered a PPM with a bad header: "
-                           f"{data[:20]!r}") from None  # fmt: skip
-    if width < 1 or height < 1 or maxval != 255 or width * height > max_pixels:
-        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM with maxval "
-                           f"{maxval}; expected maxval 255 and at most {max_pixels} pixels")
-    size = width * height * 3
-    start = len(data) - size
-    header = data[: max(0, start)]
-    if start <= 0 or header.split() != parts[:4] or not header[-1:].isspace():
-        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM of "
-                           f"{len(data)} bytes; the pixels need {size}")  # fmt: skip
-    return np.frombuffer(data, np.uint8, offset=start).reshape(height, width, 3).copy()
 
 
 class VMServerHTTPError(BackendError):
@@ -220,7 +199,7 @@ class VMServerClient:
             VMServerHTTPError: A 4xx, or a 5xx after the retries.
             BackendError: The server is unreachable or the answer too large.
         """
-        body, headers = _encode(json_body, form, files)
+        body, headers = encode_body(json_body, form, files)
         if accept is not None:
             headers["Accept"] = accept
         if self._token is not None:
@@ -399,96 +378,6 @@ class VMServerClient:
 
     def __repr__(self) -> str:
         return f"VMServerClient({self.base_url!r})"
-
-
-def _encode(
-    json_body: Any, form: dict[str, str] | None, files: dict[str, tuple[str, bytes]] | None
-) -> tuple[bytes | None, dict[str, str]]:
-    headers = {"Accept": "*/*"}
-    if files:
-        boundary = f"cua-rl-{uuid.uuid4().hex}"
-        parts: list[bytes] = []
-        for key, value in (form or {}).items():
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n'
-                         f"{value}\r\n".encode())  # fmt: skip
-        for key, (filename, data) in files.items():
-            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"; '
-                         f'filename="{filename}"\r\nContent-Type: application/octet-stream'
-                         "\r\n\r\n".encode() + data + b"\r\n")  # fmt: skip
-        parts.append(f"--{boundary}--\r\n".encode())
-        headers["Content-Type"] = f"multipart/form-data; boundary={boundary}"
-        return b"".join(parts), headers
-    if form is not None:
-        headers["Content-Type"] = "application/x-www-form-urlencoded"
-        return urllib.parse.urlencode(form).encode(), headers
-    if json_body is not None:
-        headers["Content-Type"] = "application/json"
-        return json.dumps(json_body).encode(), headers
-    return None, headers
-
-
-# -- accessibility -------------------------------------------------------------------------------
-
-_NS_STATE = "https://accessibility.ubuntu.example.org/ns/state"
-_NS_COMPONENT = "https://accessibility.ubuntu.example.org/ns/component"
-_NS_VALUE = "https://accessibility.ubuntu.example.org/ns/value"
-
-
-def _quote(text: str, limit: int = 80) -> str:
-    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
-    return text if len(text) <= limit else text[: limit - 3] + "..."
-
-
-def _pair(text: str | None) -> tuple[int, int] | None:
-    try:
-        a, b = str(text).strip("() ").split(",")
-        return int(a), int(b)
-    except (ValueError, AttributeError):
-        return None
-
-
-def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
-    """OSWorld's accessibility XML as text, one element per line (SimDesk's format).
-
-    Each element below the root becomes ``<indent>role "name" value="v" [states] @(x,y,w,h)``:
-    the tag is the role, ``val:value`` (else the element text) the value, ``st:*="true"`` the
-    states, ``cp:screencoord`` and ``cp:size`` the bounds (left out when absent).
-
-    Raises:
-        BackendError: ``xml`` does not parse.
-
-    >>> linearize_a11y('<desktop-frame><push-button name="OK"/></desktop-frame>')
-    'push-button "OK"'
-    """
-    try:
-        root = ET.fromstring(xml)
-    except ET.ParseError as exc:
-        raise BackendError(f"VM server: the accessibility tree is not XML: {exc}") from None
-    lines: list[str] = []
-
-    def walk(element: ET.Element, depth: int) -> None:
-        for child in element:
-            if len(lines) >= max_lines:
-                return
-            attrib = child.attrib
-            line = f'{"  " * depth}{child.tag} "{_quote(attrib.get("name", ""))}"'
-            value = attrib.get(f"{{{_NS_VALUE}}}value", (child.text or "").strip() or None)
-            if value is not None:
-                line += f' value="{_quote(value)}"'
-            prefix = f"{{{_NS_STATE}}}"
-            states = [k[len(prefix):] for k, v in attrib.items()
-                      if k.startswith(prefix) and v == "true"]  # fmt: skip
-            if states:
-                line += f" [{','.join(states)}]"
-            xy = _pair(attrib.get(f"{{{_NS_COMPONENT}}}screencoord"))
-            wh = _pair(attrib.get(f"{{{_NS_COMPONENT}}}size"))
-            if xy is not None and wh is not None:
-                line += f" @({xy[0]},{xy[1]},{wh[0]},{wh[1]})"
-            lines.append(line)
-            walk(child, depth + 1)
-
-    walk(root, 0)
-    return "\n".join(lines)
 
 
 # -- the backend ---------------------------------------------------------------------------------

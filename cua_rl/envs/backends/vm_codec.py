@@ -1,0 +1,140 @@
+"""What :class:`~cua_rl.envs.backends.vm_server.VMServerClient` puts on and reads off the wire.
+
+Moved out of :mod:`cua_rl.envs.backends.vm_server` (which re-exports :func:`linearize_a11y`, so
+``from cua_rl.envs.backends.vm_server import linearize_a11y`` keeps working):
+
+* :func:`decode_ppm`: a binary PPM screenshot as an RGB array (``vm_server._decode_ppm``).
+* :func:`encode_body`: a request body (multipart, form or JSON) and its headers
+  (``vm_server._encode``).
+* :func:`linearize_a11y`: OSWorld's accessibility XML as one line per element.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.parse
+import uuid
+import xml.etree.ElementTree as ET
+from typing import Any
+
+import numpy as np
+
+from cua_rl.errors import BackendError
+
+__all__ = ["decode_ppm", "encode_body", "linearize_a11y"]
+
+
+def decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
+    """A binary PPM (``P6``, maxval 255, single whitespace after each header field) as RGB.
+
+    >>> decode_ppm(b"P6\\n1 1\\n255\\n" + bytes([1, 2, 3]), "u", 10).tolist()
+    [[[1, 2, 3]]]
+    """
+    parts = data[:64].split(maxsplit=4)  # the header only (no copy of the pixels)
+    try:
+        width, height, maxval = int(parts[1]), int(parts[2]), int(parts[3])
+    except (IndexError, ValueError):
+        raise BackendError(f"VM server: GET {url} answered a PPM with a bad header: "
+                           f"{data[:20]!r}") from None  # fmt: skip
+    if width < 1 or height < 1 or maxval != 255 or width * height > max_pixels:
+        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM with maxval "
+                           f"{maxval}; expected maxval 255 and at most {max_pixels} pixels")
+    size = width * height * 3
+    start = len(data) - size
+    header = data[: max(0, start)]
+    if start <= 0 or header.split() != parts[:4] or not header[-1:].isspace():
+        raise BackendError(f"VM server: GET {url} answered a {width}x{height} PPM of "
+                           f"{len(data)} bytes; the pixels need {size}")  # fmt: skip
+    return np.frombuffer(data, np.uint8, offset=start).reshape(height, width, 3).copy()
+
+
+def encode_body(
+    json_body: Any, form: dict[str, str] | None, files: dict[str, tuple[str, bytes]] | None
+) -> tuple[bytes | None, dict[str, str]]:
+    """A request body and its headers: multipart when ``files`` (``form`` fields first), else
+    form-urlencoded when ``form``, else JSON when ``json_body``, else no body."""
+    headers = {"Accept": "*/*"}
+    if files:
+        boundary = f"cua-rl-{uuid.uuid4().hex}"
+        parts: list[bytes] = []
+        for key, value in (form or {}).items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"\r\n\r\n'
+                         f"{value}\r\n".encode())  # fmt: skip
+        for key, (filename, data) in files.items():
+            parts.append(f'--{boundary}\r\nContent-Disposition: form-data; name="{key}"; '
+                         f'filename="{filename}"\r\nContent-Type: application/octet-stream'
+                         "\r\n\r\n".encode() + data + b"\r\n")  # fmt: skip
+        parts.append(f"--{boundary}--\r\n".encode())
+        headers["Content-Type"] = f"multipart/form-data; boundary={boundary}"
+        return b"".join(parts), headers
+    if form is not None:
+        headers["Content-Type"] = "application/x-www-form-urlencoded"
+        return urllib.parse.urlencode(form).encode(), headers
+    if json_body is not None:
+        headers["Content-Type"] = "application/json"
+        return json.dumps(json_body).encode(), headers
+    return None, headers
+
+
+# -- accessibility -------------------------------------------------------------------------------
+
+_NS_STATE = "https://accessibility.ubuntu.example.org/ns/state"
+_NS_COMPONENT = "https://accessibility.ubuntu.example.org/ns/component"
+_NS_VALUE = "https://accessibility.ubuntu.example.org/ns/value"
+
+
+def _quote(text: str, limit: int = 80) -> str:
+    text = text.replace("\\", "\\\\").replace("\n", "\\n").replace('"', '\\"')
+    return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
+def _pair(text: str | None) -> tuple[int, int] | None:
+    try:
+        a, b = str(text).strip("() ").split(",")
+        return int(a), int(b)
+    except (ValueError, AttributeError):
+        return None
+
+
+def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
+    """OSWorld's accessibility XML as text, one element per line (SimDesk's format).
+
+    Each element below the root becomes ``<indent>role "name" value="v" [states] @(x,y,w,h)``:
+    the tag is the role, ``val:value`` (else the element text) the value, ``st:*="true"`` the
+    states, ``cp:screencoord`` and ``cp:size`` the bounds (left out when absent).
+
+    Raises:
+        BackendError: ``xml`` does not parse.
+
+    >>> linearize_a11y('<desktop-frame><push-button name="OK"/></desktop-frame>')
+    'push-button "OK"'
+    """
+    try:
+        root = ET.fromstring(xml)
+    except ET.ParseError as exc:
+        raise BackendError(f"VM server: the accessibility tree is not XML: {exc}") from None
+    lines: list[str] = []
+
+    def walk(element: ET.Element, depth: int) -> None:
+        for child in element:
+            if len(lines) >= max_lines:
+                return
+            attrib = child.attrib
+            line = f'{"  " * depth}{child.tag} "{_quote(attrib.get("name", ""))}"'
+            value = attrib.get(f"{{{_NS_VALUE}}}value", (child.text or "").strip() or None)
+            if value is not None:
+                line += f' value="{_quote(value)}"'
+            prefix = f"{{{_NS_STATE}}}"
+            states = [k[len(prefix):] for k, v in attrib.items()
+                      if k.startswith(prefix) and v == "true"]  # fmt: skip
+            if states:
+                line += f" [{','.join(states)}]"
+            xy = _pair(attrib.get(f"{{{_NS_COMPONENT}}}screencoord"))
+            wh = _pair(attrib.get(f"{{{_NS_COMPONENT}}}size"))
+            if xy is not None and wh is not None:
+                line += f" @({xy[0]},{xy[1]},{wh[0]},{wh[1]})"
+            lines.append(line)
+            walk(child, depth + 1)
+
+    walk(root, 0)
+    return "\n".join(lines)
