@@ -55,3 +55,17 @@ def test_hint_names_what_is_new() -> None:
 
 def test_doctests() -> None:
     assert doctest.testmod(a11y).failed == 0
+
+
+def test_strip_paths_takes_run_specific_file_names_out_of_the_key() -> None:
+    """Two passing LibreOffice Calc runs differ only in their document's per-run name."""
+    run = ('frame "{name}.fods - LibreOffice Calc" [active]\n'
+           '  document-spreadsheet "file:///home/user/Documents/run-{n}/{name}.fods - Calc"\n'
+           '    table-cell "A3" value="42.0"')
+    a = run.format(name="sheet-796884", n="796884")
+    b = run.format(name="sheet-090270", n="090270")
+    wrong = b.replace('value="42.0"', 'value="30.0"')
+    assert a11y_key(a) != a11y_key(b)  # paths kept by default
+    assert a11y_key(a, paths=False) == a11y_key(b, paths=False)
+    assert a11y_key(b, paths=False) != a11y_key(wrong, paths=False)  # values stay
+    assert '"*… - Mousepad"' in a11y_key('frame "*notes.txt - Mousepad"', paths=False)
