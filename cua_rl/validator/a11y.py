@@ -9,6 +9,9 @@ key drops:
 * the flags in ``drop_states`` (default ``focused``: keyboard focus alone is not a task state);
 * every line matching one of the ``ignore`` regular expressions, *with its subtree* (the lines
   indented deeper below it): clocks, notifications, toasts, tooltips by default;
+* the kind of a menu item: ``check-menu-item`` and ``radio-menu-item`` are ``menu-item`` (the
+  ``[checked]`` flag says what is state). LibreOffice exposes the same View-menu entries as
+  ``menu-item`` in one run and ``check-menu-item`` in another (seen in the recorded Calc runs);
 * with ``strip_paths``, file paths and file names (:func:`strip_paths`): a real desktop names its
   windows and documents after a run-specific file (``frame "sheet-796884.fods - LibreOffice
   Calc"``, ``document-spreadsheet "file:///home/user/Documents/run-796884/..."``). Measured on
@@ -137,6 +140,9 @@ def _checked(pattern: str, name: str) -> re.Pattern[str]:
 _PATHS = re.compile(r'[^\s*"]*/[^\s"]*|[^\s*/"]+\.[A-Za-z][A-Za-z0-9]{0,4}(?=[\s"]|$)')
 
 
+_TRUNCATED = re.compile(r'"…[^"]*\.\.\."')
+
+
 def strip_paths(text: str) -> str:
     """``text`` with file paths (a word with ``/``) and file names (a word ending in ``.ext``,
     the extension starting with a letter, so ``42.0`` stays) replaced by ``…``.
@@ -146,10 +152,16 @@ def strip_paths(text: str) -> str:
         'frame "*… - Calc" value="42.0"'
         >>> strip_paths('doc "file:///home/u/run-7/a.txt - Editor"')
         'doc "… - Editor"'
+        >>> strip_paths('doc "file:///home/u/a-longer-run-path/a.txt - LibreOffice Spre..."')
+        'doc "…"'
+
+    A name that starts with a path and was cut short (``...``, as ``linearize_a11y`` cuts long
+    names) keeps no tail: where the cut falls depends on the path's length.
     """
-    return _PATHS.sub("…", text)
+    return _TRUNCATED.sub('"…"', _PATHS.sub("…", text))
 
 
+_MENU_ITEM = re.compile(r"^(?:check|radio)[- ](menu[- ]item\b)")
 _GEOMETRY = re.compile(r"\s*@\([^)]*\)\s*$")
 _XML_GEOMETRY = re.compile(r'\s+[\w:.-]*(?:coord|size)="\([^"]*\)"')
 _STATES = re.compile(r"\s*\[([^\]]*)\]")
@@ -205,7 +217,7 @@ def a11y_key(
         if any(p.search(head) for p in patterns):
             skip_deeper_than = depth
             continue
-        line = _XML_GEOMETRY.sub("", _GEOMETRY.sub("", line))
+        line = _MENU_ITEM.sub(r"\1", _XML_GEOMETRY.sub("", _GEOMETRY.sub("", line)))
         if not paths:
             line = strip_paths(line)
         out.append(" " * depth + _strip_states(line, drop))

@@ -69,3 +69,13 @@ def test_strip_paths_takes_run_specific_file_names_out_of_the_key() -> None:
     assert a11y_key(a, paths=False) == a11y_key(b, paths=False)
     assert a11y_key(b, paths=False) != a11y_key(wrong, paths=False)  # values stay
     assert '"*… - Mousepad"' in a11y_key('frame "*notes.txt - Mousepad"', paths=False)
+
+
+def test_menu_item_kinds_are_one_role() -> None:
+    """LibreOffice exposes one View-menu entry as menu-item in one run, check-menu-item in
+    another; the [checked] flag is what is state."""
+    a = 'menu "View"\n  menu-item "AutoInput" [checked]\n  menu-item "Zoom"'
+    b = 'menu "View"\n  check-menu-item "AutoInput" [checked]\n  menu-item "Zoom"'
+    unchecked = 'menu "View"\n  check-menu-item "AutoInput"\n  menu-item "Zoom"'
+    assert a11y_key(a) == a11y_key(b) != a11y_key(unchecked)
+    assert a11y_key("radio menu item \"A\"\nx\ny") == a11y_key("menu item \"A\"\nx\ny")
