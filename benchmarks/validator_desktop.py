@@ -47,9 +47,8 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from cua_rl._io import atomic_write_bytes
 from cua_rl.errors import CuaRLError
-from cua_rl.provenance import commit_label, cpu_model
+from cua_rl.provenance import commit_label, cpu_model, replace_section
 from cua_rl.validator import ReferenceModel, ValidatorConfig, read_trace
 from cua_rl.validator.run import load_validator_config
 
@@ -358,11 +357,8 @@ def render(args: argparse.Namespace, argv: Sequence[str] | None,
 
 
 def write_section(out: Path, section: str) -> None:
-    """Replace this script's section at the end of ``out`` (or append it), keep the rest."""
-    old = out.read_text(encoding="utf-8") if out.exists() else ""
-    head = ("\n" + old).split("\n" + SECTION, 1)[0].strip("\n")
-    atomic_write_bytes(out, ((head + "\n\n") if head else "").encode("utf-8")
-                       + section.encode("utf-8"))
+    """Replace this script's section of ``out`` (or append it), keep every other section."""
+    replace_section(out, SECTION, section)
 
 
 if __name__ == "__main__":

@@ -57,11 +57,10 @@ from pathlib import Path
 
 import numpy as np
 
-from cua_rl._io import atomic_write_bytes
 from cua_rl.actions import Action, Done, Move, Wait
 from cua_rl.datasets.miniwob import FAILURE_MODES, failure_plan, parse_dom_text, solve
 from cua_rl.errors import BackendError, TraceFormatError
-from cua_rl.provenance import commit_label, cpu_model
+from cua_rl.provenance import commit_label, cpu_model, replace_section
 from cua_rl.validator import EquivalenceConfig, ReferenceModel, Trace, ValidatorConfig
 from cua_rl.validator.run import load_validator_config
 
@@ -506,11 +505,8 @@ def render(args: argparse.Namespace, results: Sequence[InstanceResult],
 
 
 def write_section(out: Path, section: str) -> None:
-    """Replace this script's section at the end of ``out`` (or append it), keep the rest."""
-    old = out.read_text(encoding="utf-8") if out.exists() else ""
-    head = ("\n" + old).split("\n" + SECTION, 1)[0].strip("\n")
-    atomic_write_bytes(out, ((head + "\n\n") if head else "").encode("utf-8")
-                       + section.encode("utf-8"))
+    """Replace this script's section of ``out`` (or append it), keep every other section."""
+    replace_section(out, SECTION, section)
 
 
 if __name__ == "__main__":
