@@ -121,6 +121,23 @@ def test_vnc_screenshot_equals_the_x_servers_own_grab(desk: object,
         stop(proc)
 
 
+def stable_screen(desk: object, quiet_s: float = 0.3, limit_s: float = 10.0) -> np.ndarray:
+    """The X screen once it has not changed for ``quiet_s`` (at most ``limit_s``): fixed
+    sleeps were too short on a loaded machine (the echo not drawn yet when the double-click
+    came)."""
+    shot = desk.screenshot()  # type: ignore[attr-defined]
+    still = time.monotonic()
+    deadline = still + limit_s
+    while time.monotonic() < deadline:
+        time.sleep(0.05)
+        now = desk.screenshot()  # type: ignore[attr-defined]
+        if not np.array_equal(now, shot):
+            shot, still = now, time.monotonic()
+        elif time.monotonic() - still >= quiet_s:
+            break
+    return shot
+
+
 @needs_servers
 @needs_desktop
 def test_click_and_typing_through_vnc_do_what_xdotool_does(desk: object,
@@ -140,13 +157,16 @@ def test_click_and_typing_through_vnc_do_what_xdotool_does(desk: object,
                     desk.xdotool(to_xdotool(action))  # type: ignore[attr-defined]
                 else:
                     client.act(action)
-            time.sleep(0.5)
-            before = desk.screenshot()  # type: ignore[attr-defined]
+            before = stable_screen(desk)  # the echoed line is drawn (slow under load)
             if via == "xdotool":
                 desk.xdotool(to_xdotool(select))  # type: ignore[attr-defined]
             else:
                 client.act(select)
-            time.sleep(0.5)
+            deadline = time.monotonic() + 10
+            while (np.array_equal(before, desk.screenshot())  # type: ignore[attr-defined]
+                   and time.monotonic() < deadline):
+                time.sleep(0.05)
+            stable_screen(desk)
             after, _ = settled(client, desk)
             assert not np.array_equal(before, after), f"{via}: the double-click changed nothing"
             pictures.append((before, after))
