@@ -40,13 +40,13 @@ new run's title differs over 414 pixels (the centred title shifted); masked acro
 from __future__ import annotations
 
 import logging
-import re
 from collections.abc import Sequence
 from dataclasses import replace
 
 import numpy as np
 from scipy import ndimage
 
+from cua_rl.validator.a11y import strip_paths
 from cua_rl.validator.equivalence import Rect, Tier1Config, changed_tiles, prepare
 from cua_rl.validator.traces import Trace
 from cua_rl.validator.windows import screen_windows
@@ -224,9 +224,6 @@ def detect_cross_run_regions(
     return out
 
 
-_PATH = re.compile(r"[^\s*]*/\S*|[^\s*/]+\.[A-Za-z0-9]{1,5}(?=\s|$)")
-
-
 def title_key(title: str | None) -> str | None:
     """A window title without its file paths and file names (a word with ``/``, or ending in
     ``.ext``), which are run-specific, keeping what is state: a modified marker, the app, a
@@ -243,4 +240,4 @@ def title_key(title: str | None) -> str | None:
     >>> title_key("sheet-3fa2c1.fods - LibreOffice Calc")
     '… - LibreOffice Calc'
     """
-    return None if title is None else _PATH.sub("…", title)
+    return None if title is None else strip_paths(title)
