@@ -54,9 +54,14 @@ DEFAULT_A11Y_IGNORE: tuple[str, ...] = (
     r"^tooltip\b",
     r'^status "?(?:clock|time)\b',
     r'^(?:dialog|window|alert) "Software Update',
+    r"^table-cells\b",
+    r"^… \d+ more elements not listed",
 )
-"""Volatile nodes: the clock, notifications/toasts (role ``alert``), tooltips, and software-update
-prompts (SimDesk's exogenous popup is a dialog "Software Update"; Ubuntu's "Software Updater")."""
+"""Volatile nodes: the clock, notifications/toasts (role ``alert``), tooltips, software-update
+prompts (SimDesk's exogenous popup is a dialog "Software Update"; Ubuntu's "Software Updater"),
+and what depends on the viewport rather than the task: runs of empty table cells (which empty
+cells a spreadsheet lists depends on the window's size and scroll position; ``linearize_a11y``
+writes them as ``table-cells`` lines) and the count of elements left out when the text was cut."""
 
 SIMDESK_A11Y_IGNORE: tuple[str, ...] = DEFAULT_A11Y_IGNORE
 """What to ignore on SimDesk: the defaults cover its clock, toasts and update popups."""

@@ -380,3 +380,31 @@ def test_revert_runs_before_every_reset_but_the_first_and_checker_gets_last_acti
         assert calls == [("check", Fail())]
         backend.reset(tasks[1])
         assert calls[-1] == "revert" and backend.last_action is None
+
+
+def test_linearize_spends_its_budget_on_what_is_on_screen() -> None:
+    ns = ('xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+          'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component"')
+    cells = "".join(
+        f'<table-cell name="{n}" st:showing="true" {extra} cp:screencoord="({x}, 5)" '
+        f'cp:size="(10, 5)">{text}</table-cell>'
+        for n, text, extra, x in (("A1", "12", "", 0), ("B1", "", "", 10), ("C1", "", "", 20),
+                                  ("D1", "", 'st:focused="true"', 30), ("E1", "", "", 40)))
+    xml = (f'<desktop-frame {ns}><menu-bar st:showing="true"><menu name="File" '
+           'st:showing="true"><menu-item name="Open"/><menu name="New"><menu-item name="Doc"/>'
+           '</menu></menu><menu name="Edit" st:showing="true" st:selected="true">'
+           '<menu-item name="Undo" st:showing="true"/></menu></menu-bar>'
+           f'<table st:showing="true">{cells}</table></desktop-frame>')
+    assert linearize_a11y(xml).splitlines() == [
+        'menu-bar "" [showing]',
+        '  menu "File" [showing]',  # closed: its items are not listed
+        '  menu "Edit" [showing,selected]',
+        '    menu-item "Undo" [showing]',  # open: they are
+        'table "" [showing]',
+        '  table-cell "A1" value="12" [showing] @(0,5,10,5)',
+        '  table-cells "B1…C1 (2)" [empty,showing] @(10,5,20,5)',
+        '  table-cell "D1" [showing,focused] @(30,5,10,5)',  # the cursor's cell stays a cell
+        '  table-cells "E1 (1)" [empty,showing] @(40,5,10,5)']
+    assert linearize_a11y(xml, max_lines=3).splitlines()[-1] == "… 7 more elements not listed"
+    # A tree without showing states (SimDesk's, through the fake server) keeps its menus.
+    assert 'menu-item "Doc"' in linearize_a11y(xml.replace('st:showing="true"', ""))

@@ -79,3 +79,36 @@ def test_menu_item_kinds_are_one_role() -> None:
     unchecked = 'menu "View"\n  check-menu-item "AutoInput"\n  menu-item "Zoom"'
     assert a11y_key(a) == a11y_key(b) != a11y_key(unchecked)
     assert a11y_key("radio menu item \"A\"\nx\ny") == a11y_key("menu item \"A\"\nx\ny")
+
+
+def _sheet(columns: str, rows: int, width: int, cap: int = 2000) -> str:
+    """A spreadsheet window as the AT-SPI walker and ``linearize_a11y`` give it: A1:A3 hold
+    numbers, every other visible cell is empty; ``columns`` / ``rows`` is the viewport."""
+    from cua_rl.envs.backends.vm_codec import linearize_a11y
+
+    ns = ('xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
+          'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component"')
+    cells = []
+    for r in range(1, rows + 1):
+        for i, c in enumerate(columns):
+            text = {"A1": "12", "A2": "30", "A3": "42"}.get(f"{c}{r}", "")
+            cells.append(f'<table-cell name="{c}{r}" st:showing="true" st:visible="true" '
+                         f'cp:screencoord="({40 + 80 * i}, {150 + 17 * r})" cp:size="(80, 17)">'
+                         f"{text}</table-cell>")
+    xml = (f'<desktop-frame {ns}><frame name="sheet.fods - LibreOffice Calc" st:showing="true" '
+           f'cp:screencoord="(0, 0)" cp:size="({width}, 700)"><table name="Sheet1" '
+           f'st:showing="true">{"".join(cells)}</table></frame></desktop-frame>')
+    return linearize_a11y(xml, max_lines=cap)
+
+
+def test_empty_cells_and_the_viewport_are_not_in_the_key() -> None:
+    """An un-maximised spreadsheet lists fewer (empty) cells, and a long tree is cut at another
+    place: neither is a task state (the recorded Calc runs moved and resized had 0/6 before)."""
+    full, narrow = _sheet("ABCDEFGHIJKL", 30, 1024), _sheet("ABCDEFG", 20, 700)
+    assert full != narrow and "table-cells" in full
+    assert a11y_key(full) == a11y_key(narrow)
+    assert 'table-cell "A3" value="42"' in a11y_key(full)
+    assert a11y_key(_sheet("ABC", 3, 300).replace('"42"', '"0"')) != a11y_key(full)
+    cut_a, cut_b = _sheet("ABCDEFGHIJKL", 30, 1024, cap=5), _sheet("ABCDEFG", 20, 700, cap=5)
+    assert "more elements not listed" in cut_a and cut_a != cut_b
+    assert a11y_key(cut_a) == a11y_key(cut_b)
