@@ -5,9 +5,12 @@
     .venv/bin/python benchmarks/reward_correction.py --quick --out /tmp/rc      # smoke run
 
 Writes ``benchmarks/results/reward_correction.md`` and ``reward_correction_*.png`` (learning
-curves); per-run results go to ``<work>/runs/*.json`` (``--work``, default
-``runs/reward_correction``) and a re-run skips runs whose JSON exists, so a killed benchmark
-resumes.
+curves). Each finished run is one small JSON (its spec, curve, final success, audits, the
+commit it ran at) in ``benchmarks/results/reward_correction_runs/`` (``--records``), kept in the
+repo: a re-run skips runs whose JSON exists, so the study resumes after a kill or on another
+machine (it is longer than one working session on 2 cores), and the report is rebuilt from the
+records. Delete the records of a cell to re-run it after a change that affects it.
+Calibrations, models and PPO run folders go to ``--work`` (default ``runs/reward_correction``).
 
 Every run is the compact CNN policy (``cua_rl.training``) trained with SB3 PPO on SimDesk's
 dialog families ``click_ok`` and ``click_yes`` (one click on the default button of a dialog;
@@ -57,7 +60,7 @@ import multiprocessing as mp
 import shlex
 import sys
 import time
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
@@ -69,6 +72,7 @@ import numpy as np
 from cua_rl._io import atomic_write_text
 
 REPO = Path(__file__).resolve().parent.parent
+RECORDS = REPO / "benchmarks" / "results" / "reward_correction_runs"
 FAMILIES = ("click_ok", "click_yes")
 SCREEN = (640, 400)
 MAX_STEPS = 3
@@ -285,10 +289,13 @@ def _audit_record(audit: Any, config: Any) -> dict[str, Any] | None:
             "stopped_at_update": audit.alarms[-1][0] if audit.stopped else None}
 
 
-def _worker(args: tuple[Spec, str]) -> dict[str, Any]:
-    spec, work = args
-    out = Path(work) / "runs" / f"{spec.key}.json"
+def _worker(args: tuple[Spec, str, str]) -> dict[str, Any]:
+    spec, work, records = args
+    out = Path(records) / f"{spec.key}.json"
     result = run_one(spec, work)
+    from cua_rl.provenance import commit_label
+
+    result["commit"] = commit_label(REPO)
     atomic_write_text(out, json.dumps(result))
     print(f"done {spec.key}: final {result['final'].get('eval/success_rate'):.3f} "
           f"in {result['wall_s']:.0f} s", flush=True)
@@ -528,6 +535,19 @@ def _cal_rows(info: dict[str, Any]) -> list[str]:
     return rows
 
 
+def _rel(path: Path) -> str:
+    try:
+        return str(path.resolve().relative_to(REPO))
+    except ValueError:
+        return str(path)
+
+
+def _commits(results: list[dict[str, Any]]) -> str:
+    """Which commits the records ran at, with counts (records older than this field: unknown)."""
+    counts = Counter(r.get("commit", "unknown") for r in results)
+    return ", ".join(f"`{c}` ×{n}" for c, n in counts.most_common())
+
+
 def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace,
            out: Path, wall: float) -> str:
     """The Markdown report; writes the learning-curve PNGs next to it."""
@@ -546,7 +566,9 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         f"- commit {commit_label(REPO)}, {datetime.now(timezone.utc):%Y-%m-%d %H:%M} UTC, "
         f"{cpu_model()}, {args.workers} worker processes (1 torch thread each); the runs took "
         f"{sum(r['wall_s'] for r in results) / 60:.0f} min of worker time in all (this "
-        f"invocation: {wall / 60:.1f} min; finished runs are reused from `--work`)",
+        f"invocation: {wall / 60:.1f} min; finished runs are reused from their records in "
+        f"`{_rel(Path(args.records))}`); the runs' commits: "
+        f"{_commits(results)}",
         f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
         f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
         f"(4 envs x 64 steps, lr 5e-4)",
@@ -612,6 +634,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--labelled", type=int, default=200, help="labelled episodes per family")
     parser.add_argument("--work", default=str(REPO / "runs" / "reward_correction"))
+    parser.add_argument("--records", default=str(RECORDS),
+                        help="one JSON per finished run (kept in the repo: the study resumes "
+                             "there, across machines, and the report is rebuilt from them)")
     parser.add_argument("--out", default=str(REPO / "benchmarks" / "results" /
                                              "reward_correction.md"))
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
@@ -623,23 +648,24 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.quick:
         args.seeds, args.steps, args.labelled = [0], 1024, 40
     work = Path(args.work)
-    (work / "runs").mkdir(parents=True, exist_ok=True)
+    records = Path(args.records)
+    records.mkdir(parents=True, exist_ok=True)
     started = time.perf_counter()
     info = prepare(work, args.labelled)
     todo = [s for s in specs(args.seeds, args.steps)
             if (not args.only or s.experiment in args.only)
             and (not args.variants or any(v in s.variant for v in args.variants))]
-    pending = [s for s in todo if not (work / "runs" / f"{s.key}.json").exists()]
+    pending = [s for s in todo if not (records / f"{s.key}.json").exists()]
     print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
     if pending and args.workers == 1:
         for spec in pending:
-            _worker((spec, str(work)))
+            _worker((spec, str(work), str(records)))
     elif pending:
         ctx = mp.get_context("spawn")
         with ctx.Pool(args.workers, maxtasksperchild=1) as pool:
-            for _ in pool.imap_unordered(_worker, [(s, str(work)) for s in pending]):
+            for _ in pool.imap_unordered(_worker, [(s, str(work), str(records)) for s in pending]):
                 pass
-    results = [json.loads((work / "runs" / f"{s.key}.json").read_text()) for s in todo]
+    results = [json.loads((records / f"{s.key}.json").read_text()) for s in todo]
     out = Path(args.out)
     out.parent.mkdir(parents=True, exist_ok=True)
     text = report(results, info, args, out, time.perf_counter() - started)

@@ -74,16 +74,17 @@ def test_reward_correction_quick(tmp_path: Path) -> None:
     bench = _load("reward_correction")
     out = tmp_path / "rc.md"
     argv = ["--quick", "--only", "homogeneous", "--workers", "1", "--work", str(tmp_path / "w"),
-            "--out", str(out)]  # fmt: skip
+            "--records", str(tmp_path / "records"), "--out", str(out)]  # fmt: skip
     assert bench.main(argv) == 0
     text = out.read_text()
     assert "SIMULATED" in text and "## Calibrations" in text and "## Comparisons" in text
     assert "| click_ok+click_yes | corrected | 1 |" in text
     assert (tmp_path / "rc_homogeneous.png").is_file()
-    runs = sorted((tmp_path / "w" / "runs").glob("*.json"))
+    runs = sorted((tmp_path / "records").glob("*.json"))
     assert len(runs) == 3
     first = json.loads(runs[0].read_text())
     assert first["final"]["eval/episodes"] == 2 * bench.EVAL_SEEDS
+    assert first["commit"] and f"`{first['commit']}` ×3" in text
     # a second call finds every run done and only writes the report again
     stamp = runs[0].stat().st_mtime_ns
     assert bench.main(argv) == 0
