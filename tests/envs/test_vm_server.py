@@ -391,13 +391,16 @@ def test_linearize_spends_its_budget_on_what_is_on_screen() -> None:
         for n, text, extra, x in (("A1", "12", "", 0), ("B1", "", "", 10), ("C1", "", "", 20),
                                   ("D1", "", 'st:focused="true"', 30), ("E1", "", "", 40)))
     xml = (f'<desktop-frame {ns}><menu-bar st:showing="true"><menu name="File" '
-           'st:showing="true"><menu-item name="Open"/><menu name="New"><menu-item name="Doc"/>'
-           '</menu></menu><menu name="Edit" st:showing="true" st:selected="true">'
-           '<menu-item name="Undo" st:showing="true"/></menu></menu-bar>'
+           'st:showing="true"><menu-item name="Open" st:enabled="true"/><menu name="New" '
+           'st:enabled="true"><menu-item name="Doc" st:enabled="true"/><menu-item '
+           'name="Save All"/></menu></menu><menu name="Edit" st:showing="true" '
+           'st:selected="true"><menu-item name="Undo" st:showing="true"/></menu></menu-bar>'
            f'<table st:showing="true">{cells}</table></desktop-frame>')
     assert linearize_a11y(xml).splitlines() == [
         'menu-bar "" [showing]',
-        '  menu "File" [showing]',  # closed: its items are not listed
+        '  menu "File" [showing]',  # closed: of its items only the disabled ones are listed
+        '    menu "New" [enabled]',
+        '      menu-item "Save All"',
         '  menu "Edit" [showing,selected]',
         '    menu-item "Undo" [showing]',  # open: they are
         'table "" [showing]',
@@ -405,6 +408,6 @@ def test_linearize_spends_its_budget_on_what_is_on_screen() -> None:
         '  table-cells "B1…C1 (2)" [empty,showing] @(10,5,20,5)',
         '  table-cell "D1" [showing,focused] @(30,5,10,5)',  # the cursor's cell stays a cell
         '  table-cells "E1 (1)" [empty,showing] @(40,5,10,5)']
-    assert linearize_a11y(xml, max_lines=3).splitlines()[-1] == "… 7 more elements not listed"
+    assert linearize_a11y(xml, max_lines=3).splitlines()[-1] == "… 9 more elements not listed"
     # A tree without showing states (SimDesk's, through the fake server) keeps its menus.
-    assert 'menu-item "Doc"' in linearize_a11y(xml.replace('st:showing="true"', ""))
+    assert 'menu-item "Doc" [enabled]' in linearize_a11y(xml.replace('st:showing="true"', ""))

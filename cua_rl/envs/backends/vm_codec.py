@@ -139,11 +139,15 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
 
     What is not on the screen is not spelled out, so that the ``max_lines`` budget goes to what
     is (measured on LibreOffice Calc 7.4 under Xvfb: its closed menus alone are ~1,600 of the
-    tree's elements, and a 1024x768 sheet shows ~370 cells, most of them empty):
+    tree's elements, ~250 of them disabled, and a 1024x768 sheet shows ~370 cells, most of them
+    empty):
 
-    * the items of a closed menu: where the tree reports ``showing`` at all (AT-SPI does), a
-      child of a ``menu`` / ``menu-bar`` that is not ``showing`` is left out with its subtree
-      (an open menu's items are showing and are listed);
+    * the items of a closed menu, except the disabled ones: where the tree reports ``showing``
+      at all (AT-SPI does), a child of a ``menu`` / ``menu-bar`` that is not ``showing`` is
+      listed only when it is not ``enabled`` (or is a submenu leading to such an item). What
+      the app says cannot be done now is state: LibreOffice disables File > Save All once the
+      document is saved, and that was the only change in Calc's whole tree on Ctrl+S. An open
+      menu's items are showing and are all listed;
     * empty table cells (no text, no children; not focused, selected or active): a run of them
       with equal states is one line ``table-cells "B1…L1 (11)" [empty,<states>] @(<union>)``,
       so a spreadsheet costs about a line per row, not per cell.
@@ -186,6 +190,14 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
         lines.append(line)
         return True
 
+    def closed_item(item: ET.Element, states: list[str], depth: int) -> list[str]:
+        """The lines of an item of a closed menu: itself if disabled, a submenu if it leads to
+        a disabled item, else none."""
+        inner = [line for child in item
+                 for line in closed_item(child, _states_of(child), depth + 1)]  # fmt: skip
+        disabled = "enabled" not in states
+        return [line_of(item, states, depth), *inner] if disabled or inner else []
+
     def walk(element: ET.Element, depth: int) -> None:
         run: list[tuple[ET.Element, list[str]]] = []
 
@@ -200,6 +212,8 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
         for child in element:
             states = _states_of(child)
             if menu and reports_showing and "showing" not in states:
+                for line in closed_item(child, states, depth):
+                    emit(line)
                 continue
             if _empty_cell(child, states):
                 if run and run[0][1] != states:
