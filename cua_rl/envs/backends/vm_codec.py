@@ -134,7 +134,8 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
     """OSWorld's accessibility XML as text, one element per line (SimDesk's format).
 
     Each element below the root becomes ``<indent>role "name" value="v" [states] @(x,y,w,h)``:
-    the tag is the role, ``val:value`` (else the element text) the value, ``st:*="true"`` the
+    the tag is the role, the element text (what the widget shows) else ``val:value`` the value
+    (a spreadsheet cell's text is ``alpha`` where its ``val:value`` is ``0.0``), ``st:*="true"`` the
     states, ``cp:screencoord`` and ``cp:size`` the bounds (left out when absent).
 
     What is not on the screen is not spelled out, so that the ``max_lines`` budget goes to what
@@ -172,7 +173,7 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
     def line_of(child: ET.Element, states: list[str], depth: int) -> str:
         attrib = child.attrib
         line = f'{"  " * depth}{child.tag} "{_quote(attrib.get("name", ""))}"'
-        value = attrib.get(f"{{{_NS_VALUE}}}value", (child.text or "").strip() or None)
+        value = (child.text or "").strip() or attrib.get(f"{{{_NS_VALUE}}}value")
         if value is not None:
             line += f' value="{_quote(value)}"'
         if states:
