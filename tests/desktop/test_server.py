@@ -15,7 +15,12 @@ from cua_rl.actions import Click, Type, to_xdotool
 from cua_rl.cli import main
 from cua_rl.desktop import DesktopServer, check_host
 from cua_rl.desktop.session import USER_HOME
-from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX, VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm_server import (
+    PYAUTOGUI_PREFIX,
+    VMServerClient,
+    VMServerHTTPError,
+    linearize_a11y,
+)
 from cua_rl.errors import BackendError, ConfigError
 from tests.desktop.conftest import needs_calc, needs_desktop, needs_mousepad
 
@@ -162,12 +167,23 @@ def test_a_calc_cell_is_read_through_the_tree(backend) -> None:
     client.open_file("/home/user/cells.fods", timeout_s=120)
     opened = time.monotonic() - start
     start = time.monotonic()
-    root = ET.fromstring(client.accessibility())
+    xml = client.accessibility()
     walked = time.monotonic() - start
+    root = ET.fromstring(xml)
     cells = {e.get("name"): (e.text or "") for e in root.iter("table-cell")}
     assert cells.get("A1") == "alpha" and cells.get("B1") == "42", list(cells.items())[:5]
     assert 20 < len(cells) < 5000  # the visible cells only, never 2^31
-    print(f"calc open {opened:.1f} s, a11y walk {walked:.2f} s, {len(cells)} cells")
+    # As text: the cells' own text (a string cell's val:value is 0.0), the empty cells as runs,
+    # closed menus as their disabled items only: the whole window well under the 2000 lines.
+    lines = linearize_a11y(xml).splitlines()
+    assert any(line.strip().startswith('table-cell "A1" value="alpha"') for line in lines)
+    assert any(line.strip().startswith('table-cell "B1" value="42"') for line in lines)
+    runs = [line for line in lines if line.strip().startswith("table-cells ")]
+    assert runs and all("[empty," in line for line in runs)
+    assert len(lines) < len(list(root.iter())) / 2 and len(lines) < 1000, len(lines)
+    assert not lines[-1].endswith("more elements not listed")
+    print(f"calc open {opened:.1f} s, a11y walk {walked:.2f} s, {len(cells)} cells, "
+          f"{len(lines)} lines of text for {len(list(root.iter()))} elements")
 
 
 def test_requests_without_the_token_are_refused(backend) -> None:
