@@ -70,6 +70,7 @@ from typing import Any
 import numpy as np
 
 from cua_rl._io import atomic_write_text
+from cua_rl.provenance import commit_label, cpu_model
 
 REPO = Path(__file__).resolve().parent.parent
 RECORDS = REPO / "benchmarks" / "results" / "reward_correction_runs"
@@ -289,13 +290,11 @@ def _audit_record(audit: Any, config: Any) -> dict[str, Any] | None:
             "stopped_at_update": audit.alarms[-1][0] if audit.stopped else None}
 
 
-def _worker(args: tuple[Spec, str, str]) -> dict[str, Any]:
-    spec, work, records = args
+def _worker(args: tuple[Spec, str, str, str]) -> dict[str, Any]:
+    spec, work, records, commit = args
     out = Path(records) / f"{spec.key}.json"
     result = run_one(spec, work)
-    from cua_rl.provenance import commit_label
-
-    result["commit"] = commit_label(REPO)
+    result["commit"] = commit  # the code the study started with
     atomic_write_text(out, json.dumps(result))
     print(f"done {spec.key}: final {result['final'].get('eval/success_rate'):.3f} "
           f"in {result['wall_s']:.0f} s", flush=True)
@@ -552,7 +551,6 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
            out: Path, wall: float) -> str:
     """The Markdown report; writes the learning-curve PNGs next to it."""
     from cua_rl.pipeline import plot_curves
-    from cua_rl.provenance import commit_label, cpu_model
 
     by_exp: dict[str, dict[tuple[tuple[str, ...], str], list[dict[str, Any]]]] = defaultdict(
         lambda: defaultdict(list))
@@ -650,6 +648,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     work = Path(args.work)
     records = Path(args.records)
     records.mkdir(parents=True, exist_ok=True)
+    commit = commit_label(REPO)
     started = time.perf_counter()
     info = prepare(work, args.labelled)
     todo = [s for s in specs(args.seeds, args.steps)
@@ -659,11 +658,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
     if pending and args.workers == 1:
         for spec in pending:
-            _worker((spec, str(work), str(records)))
+            _worker((spec, str(work), str(records), commit))
     elif pending:
         ctx = mp.get_context("spawn")
         with ctx.Pool(args.workers, maxtasksperchild=1) as pool:
-            for _ in pool.imap_unordered(_worker, [(s, str(work), str(records)) for s in pending]):
+            jobs = [(s, str(work), str(records), commit) for s in pending]
+            for _ in pool.imap_unordered(_worker, jobs):
                 pass
     results = [json.loads((records / f"{s.key}.json").read_text()) for s in todo]
     out = Path(args.out)

@@ -2,7 +2,8 @@
 """The validator on real desktop traces (mousepad, LibreOffice Calc under Xvfb): does it work?
 
     scripts/offline.sh env PYTHONPATH=$PWD .venv/bin/python benchmarks/validator_desktop.py
-    # --config configs/a.yaml configs/b.yaml: one column per config (plus `defaults`)
+    # --config configs/a.yaml configs/b.yaml: one column per config (plus `defaults`); the
+    # study: --config benchmarks/validator_pixels_only.yaml configs/validator_desktop.yaml
     # --tasks mousepad-replace --out /tmp/v.md for a smoke run
 
 Reads the traces that ``benchmarks/record_desktop_traces.py`` recorded
