@@ -567,6 +567,11 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         f"invocation: {wall / 60:.1f} min; finished runs are reused from their records in "
         f"`{_rel(Path(args.records))}`); the runs' commits: "
         f"{_commits(results)}",
+        *([f"- **interim report** (`--report-only`): {len(args.missing)} of "
+           f"{len(args.missing) + len(results)} runs have no record yet: "
+           f"{'; '.join(f'`{k}`' for k in args.missing[:12])}"
+           f"{' ...' if len(args.missing) > 12 else ''}"] if getattr(args, "missing", None)
+          else []),
         f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
         f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
         f"(4 envs x 64 steps, lr 5e-4)",
@@ -642,6 +647,9 @@ def main(argv: Sequence[str] | None = None) -> int:
                         help="only the variants whose name contains one of these strings")
     parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
     parser.add_argument("--notes", help="a Markdown file of findings to put on top of the report")
+    parser.add_argument("--report-only", action="store_true",
+                        help="run nothing: report the runs whose records exist (an interim "
+                             "report says which runs are missing)")
     args = parser.parse_args(argv)
     if args.quick:
         args.seeds, args.steps, args.labelled = [0], 1024, 40
@@ -656,6 +664,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             and (not args.variants or any(v in s.variant for v in args.variants))]
     pending = [s for s in todo if not (records / f"{s.key}.json").exists()]
     print(f"{len(todo)} runs, {len(pending)} to do", flush=True)
+    args.missing = [s.key for s in pending] if args.report_only else []
+    if args.report_only:
+        todo, pending = [s for s in todo if s not in pending], []
     if pending and args.workers == 1:
         for spec in pending:
             _worker((spec, str(work), str(records), commit))

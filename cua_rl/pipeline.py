@@ -162,7 +162,7 @@ def evaluate_greedy(model: Any, config: Any, parts: Any, episodes: int) -> dict[
     try:
         report = evaluate(lambda o: model.predict(o, deterministic=True)[0], env,
                           held_out_tasks(config, episodes), parts.judge,
-                          parts.calibrations or None)  # fmt: skip
+                          parts.estimate_calibrations())  # fmt: skip
     finally:
         env.close()
     return report.metrics()

@@ -199,6 +199,20 @@ class JudgeAudit:
         self._judged: deque[tuple[int, ...]] = deque(maxlen=settings.window)
         self._pending_judged = [0, 0, 0, 0]
 
+    def estimate_calibrations(self) -> dict[str, Calibration] | None:
+        """The calibrations a judge-based success estimate should use now.
+
+        ``{"all": audited_calibration}`` when the latest audit window gives one; ``{}`` (no
+        estimate) when the latest audit raised the alarm without one (the calibration in use is
+        known wrong and nothing better exists); None (the run's own calibrations) otherwise,
+        before the first audit included.
+        """
+        if self.audited_calibration is not None:
+            return {"all": self.audited_calibration}
+        if self.history and self.history[-1].alarm:
+            return {}
+        return None
+
     def calibration_of(self, stratum: Stratum) -> Calibration | None:
         """The calibration in use for a stratum (``()`` = the pooled one of ``"all"``)."""
         if not stratum:

@@ -23,7 +23,7 @@ from cua_rl.logger import Logger
 from cua_rl.rewards.base import WeightedReward
 from cua_rl.rewards.corrected import CorrectedReward
 from cua_rl.training.build import RunParts
-from cua_rl.training.callbacks import EvaluateHeldOut, RunCallback
+from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.config import TrainConfig
 
 __all__ = ["AuditJudge", "StopOnAlarm", "corrected_source"]
@@ -50,20 +50,21 @@ class AuditJudge(RunCallback):
         config: The run's config (its ``reward.audit`` section, ``every`` >= 1).
         parts: The run's reward parts.
         log: The logging seam.
-        evaluator: The run's held-out evaluation: its judge estimate then uses the audited
-            calibration once one exists (:attr:`JudgeAudit.audited_calibration`); while the
-            latest audit raised the alarm and no audited calibration exists, it reports no
-            judge estimate rather than one from a calibration the audits contradict.
+
+    :func:`~cua_rl.training.train.train` puts the audit on ``parts.audit``: every judge-based
+    success estimate made with the run's parts (the held-out evaluations during training,
+    :func:`cua_rl.pipeline.evaluate_greedy` after it) then uses the audited calibration once
+    one exists (:attr:`JudgeAudit.audited_calibration`), and, while the latest audit raised
+    the alarm and no audited calibration exists, reports no estimate rather than one from a
+    calibration the audits contradict (:meth:`JudgeAudit.estimate_calibrations`).
 
     Attributes:
         audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every
             audit's result).
     """
 
-    def __init__(self, config: TrainConfig, parts: RunParts, log: Logger,
-                 evaluator: EvaluateHeldOut | None = None) -> None:  # fmt: skip
+    def __init__(self, config: TrainConfig, parts: RunParts, log: Logger) -> None:
         super().__init__()
-        self.evaluator = evaluator
         section = config.reward.audit
         queue = None if section.queue is None else str(config.resolve(section.queue))
         corrected = corrected_source(parts.reward)
@@ -73,6 +74,7 @@ class AuditJudge(RunCallback):
         cals = corrected.calibrations if corrected is not None else parts.calibrations
         self.audit = JudgeAudit(section.settings(queue), cals,
                                 None if queue is None else LabelQueue(queue))  # fmt: skip
+        self._withheld = False
 
     def on_update_end(self) -> bool:
         """Audit when due (always True: :class:`StopOnAlarm` stops)."""
@@ -84,18 +86,12 @@ class AuditJudge(RunCallback):
             self.log.record(key, value)
         if result.action == "switch" and self.corrected is not None:
             self.parts.calibrations.update(self.corrected.calibrations)
-        if self.evaluator is not None:
-            audited = self.audit.audited_calibration
-            if audited is not None:
-                self.evaluator.estimate_calibrations = {"all": audited}
-            elif result.alarm:  # the calibration in use is known wrong: no estimate at all
-                if self.evaluator.estimate_calibrations != {}:
-                    logger.warning("audit: the evaluation's judge estimate is withheld: the "
-                                   "calibration in use disagrees with the audits, which are "
-                                   "too few for a calibration of their own")  # fmt: skip
-                self.evaluator.estimate_calibrations = {}
-            else:
-                self.evaluator.estimate_calibrations = None
+        withheld = self.audit.estimate_calibrations() == {}
+        if withheld and not self._withheld:  # estimates read it through parts.audit
+            logger.warning("audit: judge-based success estimates are withheld: the calibration "
+                           "in use disagrees with the audits, which are too few for a "
+                           "calibration of their own")  # fmt: skip
+        self._withheld = withheld
         return True
 
     def _on_training_end(self) -> None:

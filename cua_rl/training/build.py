@@ -63,6 +63,9 @@ class RunParts:
         judge: The judge, if one is configured.
         calibrations: Stratum -> calibration (may be empty).
         filter: The rollout filter (sets each episode's weight), or None.
+        audit: The run's :class:`~cua_rl.calibration.audit.JudgeAudit` once :func:`train`
+            started one (``reward.audit``), else None: judge-based estimates made with these
+            parts use :meth:`estimate_calibrations`.
     """
 
     reward: RewardSource
@@ -70,6 +73,17 @@ class RunParts:
     judge: Judge | None = None
     calibrations: dict[str, Calibration] = field(default_factory=dict)
     filter: Any = None
+    audit: Any = None
+
+    def estimate_calibrations(self) -> dict[str, Calibration] | None:
+        """The calibrations for a judge-based success estimate: the audits' choice when the run
+        is audited (the audited calibration, or none after an alarm without one), else
+        :attr:`calibrations`; None when there are none."""
+        if self.audit is not None:
+            cals = self.audit.estimate_calibrations()
+            if cals is not None:
+                return cals or None
+        return self.calibrations or None
 
     def close(self) -> None:
         """Release the judge."""

@@ -247,9 +247,6 @@ class EvaluateHeldOut(RunCallback):
         self.log = log
         self.history: list[tuple[int, int, dict[str, float]]] = []
         self.env: Any = None
-        #: Calibrations of the judge estimate in place of ``parts.calibrations`` (None: those;
-        #: empty: no estimate), set by the judge audits (:class:`cua_rl.training.audit.AuditJudge`).
-        self.estimate_calibrations: dict[str, Any] | None = None
 
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
@@ -268,8 +265,7 @@ class EvaluateHeldOut(RunCallback):
             self.env,
             held_out_tasks(self.config, self.config.eval.episodes),
             self.parts.judge,
-            (self.parts.calibrations if self.estimate_calibrations is None
-             else self.estimate_calibrations) or None,
+            self.parts.estimate_calibrations(),  # the audits' choice on an audited run
         )
         metrics = report.metrics()
         metrics["time/eval_s"] = time.perf_counter() - start

@@ -314,7 +314,8 @@ def _run(
     if config.reward.audit.every > 0 and main:  # before log_cb, which takes the episodes
         from cua_rl.training.audit import AuditJudge, StopOnAlarm
 
-        audit = [AuditJudge(config, parts, log, eval_cb)]
+        audit = [AuditJudge(config, parts, log)]
+        parts.audit = audit[0].audit
         stop = [StopOnAlarm(audit[0])]  # type: ignore[arg-type]
     cbs: list[RunCallback] = [guard, *progress, *audit, log_cb, eval_cb, ckpt_cb, *stop, *extra]
     if not main:  # other data-parallel ranks: train (rank 0 evaluates and saves; their

@@ -289,3 +289,9 @@ def test_the_audited_calibration_is_the_window_alone() -> None:
     # once the policy fools the judge, positives are too rare for an audited calibration
     hacked, _ = _run(settings, {"all": cal}, updates=12, hack_from=3)
     assert hacked.audited_calibration is None
+    # what a judge-based estimate uses: the audited calibration; none after an alarm without
+    # one; the run's own before any audit
+    assert audit.estimate_calibrations() == {"all": audited}
+    assert hacked.history[-1].alarm and hacked.estimate_calibrations() == {}
+    fresh = JudgeAudit(settings, {"all": cal})
+    assert fresh.estimate_calibrations() is None

@@ -53,6 +53,10 @@ def test_stop_ends_the_run_after_the_alarm(tiny_config: Callable[..., TrainConfi
     # the held-out estimate with the calibration in use before the audits, none after the alarm
     (_, _, before), (_, _, after) = result.evals
     assert "eval/judge_estimate" in before and "eval/judge_estimate" not in after
+    # estimates made with the parts after training (pipeline.evaluate_greedy) follow the audits
+    assert parts.audit is audit and parts.estimate_calibrations() is None
+    parts.audit = None
+    assert parts.estimate_calibrations() == {"all": parts.calibrations["all"]}
 
 
 def test_switch_replaces_the_rewards_calibration(tiny_config: Callable[..., TrainConfig]) -> None:
