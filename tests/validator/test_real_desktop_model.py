@@ -282,7 +282,7 @@ def test_shipped_desktop_config_loads() -> None:
     cfg = load_validator_config(path)
     assert cfg.refuse_degenerate is True and cfg.auto_volatile is True
     assert cfg.equivalence.a11y_rule == "decides" and cfg.equivalence.tier1.max_shift == 16
-    assert cfg.equivalence.a11y_drop_states == ("focused",)
+    assert cfg.equivalence.a11y_drop_states == ("focused", "showing")
 
 
 # -- 5. the same on a real X11 desktop (Xvfb + openbox + mousepad, driven by xdotool) ------------
