@@ -189,11 +189,27 @@ class RayConfig:
     step_timeout_s: float = 120.0
     #: Worker restarts allowed per env over the run before training stops (ray and subproc).
     max_restarts: int = 20
+    #: CPUs one env worker (one desktop) reserves on its node.
+    env_cpus: float = 1.0
+    #: Memory one env worker reserves on its node, in MB (None: no reservation).
+    env_memory_mb: int | None = None
+    #: Custom Ray resources one env worker needs, e.g. ``{desktop: 1}``: Ray then places env
+    #: workers only on nodes started with that resource (``ray start --resources
+    #: '{"desktop": 8}'`` = 8 desktops on that node), and the learner stays where it runs.
+    env_resources: dict[str, float] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         check_fields(self)
         v = self.num_cpus
         check(self, "num_cpus", v is None or v >= 1, "must be >= 1 or null")
+        check(self, "env_cpus", self.env_cpus >= 0, "must be >= 0")
+        m = self.env_memory_mb
+        check(self, "env_memory_mb", m is None or m >= 1, "must be >= 1 or null")
+        res = self.env_resources
+        check(self, "env_resources", all(v > 0 for v in res.values()),
+              "amounts must be > 0")  # fmt: skip
+        check(self, "env_resources", not {"CPU", "GPU", "memory", "object_store_memory"} & set(res),
+              "takes custom resources only (CPUs: env_cpus, memory: env_memory_mb)")  # fmt: skip
         check(self, "object_store_mb", self.object_store_mb >= 75, "must be >= 75")
         check(self, "step_timeout_s", self.step_timeout_s > 0, "must be > 0")
         check(self, "max_restarts", self.max_restarts >= 0, "must be >= 0")

@@ -103,5 +103,8 @@ def make_env_workers(
         address=ray_cfg.address,
         num_cpus=ray_cfg.num_cpus or config.ppo.n_envs,
         object_store_mb=ray_cfg.object_store_mb,
+        env_cpus=ray_cfg.env_cpus,
+        env_memory_mb=ray_cfg.env_memory_mb,
+        env_resources=ray_cfg.env_resources,
         **restarts,
     )

@@ -19,7 +19,7 @@ from __future__ import annotations
 import logging
 import os
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -500,10 +500,17 @@ class RayVecEnv(RestartingVecEnv):
         object_store_mb: Object store of a local instance, in MB.
         step_timeout_s: A step slower than this counts as a dead worker.
         max_restarts: Restarts allowed per sub-env over the env's life.
+        env_cpus: CPUs each worker reserves on its node.
+        env_memory_mb: Memory each worker reserves, in MB (None: none).
+        env_resources: Custom resources each worker needs (``{"desktop": 1}``): workers go only
+            to nodes that offer them. A local instance this env starts offers them for every
+            env; on a cluster, a demand that no alive node can meet is an error at once (Ray
+            would otherwise leave the worker pending for ever).
 
     Raises:
         DependencyNotInstalled: Ray is not installed (``pip install 'cua-rl[ray]'``).
-        BackendError: A sub-env needed more than ``max_restarts`` restarts.
+        BackendError: A sub-env needed more than ``max_restarts`` restarts, or no node of the
+            cluster can hold one worker.
     """
 
     worker_name = "Ray worker"
@@ -517,9 +524,15 @@ class RayVecEnv(RestartingVecEnv):
         object_store_mb: int = 100,
         step_timeout_s: float = 120.0,
         max_restarts: int = 20,
+        env_cpus: float = 1.0,
+        env_memory_mb: int | None = None,
+        env_resources: Mapping[str, float] | None = None,
     ) -> None:
         ray = _require_ray()
         self._owns_ray = False
+        demand = {"CPU": float(env_cpus), **{k: float(v) for k, v in (env_resources or {}).items()}}
+        if env_memory_mb is not None:
+            demand["memory"] = env_memory_mb * 1024.0 * 1024.0
         if not ray.is_initialized():
             try:
                 if address is None:
@@ -527,6 +540,7 @@ class RayVecEnv(RestartingVecEnv):
                     ray.init(
                         num_cpus=num_cpus or len(env_fns),
                         object_store_memory=object_store_mb * 1024 * 1024,
+                        resources={k: v * len(env_fns) for k, v in (env_resources or {}).items()},
                         include_dashboard=False,
                         log_to_driver=False,
                     )
@@ -542,7 +556,13 @@ class RayVecEnv(RestartingVecEnv):
                 ) from None
             self._owns_ray = True
         self._ray = ray
-        self._actor_class = ray.remote(num_cpus=1, max_restarts=0)(EnvWorker)
+        _check_placeable(ray, demand)
+        options: dict[str, Any] = {"num_cpus": env_cpus, "max_restarts": 0}
+        if env_resources:
+            options["resources"] = dict(env_resources)
+        if env_memory_mb is not None:
+            options["memory"] = env_memory_mb * 1024 * 1024
+        self._actor_class = ray.remote(**options)(EnvWorker)
         self.actors: list[Any] = [None] * len(env_fns)
         super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
 
@@ -570,3 +590,22 @@ class RayVecEnv(RestartingVecEnv):
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (tests use them to kill one)."""
         return [self._call(i, "pid") for i in range(self.num_envs)]
+
+
+def _check_placeable(ray: Any, demand: Mapping[str, float]) -> None:
+    """Raise when no alive node of the cluster offers everything one worker needs."""
+    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
+    if any(all(node.get(k, 0.0) >= v for k, v in demand.items() if v > 0) for node in nodes):
+        return
+
+    def show(res: Mapping[str, float]) -> str:
+        return "{" + ", ".join(f"{k}: {v:g}" if k != "memory" else f"memory: {v / 2**20:.0f} MB"
+                               for k, v in sorted(res.items())
+                               if not k.startswith("node:") and k != "object_store_memory") + "}"
+
+    offers = "; ".join(show(n) for n in nodes) or "no alive node"
+    raise BackendError(f"ppo.ray: no node of the Ray cluster can hold one env worker, which needs "
+                       f"{show(demand)} (ppo.ray.env_cpus / env_memory_mb / env_resources); "
+                       f"the nodes offer {offers}. Start nodes with the resource, e.g. "
+                       f"`ray start --resources '{{\"desktop\": 8}}'`, or lower the demand")
+

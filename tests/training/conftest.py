@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -13,6 +14,11 @@ from gymnasium import spaces
 
 from cua_rl.core import EpisodeEnd
 from cua_rl.training.config import TrainConfig
+
+needs_netns = pytest.mark.skipif(
+    os.environ.get("CUA_RL_NETNS") != "1",
+    reason="Ray probes the network at init: run through scripts/offline.sh (make test)",
+)
 
 
 class TinyEpisodeEnv(gym.Env[dict[str, np.ndarray], np.int64]):

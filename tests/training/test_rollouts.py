@@ -26,6 +26,7 @@ from cua_rl.training.config import TrainConfig
 from cua_rl.training.envs import EnvFactory
 from cua_rl.training.rollouts import make_vec_env
 from cua_rl.training.train import build_model
+from tests.training.conftest import needs_netns
 
 
 def test_make_vec_env_dummy_scores_in_the_wrapper(tiny_config: Callable[..., TrainConfig]) -> None:
@@ -147,11 +148,6 @@ def test_ray_missing_names_the_extra(
     with pytest.raises(DependencyNotInstalled, match=r"pip install 'cua-rl\[ray\]'"):
         RayVecEnv([EnvFactory(tiny_config())])
 
-
-needs_netns = pytest.mark.skipif(
-    os.environ.get("CUA_RL_NETNS") != "1",
-    reason="Ray probes the network at init: run through scripts/offline.sh (make test)",
-)
 
 
 @pytest.fixture(scope="module")
