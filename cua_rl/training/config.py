@@ -180,7 +180,7 @@ class RayConfig:
 
     #: A running cluster ("auto", "ray://host:10001"); None = start a small local instance.
     address: str | None = None
-    #: CPUs of a local instance; None = ppo.n_envs.
+    #: CPUs of a local instance; None = env_cpus per env (ppo.n_envs).
     num_cpus: int | None = None
     #: Object store of a local instance in MB (Ray needs at least 75).
     object_store_mb: int = 100

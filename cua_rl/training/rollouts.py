@@ -101,7 +101,7 @@ def make_env_workers(
     return RayVecEnv(
         fns,
         address=ray_cfg.address,
-        num_cpus=ray_cfg.num_cpus or config.ppo.n_envs,
+        num_cpus=ray_cfg.num_cpus,
         object_store_mb=ray_cfg.object_store_mb,
         env_cpus=ray_cfg.env_cpus,
         env_memory_mb=ray_cfg.env_memory_mb,

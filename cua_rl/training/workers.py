@@ -17,6 +17,7 @@ in a small local Ray instance). Ray probes the network when it starts: run it in
 from __future__ import annotations
 
 import logging
+import math
 import os
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -496,7 +497,7 @@ class RayVecEnv(RestartingVecEnv):
         address: Address of a running Ray cluster (``"auto"``, ``"ray://host:10001"``); None
             starts a local instance with ``num_cpus`` and a small object store, no dashboard.
             When Ray is already initialised in this process it is used as it is.
-        num_cpus: CPUs of a local instance (default: one per env).
+        num_cpus: CPUs of a local instance (default: ``env_cpus`` per env).
         object_store_mb: Object store of a local instance, in MB.
         step_timeout_s: A step slower than this counts as a dead worker.
         max_restarts: Restarts allowed per sub-env over the env's life.
@@ -538,7 +539,7 @@ class RayVecEnv(RestartingVecEnv):
                 if address is None:
                     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
                     ray.init(
-                        num_cpus=num_cpus or len(env_fns),
+                        num_cpus=num_cpus or max(1, math.ceil(len(env_fns) * env_cpus)),
                         object_store_memory=object_store_mb * 1024 * 1024,
                         resources={k: v * len(env_fns) for k, v in (env_resources or {}).items()},
                         include_dashboard=False,
@@ -556,7 +557,7 @@ class RayVecEnv(RestartingVecEnv):
                 ) from None
             self._owns_ray = True
         self._ray = ray
-        _check_placeable(ray, demand)
+        _check_placeable(ray, demand, len(env_fns))
         options: dict[str, Any] = {"num_cpus": env_cpus, "max_restarts": 0}
         if env_resources:
             options["resources"] = dict(env_resources)
@@ -592,10 +593,18 @@ class RayVecEnv(RestartingVecEnv):
         return [self._call(i, "pid") for i in range(self.num_envs)]
 
 
-def _check_placeable(ray: Any, demand: Mapping[str, float]) -> None:
-    """Raise when no alive node of the cluster offers everything one worker needs."""
+def _fits(node: Mapping[str, float], demand: Mapping[str, float]) -> int:
+    """How many workers with ``demand`` a node's total resources hold."""
+    counts = [int(node.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
+    return min(counts) if counts else 1 << 30
+
+
+def _check_placeable(ray: Any, demand: Mapping[str, float], workers: int) -> None:
+    """Raise when the alive nodes of the cluster cannot hold ``workers`` workers (by their total
+    resources: Ray would leave the others pending for ever)."""
     nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    if any(all(node.get(k, 0.0) >= v for k, v in demand.items() if v > 0) for node in nodes):
+    room = sum(_fits(node, demand) for node in nodes)
+    if room >= workers:
         return
 
     def show(res: Mapping[str, float]) -> str:
@@ -604,8 +613,10 @@ def _check_placeable(ray: Any, demand: Mapping[str, float]) -> None:
                                if not k.startswith("node:") and k != "object_store_memory") + "}"
 
     offers = "; ".join(show(n) for n in nodes) or "no alive node"
-    raise BackendError(f"ppo.ray: no node of the Ray cluster can hold one env worker, which needs "
-                       f"{show(demand)} (ppo.ray.env_cpus / env_memory_mb / env_resources); "
-                       f"the nodes offer {offers}. Start nodes with the resource, e.g. "
-                       f"`ray start --resources '{{\"desktop\": 8}}'`, or lower the demand")
+    what = ("no node of the Ray cluster can hold one env worker" if room == 0 else
+            f"the Ray cluster holds {room} of the {workers} env workers")  # fmt: skip
+    raise BackendError(f"ppo.ray: {what}; one needs {show(demand)} (ppo.ray.env_cpus / "
+                       f"env_memory_mb / env_resources); the nodes offer {offers}. Start nodes "
+                       f"with the resource, e.g. `ray start --resources '{{\"desktop\": 8}}'`, "
+                       f"or lower the demand")
 

@@ -81,4 +81,8 @@ def test_a_demand_no_node_meets_is_one_clear_error(desktop_ray: Any,
             RayVecEnv([EnvFactory(tiny_config())], step_timeout_s=30, **kwargs)
         text = str(caught.value)
         assert needs in text and "desktop: 2" in text and "ray start --resources" in text, text
+    # one fits, three do not (2 desktops on the one node)
+    with pytest.raises(BackendError, match="the Ray cluster holds 2 of the 3 env workers"):
+        RayVecEnv([EnvFactory(tiny_config())] * 3, step_timeout_s=30, env_cpus=0.5,
+                  env_resources={"desktop": 1})  # fmt: skip
     assert time.monotonic() - start < 10  # at once, not after a pending worker's timeout
