@@ -570,8 +570,7 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         *([f"- **interim report** (`--report-only`): {len(args.missing)} of "
            f"{len(args.missing) + len(results)} runs have no record yet: "
            f"{'; '.join(f'`{k}`' for k in args.missing[:12])}"
-           f"{' ...' if len(args.missing) > 12 else ''}"] if getattr(args, "missing", None)
-          else []),
+           f"{' ...' if len(args.missing) > 12 else ''}"] if args.missing else []),
         f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
         f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
         f"(4 envs x 64 steps, lr 5e-4)",

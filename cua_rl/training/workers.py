@@ -531,9 +531,12 @@ class RayVecEnv(RestartingVecEnv):
     ) -> None:
         ray = _require_ray()
         self._owns_ray = False
-        demand = {"CPU": float(env_cpus), **{k: float(v) for k, v in (env_resources or {}).items()}}
-        if env_memory_mb is not None:
-            demand["memory"] = env_memory_mb * 1024.0 * 1024.0
+        custom = {k: float(v) for k, v in (env_resources or {}).items()}
+        memory = None if env_memory_mb is None else env_memory_mb * 1024 * 1024
+        # one worker's demand, as Ray's node resources name it (memory in bytes)
+        demand = {"CPU": float(env_cpus), **custom}
+        if memory is not None:
+            demand["memory"] = float(memory)
         if not ray.is_initialized():
             try:
                 if address is None:
@@ -541,7 +544,7 @@ class RayVecEnv(RestartingVecEnv):
                     ray.init(
                         num_cpus=num_cpus or max(1, math.ceil(len(env_fns) * env_cpus)),
                         object_store_memory=object_store_mb * 1024 * 1024,
-                        resources={k: v * len(env_fns) for k, v in (env_resources or {}).items()},
+                        resources={k: v * len(env_fns) for k, v in custom.items()},
                         include_dashboard=False,
                         log_to_driver=False,
                     )
@@ -558,12 +561,8 @@ class RayVecEnv(RestartingVecEnv):
             self._owns_ray = True
         self._ray = ray
         _check_placeable(ray, demand, len(env_fns))
-        options: dict[str, Any] = {"num_cpus": env_cpus, "max_restarts": 0}
-        if env_resources:
-            options["resources"] = dict(env_resources)
-        if env_memory_mb is not None:
-            options["memory"] = env_memory_mb * 1024 * 1024
-        self._actor_class = ray.remote(**options)(EnvWorker)
+        self._actor_class = ray.remote(num_cpus=env_cpus, resources=custom or None,
+                                       memory=memory, max_restarts=0)(EnvWorker)
         self.actors: list[Any] = [None] * len(env_fns)
         super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
 
@@ -619,4 +618,3 @@ def _check_placeable(ray: Any, demand: Mapping[str, float], workers: int) -> Non
                        f"env_memory_mb / env_resources); the nodes offer {offers}. Start nodes "
                        f"with the resource, e.g. `ray start --resources '{{\"desktop\": 8}}'`, "
                        f"or lower the demand")
-
