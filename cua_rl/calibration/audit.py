@@ -173,9 +173,13 @@ class JudgeAudit:
         stopped: The stop message once ``stop`` fired, else None.
         spent: Labels requested so far.
         history: Every audit's result.
-        audited_calibration: The pooled calibration of the latest audit window alone (None
-            until both classes have ``min_per_class`` labels, or when its D interval reaches
-            the margin): the evaluation's judge estimate uses it when it exists.
+        audited_calibration: The calibration of the policy's own episodes, for judge-based
+            estimates: per class, the latest audit window's rate where the window has
+            ``min_per_class`` labels of that class, else the calibration in use's rate. None
+            when the window has enough labels of neither class, or when the result separates
+            nothing (its D interval reaches the margin; :attr:`withheld` then says why).
+        withheld: Why the latest audit window makes judge-based estimates impossible (the
+            audited rates leave no margin), else None.
     """
 
     def __init__(self, settings: AuditSettings, calibrations: dict[str, Calibration],
@@ -194,6 +198,7 @@ class JudgeAudit:
         self.audits = 0
         self.history: list[AuditResult] = []
         self.audited_calibration: Calibration | None = None
+        self.withheld: str | None = None
         self._since_switch = 0  # first audit number that counts for the next switch
         # per audit: judged successes, judged episodes, checker successes, checked episodes
         self._judged: deque[tuple[int, ...]] = deque(maxlen=settings.window)
@@ -203,13 +208,14 @@ class JudgeAudit:
         """The calibrations a judge-based success estimate should use now.
 
         ``{"all": audited_calibration}`` when the latest audit window gives one; ``{}`` (no
-        estimate) when the latest audit raised the alarm without one (the calibration in use is
-        known wrong and nothing better exists); None (the run's own calibrations) otherwise,
-        before the first audit included.
+        estimate) when the audited rates leave no margin (:attr:`withheld`), or when the latest
+        audit raised the alarm without a calibration (the calibration in use is known wrong and
+        nothing better exists); None (the run's own calibrations) otherwise, before the first
+        audit included.
         """
         if self.audited_calibration is not None:
             return {"all": self.audited_calibration}
-        if self.history and self.history[-1].alarm:
+        if self.withheld is not None or (self.history and self.history[-1].alarm):
             return {}
         return None
 
@@ -305,33 +311,49 @@ class JudgeAudit:
         result = AuditResult(update, sampled, sum(c.n for k, c in audited.items() if k == ()),
                              pending, checks, bool(bad), action, est)  # fmt: skip
         result.checker_success = n_true / n_checked if n_checked else None
-        self.audited_calibration = self._audited_calibration(audited.get(()))
+        self.audited_calibration, self.withheld = self._audited_calibration(audited.get(()))
         result.metrics = self._metrics(result)
         self.history.append(result)
         self.audits += 1
         return result
 
-    def _audited_calibration(self, counts: ConfusionCounts | None) -> Calibration | None:
-        """The pooled calibration of the audit window alone, for the evaluation's judge
-        estimate (its interval then carries the audit's sample sizes); None with fewer than
-        ``min_per_class`` labels of a class, or a D interval reaching the margin."""
+    def _audited_calibration(
+        self, counts: ConfusionCounts | None
+    ) -> tuple[Calibration | None, str | None]:
+        """(calibration, why withheld) for judge-based estimates from the audit window.
+
+        Per class: the window's own rate when it has ``min_per_class`` labels of the class,
+        else the calibration in use's (its counts, so the interval carries that sample size).
+        A policy that fools the judge rarely succeeds, so its positives stay few while its
+        negatives show the new false-positive rate: taking each class from where it is
+        measured keeps the estimate from mixing the policy's failures with someone else's.
+        Bias: the borrowed class's rate is the old episodes'; if the policy also changed how
+        the judge sees its successes, that goes unseen until they reach ``min_per_class``.
+        """
         m = self.settings.min_per_class
         ref = self.calibration_of(())
-        if counts is None or ref is None or counts.n_pos < m or counts.n_neg < m:
-            return None
+        if counts is None or ref is None or (counts.n_pos < m and counts.n_neg < m):
+            return None, None
+        pos = counts if counts.n_pos >= m else ref.counts
+        neg = counts if counts.n_neg >= m else ref.counts
+        mixed = ConfusionCounts(tp=pos.tp, fn=pos.fn, fp=neg.fp, tn=neg.tn)
         from cua_rl.calibration.audit_stats import _rows
         from cua_rl.calibration.fitting import estimate_calibration
 
-        verdicts, labels = _rows(counts)
+        verdicts, labels = _rows(mixed)
         try:
-            return estimate_calibration(
+            cal = estimate_calibration(
                 verdicts, labels, judge_id=ref.judge_id, min_per_class=m,
                 confidence=self.settings.confidence, method=ref.method, d_method=ref.d_method,
                 margin=ref.margin,
             )  # fmt: skip
         except CalibrationError as error:  # the judge separates nothing on these episodes
-            logger.info("audit: no audited calibration for the estimate (%s)", error)
-            return None
+            sources = (f"e+ from {'the audits' if pos is counts else 'the calibration in use'}, "
+                       f"e- from {'the audits' if neg is counts else 'the calibration in use'}")
+            why = f"the audited rates ({sources}) leave no margin: {error}"
+            logger.info("audit: no calibration for judge-based estimates (%s)", why)
+            return None, why
+        return cal, None
 
     def _switch(self, update: int) -> None:
         recent = [it for it in self.items if it.audit >= self._since_switch]

@@ -54,9 +54,10 @@ class AuditJudge(RunCallback):
     :func:`~cua_rl.training.train.train` puts the audit on ``parts.audit``: every judge-based
     success estimate made with the run's parts (the held-out evaluations during training,
     :func:`cua_rl.pipeline.evaluate_greedy` after it) then uses the audited calibration once
-    one exists (:attr:`JudgeAudit.audited_calibration`), and, while the latest audit raised
-    the alarm and no audited calibration exists, reports no estimate rather than one from a
-    calibration the audits contradict (:meth:`JudgeAudit.estimate_calibrations`).
+    one exists (:attr:`JudgeAudit.audited_calibration`: per class, the audits' rate where they
+    have enough labels of it), and reports no estimate rather than one from a calibration the
+    audits contradict, when the audited rates leave no margin or the latest audit raised the
+    alarm without an audited calibration (:meth:`JudgeAudit.estimate_calibrations`).
 
     Attributes:
         audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every
@@ -88,9 +89,9 @@ class AuditJudge(RunCallback):
             self.parts.calibrations.update(self.corrected.calibrations)
         withheld = self.audit.estimate_calibrations() == {}
         if withheld and not self._withheld:  # estimates read it through parts.audit
-            logger.warning("audit: judge-based success estimates are withheld: the calibration "
-                           "in use disagrees with the audits, which are too few for a "
-                           "calibration of their own")  # fmt: skip
+            logger.warning("audit: judge-based success estimates are withheld: %s",
+                           self.audit.withheld or "the calibration in use disagrees with the "
+                           "audits, which are too few for a calibration of their own")  # fmt: skip
         self._withheld = withheld
         return True
 

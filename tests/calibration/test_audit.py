@@ -295,3 +295,39 @@ def test_the_audited_calibration_is_the_window_alone() -> None:
     assert hacked.history[-1].alarm and hacked.estimate_calibrations() == {}
     fresh = JudgeAudit(settings, {"all": cal})
     assert fresh.estimate_calibrations() is None
+
+
+def test_after_a_switch_estimates_follow_the_audited_negatives() -> None:
+    # The study's failure: after the switch the next audits agree with the pooled calibration,
+    # no alarm, too few positives for a calibration of the window: estimates went back to the
+    # pooled rates (e- ~0.4 for a judge fooled 80% of the time) and claimed 0.8-0.97 for a true
+    # 0.1. Each class now comes from where it is measured: e- 0.8 from the audits, e+ 0.2 from
+    # the calibration, D ~0: no estimate.
+    settings = AuditSettings(every=1, per_audit=16, budget=1000, window=2, min_per_class=8,
+                             on_alarm="switch")  # fmt: skip
+    cals = {"all": _calibration(0.2, 0.3)}
+    audit, results = _run(settings, cals, updates=14)
+    assert audit.switches and not results[-1].alarm
+    window = counts_of([it for it in audit.items if it.audit >= audit.audits - 2])[()]
+    assert window.n_pos < 8 <= window.n_neg and window.e_neg > 0.6
+    assert audit.audited_calibration is None and audit.estimate_calibrations() == {}
+    assert audit.withheld is not None and "e+ from the calibration in use" in audit.withheld
+    assert "e- from the audits" in audit.withheld
+
+
+def test_a_class_with_few_audit_labels_borrows_the_calibrations_rate() -> None:
+    # A fair judge and a policy that rarely succeeds yet: e- from the audits, e+ from the
+    # calibration in use (its counts, so its interval keeps its own sample size).
+    settings = AuditSettings(every=1, per_audit=20, budget=1000, window=2, min_per_class=8)
+    cal = _calibration(0.2, 0.3)
+    audit = JudgeAudit(settings, {"all": cal})
+    rng = np.random.default_rng(1)
+    for u in (1, 2):
+        audit.observe(u, _update(rng, 40, 0.1, 0.3, 1000 * u))
+    window = counts_of(audit.items)[()]
+    got = audit.audited_calibration
+    assert window.n_pos < 8 <= window.n_neg and got is not None and audit.withheld is None
+    assert (got.counts.tp, got.counts.fn) == (cal.counts.tp, cal.counts.fn)
+    assert (got.counts.fp, got.counts.tn) == (window.fp, window.tn)
+    assert got.e_pos == pytest.approx(cal.e_pos) and got.e_neg == pytest.approx(window.e_neg)
+    assert audit.estimate_calibrations() == {"all": got}
