@@ -38,11 +38,17 @@ held-out task seeds, greedy policy):
    (issue 16; ``reward.audit``: every 4 updates 16 of the policy's own episodes get the
    checker's label, window 4 audits): raw + audit (warn: the alarm and the audited estimate
    only), corrected + audit (switch), corrected + audit (stop), raw + audit (stop).
-4. ``conflict``: strata that need different behaviour. ``click_ok`` (judge 0.05, 0.05) and
-   ``click_no`` (judge 0.35, 0.40), one policy: clicking the primary-drawn button is right on
-   click_ok and wrong on click_no, so the raw reward, which weighs each stratum's success by
-   its D (0.90 vs 0.25), favours that shortcut; per-stratum correction weighs both by 1.
-   Ground truth, raw, corrected per stratum (unbiased, shrink, clip).
+4. ``conflict``: strata that need different behaviour, which the policy cannot tell apart.
+   ``click_ok`` and ``click_yes`` (judge 0.35, 0.40: D = 0.25; Enter is right) and
+   ``dismiss_dialog`` (judge 0.05, 0.05: D = 0.90; Escape is right), whose dialogs are drawn
+   like theirs: only the instruction, which the CNN does not read, tells them apart, so one
+   behaviour serves all three. True success: Enter 2/3, Escape 1/3. The raw reward weighs each
+   stratum's success by its D and prefers Escape (expected raw reward 0.58 vs 0.45); a pooled
+   correction is an affine map of it and prefers Escape too; per-stratum correction weighs every
+   stratum by 1 and prefers Enter. (A first design, ``click_ok`` vs ``click_no``, was
+   ill-posed: clicking No needs reading a grey button's label at 64x40, and even the
+   ground-truth policies stayed at 0.33.) Ground truth, raw, corrected with one pooled
+   calibration, corrected per stratum (unbiased, shrink, clip).
 
 Experiment 2a also runs the variance-aware corrections (``CorrectedReward(variance=...)``:
 shrink, clip) with the per-stratum calibration.
@@ -79,8 +85,8 @@ SCREEN = (640, 400)
 MAX_STEPS = 3
 HOMOGENEOUS = (0.2, 0.3)
 STRATA = {"click_ok": (0.05, 0.05), "click_yes": (0.35, 0.40)}
-CONFLICT_FAMILIES = ("click_ok", "click_no")
-CONFLICT = {"click_ok": (0.05, 0.05), "click_no": (0.35, 0.40)}
+CONFLICT_FAMILIES = ("click_ok", "click_yes", "dismiss_dialog")
+CONFLICT = {"click_ok": (0.35, 0.40), "click_yes": (0.35, 0.40), "dismiss_dialog": (0.05, 0.05)}
 #: reward.audit of the audited near-success runs (on_alarm set per run)
 AUDIT = {"every": 4, "per_audit": 16, "budget": 512, "window": 4, "min_per_class": 10}
 NEAR = (0.2, 0.3, 0.8)  # e_pos, e_neg, e_neg on a wrongly answered (closed) dialog
@@ -94,6 +100,7 @@ CALIBRATIONS = {
     "strata": ("strata", True, FAMILIES),
     "near": ("near", True, FAMILIES),
     "conflict": ("conflict", True, CONFLICT_FAMILIES),
+    "conflict_pooled": ("conflict", False, CONFLICT_FAMILIES),
 }
 
 
@@ -217,7 +224,7 @@ def _parts(spec: Spec, work: Path) -> Any:
     judge = study_judge(spec.judge)
     cal = None
     if spec.calibration is not None:
-        cal = Calibration.load(work / "calibration" / spec.calibration / "calibration.json")
+        cal = Calibration.load(_calibration_file(work, spec.calibration))
     if spec.reward == "gt":
         reward: Any = GroundTruthReward()
     elif spec.reward == "raw":
@@ -302,6 +309,17 @@ def _worker(args: tuple[Spec, str, str, str]) -> dict[str, Any]:
 
 
 # -- set-up: calibrations and reference models -------------------------------------------------
+def _calibration_file(work: Path, name: str) -> Path:
+    """Where a calibration is cached: its folder names a digest of what it is fitted from (the
+    judge's rates, the strata, the families), so a changed cell never reuses a stale one."""
+    import hashlib
+
+    kind, per_app, fams = CALIBRATIONS[name]
+    what = repr((kind, per_app, fams, HOMOGENEOUS, STRATA, CONFLICT, NEAR))
+    digest = hashlib.sha256(what.encode()).hexdigest()[:10]
+    return work / "calibration" / f"{name}-{digest}" / "calibration.json"
+
+
 def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     """Calibrate the three judges on held-out labelled sets; learn the reference models."""
     from cua_rl.calibration.calibration import Calibration
@@ -315,12 +333,12 @@ def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
         build_labelled(labelled, FAMILIES, n_per_family=n_per_family, screen=SCREEN)
     examples = load_labelled(labelled / "labelled.jsonl")
     info["labelled"] = (len(examples), sum(e.label for e in examples))
-    conflict = work / "labelled_conflict"
+    conflict = work / f"labelled_{'+'.join(CONFLICT_FAMILIES)}"
     if not (conflict / "labelled.jsonl").exists():
         build_labelled(conflict, CONFLICT_FAMILIES, n_per_family=n_per_family, screen=SCREEN)
     sets = {FAMILIES: examples, CONFLICT_FAMILIES: load_labelled(conflict / "labelled.jsonl")}
     for name, (kind, per_app, fams) in CALIBRATIONS.items():
-        file = work / "calibration" / name / "calibration.json"
+        file = _calibration_file(work, name)
         if file.exists():
             cal = Calibration.load(file)
         else:
@@ -358,6 +376,8 @@ def specs(seeds: Sequence[int], steps: int) -> list[Spec]:
         out += [
             Spec("conflict", "ground truth", conf, s, steps, "gt", "conflict"),
             Spec("conflict", "raw judge", conf, s, steps, "raw", "conflict"),
+            Spec("conflict", "corrected, pooled", conf, s, steps, "corrected", "conflict",
+                 "conflict_pooled"),
             *(Spec("conflict", f"corrected per stratum{'' if c == 'unbiased' else ', ' + c}",
                    conf, s, steps, "corrected", "conflict", "conflict", correction=c)
               for c in ("unbiased", "shrink", "clip")),
@@ -395,8 +415,9 @@ TITLES = {
               "ground truth: see 1)",
     "strata_sep": "2b. The same two strata trained separately (one policy per family)",
     "near_success": "3. A state-dependent judge fooled by a closed dialog (e₋ = 0.8 there)",
-    "conflict": "4. Strata that need different behaviour (click_ok: judge 0.05/0.05; click_no: "
-                "0.35/0.40, the primary button is wrong)",
+    "conflict": "4. Strata that need different behaviour, which the policy cannot tell apart "
+                "(click_ok, click_yes: judge 0.35/0.40, Enter is right; dismiss_dialog: "
+                "0.05/0.05, Escape is right)",
 }
 
 
@@ -446,7 +467,9 @@ COMPARISONS = (
     ("strata", "corrected per stratum, clip", "raw judge"),
     ("strata", "corrected per stratum, shrink", "corrected per stratum"),
     ("conflict", "raw judge", "ground truth"),
+    ("conflict", "corrected, pooled", "raw judge"),
     ("conflict", "corrected per stratum", "raw judge"),
+    ("conflict", "corrected per stratum", "ground truth"),
     ("conflict", "corrected per stratum, shrink", "raw judge"),
     ("conflict", "corrected per stratum, clip", "raw judge"),
 )

@@ -1,4 +1,5 @@
-"""The dialog families ``click_ok``, ``click_yes``, ``click_no``: only the target succeeds."""
+"""The dialog families ``click_ok``, ``click_yes``, ``click_no``: only the target succeeds;
+``dismiss_dialog``: only closing without an answer does."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import pytest
 
 from cua_rl.actions import Click, Hotkey
 from cua_rl.envs.backends.simdesk import SimDeskBackend
+from cua_rl.envs.backends.simdesk.expert import Ops
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.errors import TaskSpecError
 
@@ -74,4 +76,41 @@ def test_click_no_draws_the_wrong_answer_as_the_primary_button() -> None:
         x, y = (int(v) for v in dialog.center_of(dialog.find("Yes").rect))
         b.step(Click(x, y))  # the primary-drawn button is the wrong answer
         assert b.ground_truth(task) == 0.0
+    b.close()
+
+
+def test_dismiss_dialog_succeeds_only_without_an_answer() -> None:
+    b = SimDeskBackend()
+    styles = set()
+    for seed in range(16):
+        task = make_task("dismiss_dialog", seed)
+        b.reset(task)
+        buttons = _buttons(b)
+        style = "OK" if "OK" in buttons else "Yes"
+        styles.add(style)
+        # drawn like a click_ok or click_yes dialog: the same labels, the same primary button
+        assert len(buttons) == 3 and style in buttons and task.domain == "dismiss_dialog"
+        assert set(buttons) <= {"OK", "Cancel", "Help", "Retry", "Details", "Yes", "No"}
+        desk = b.desk
+        assert desk is not None
+        dialog = [w for w in desk.wm.windows if w.kind == "dialog"][-1]
+        assert dialog.default_button is dialog.find(style) and dialog.find(style).primary
+        for label in buttons:
+            b.reset(task)
+            x, y = _buttons(b)[label]
+            b.step(Click(x, y))
+            assert b.ground_truth(task) == 0.0, (seed, label)
+        for keys, want in ((("escape",), 1.0), (("enter",), 0.0)):
+            b.reset(task)
+            b.step(Hotkey(keys))
+            assert b.ground_truth(task) == want, (seed, keys)
+        b.reset(task)
+        desk = b.desk
+        assert desk is not None
+        b.step(Ops(desk).click_close([w for w in desk.wm.windows if w.kind == "dialog"][-1]))
+        assert b.ground_truth(task) == 1.0  # the title-bar close
+    assert styles == {"OK", "Yes"}
+    with pytest.raises(TaskSpecError, match="dismiss_dialog.*OK or Yes"):
+        make_task("dismiss_dialog", 0, params={"title": "Q", "message": "m",
+                                               "buttons": ["OK", "Yes", "Help"]})  # fmt: skip
     b.close()

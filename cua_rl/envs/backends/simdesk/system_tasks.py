@@ -1,4 +1,5 @@
-"""Desktop-shell task families: ``click_ok``, ``click_yes``, ``click_no`` and ``close_window``."""
+"""Desktop-shell task families: ``click_ok``, ``click_yes``, ``click_no``, ``dismiss_dialog`` and
+``close_window``."""
 
 from __future__ import annotations
 
@@ -40,6 +41,37 @@ _QUESTIONS = (
 )
 
 
+def _dialog_setup(desk: Desktop, p: Params, target: str, default: str) -> None:
+    """Open the dialog of ``p``; a button ends it with its label as ``dialog_result`` (Help and
+    Details only add a hint naming ``target``), Escape and the title-bar close with "Close"."""
+    m = desk.m
+    bw = m.tx(110)
+    w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
+    h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
+    d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
+    msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
+    hint = "Press Escape to dismiss it." if target == "Close" else f"Click {target} to confirm."
+
+    def press(label: str) -> None:
+        if label in ("Help", "Details"):
+            msg.set_text(f"{p['message']}\n{hint}")
+            return
+        desk.state["dialog_result"] = label
+        desk.wm.close(d)
+
+    x = w - len(p["buttons"]) * (bw + m.pad)
+    for label in p["buttons"]:
+        primary = label == default
+        enabled = not (label == target and "button_disabled" in desk.bugs)
+        b = d.add(Button((x, h - m.button_h - m.pad, bw, m.button_h), label,
+                         lambda lab=label: press(lab), primary=primary, enabled=enabled))
+        if primary:
+            d.default_button = b
+        x += bw + m.pad
+    d.on_cancel = lambda: press("Close")
+    desk.open_window(d)
+
+
 def _dialog_family(
     name: str, target: str, others: tuple[str, ...], extras: tuple[str, ...],
     messages: tuple[str, ...], default: str, templates: tuple[str, ...],
@@ -63,31 +95,7 @@ def _dialog_family(
                                 f"got {p['buttons']!r}")
 
     def setup(desk: Desktop, p: Params) -> None:
-        m = desk.m
-        bw = m.tx(110)
-        w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
-        h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
-        d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
-        msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
-
-        def press(label: str) -> None:
-            if label in ("Help", "Details"):
-                msg.set_text(f"{p['message']}\nClick {target} to confirm.")
-                return
-            desk.state["dialog_result"] = label
-            desk.wm.close(d)
-
-        x = w - len(p["buttons"]) * (bw + m.pad)
-        for label in p["buttons"]:
-            primary = label == default
-            enabled = not (label == target and "button_disabled" in desk.bugs)
-            b = d.add(Button((x, h - m.button_h - m.pad, bw, m.button_h), label,
-                             lambda lab=label: press(lab), primary=primary, enabled=enabled))
-            if primary:
-                d.default_button = b
-            x += bw + m.pad
-        d.on_cancel = lambda: press("Close")
-        desk.open_window(d)
+        _dialog_setup(desk, p, target, default)
 
     def check(desk: Desktop, p: Params) -> bool:
         return desk.state.get("dialog_result") == target
@@ -135,6 +143,57 @@ CLICK_NO = _dialog_family(
     "click_no", "No", ("Yes",), ("Details",), _QUESTIONS, "Yes",
     ("Answer No in the {title} dialog.", "Click No to decline the question.",
      "Press the No button of the '{title}' dialog."),
+)
+
+
+# -- dismiss_dialog ----------------------------------------------------------------------------
+# A click_ok or a click_yes dialog (drawn alike, half each) that must be closed without an
+# answer: Escape or the title-bar close. Only the instruction says which task it is: a policy
+# that does not read it must choose one behaviour for both, which is what the "conflict" cell
+# of benchmarks/reward_correction.py needs (the judge's noise then decides which one a raw
+# reward prefers).
+def _dismiss_sample(rng: np.random.Generator) -> dict[str, Any]:
+    return (CLICK_OK if rng.random() < 0.5 else CLICK_YES).sample_params(rng)
+
+
+def _dismiss_validate(p: Params) -> None:
+    buttons = p["buttons"]
+    if not (isinstance(buttons, list) and all(isinstance(b, str) for b in buttons)
+            and ("OK" in buttons) != ("Yes" in buttons)):  # fmt: skip
+        raise param_error("dismiss_dialog", "buttons", "labels with OK or Yes (not both)",
+                          buttons)  # fmt: skip
+
+
+def _dismiss_setup(desk: Desktop, p: Params) -> None:
+    _dialog_setup(desk, p, "Close", "OK" if "OK" in p["buttons"] else "Yes")
+
+
+def _dismiss_check(desk: Desktop, p: Params) -> bool:
+    return desk.state.get("dialog_result") == "Close"
+
+
+def _dismiss_plan(ops: Ops, p: Params) -> Action | None:
+    if "dialog_result" in ops.desk.state:
+        return None
+    wins = ops.desk.windows_titled(p["title"])
+    return ops.key(wins[0], "escape") if wins else None
+
+
+DISMISS_DIALOG = TaskFamily(
+    name="dismiss_dialog",
+    description="A dialog with several buttons; close it without answering (Escape or its "
+                "close button).",
+    app=None,
+    params={"title": str, "message": str, "buttons": list},
+    sample_params=_dismiss_sample,
+    templates=("Close the {title} dialog without answering it.",
+               "Dismiss the dialog: do not press any of its buttons.",
+               "Cancel out of the '{title}' dialog with Escape or its close button."),
+    setup=_dismiss_setup,
+    check=_dismiss_check,
+    plan=_dismiss_plan,
+    min_steps=1,
+    validate=_dismiss_validate,
 )
 
 
@@ -194,4 +253,4 @@ CLOSE_WINDOW = TaskFamily(
 )
 
 APPS: tuple[AppSpec, ...] = ()
-FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLICK_NO, CLOSE_WINDOW)
+FAMILIES: tuple[TaskFamily, ...] = (CLICK_OK, CLICK_YES, CLICK_NO, DISMISS_DIALOG, CLOSE_WINDOW)
