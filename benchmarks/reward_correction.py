@@ -39,11 +39,11 @@ held-out task seeds, greedy policy):
    checker's label, window 4 audits): raw + audit (warn: the alarm and the audited estimate
    only), corrected + audit (switch), corrected + audit (stop), raw + audit (stop).
 4. ``conflict``: strata that need different behaviour, which the policy cannot tell apart.
-   ``click_ok`` and ``click_yes`` (judge 0.35, 0.40: D = 0.25; Enter is right) and
+   ``click_ok`` and ``click_yes`` (judge 0.30, 0.40: D = 0.30; Enter is right) and
    ``dismiss_dialog`` (judge 0.05, 0.05: D = 0.90; Escape is right), whose dialogs are drawn
    like theirs: only the instruction, which the CNN does not read, tells them apart, so one
    behaviour serves all three. True success: Enter 2/3, Escape 1/3. The raw reward weighs each
-   stratum's success by its D and prefers Escape (expected raw reward 0.58 vs 0.45); a pooled
+   stratum's success by its D and prefers Escape (expected raw reward 0.58 vs 0.48); a pooled
    correction is an affine map of it and prefers Escape too; per-stratum correction weighs every
    stratum by 1 and prefers Enter. (A first design, ``click_ok`` vs ``click_no``, was
    ill-posed: clicking No needs reading a grey button's label at 64x40, and even the
@@ -86,7 +86,7 @@ MAX_STEPS = 3
 HOMOGENEOUS = (0.2, 0.3)
 STRATA = {"click_ok": (0.05, 0.05), "click_yes": (0.35, 0.40)}
 CONFLICT_FAMILIES = ("click_ok", "click_yes", "dismiss_dialog")
-CONFLICT = {"click_ok": (0.35, 0.40), "click_yes": (0.35, 0.40), "dismiss_dialog": (0.05, 0.05)}
+CONFLICT = {"click_ok": (0.30, 0.40), "click_yes": (0.30, 0.40), "dismiss_dialog": (0.05, 0.05)}
 #: reward.audit of the audited near-success runs (on_alarm set per run)
 AUDIT = {"every": 4, "per_audit": 16, "budget": 512, "window": 4, "min_per_class": 10}
 NEAR = (0.2, 0.3, 0.8)  # e_pos, e_neg, e_neg on a wrongly answered (closed) dialog
@@ -416,7 +416,7 @@ TITLES = {
     "strata_sep": "2b. The same two strata trained separately (one policy per family)",
     "near_success": "3. A state-dependent judge fooled by a closed dialog (e₋ = 0.8 there)",
     "conflict": "4. Strata that need different behaviour, which the policy cannot tell apart "
-                "(click_ok, click_yes: judge 0.35/0.40, Enter is right; dismiss_dialog: "
+                "(click_ok, click_yes: judge 0.30/0.40, Enter is right; dismiss_dialog: "
                 "0.05/0.05, Escape is right)",
 }
 
