@@ -197,6 +197,10 @@ class RayConfig:
     #: workers only on nodes started with that resource (``ray start --resources
     #: '{"desktop": 8}'`` = 8 desktops on that node), and the learner stays where it runs.
     env_resources: dict[str, float] = field(default_factory=dict)
+    #: Spread env workers over the nodes that can hold them (Ray's SPREAD strategy: desktops
+    #: share the nodes' load, and a node lost takes fewer with it); false packs them (Ray's
+    #: default: fill one node first).
+    spread: bool = True
 
     def __post_init__(self) -> None:
         check_fields(self)

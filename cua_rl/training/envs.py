@@ -153,6 +153,15 @@ class EnvWorker:
         """The worker's process id."""
         return os.getpid()
 
+    def node_id(self) -> str:
+        """The id of the Ray node the worker runs on ("" outside Ray)."""
+        import sys
+
+        ray = sys.modules.get("ray")  # a worker process never imports Ray for this
+        if ray is None or not ray.is_initialized():
+            return ""
+        return str(ray.get_runtime_context().get_node_id())
+
     def close(self) -> None:
         """Close the env."""
         self.env.close()

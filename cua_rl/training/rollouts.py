@@ -6,7 +6,8 @@ ends in one vector step with one judge call (in this process, where the judge li
 rollout filter weigh it, and ``VecMonitor`` outside it sees the scored rewards.
 
 :func:`make_env_workers` builds the unscored sub-envs in ``ppo.vec_env`` workers (the
-restarting transports of :mod:`cua_rl.training.workers`, re-exported here).
+restarting transports of :mod:`cua_rl.training.workers` and
+:mod:`cua_rl.training.ray_workers`, re-exported here).
 """
 
 from __future__ import annotations
@@ -21,10 +22,10 @@ from cua_rl.rewards.base import RewardSource
 from cua_rl.rewards.scoring import EpisodeFilter
 from cua_rl.training.config import TrainConfig
 from cua_rl.training.envs import EnvFactory, envs_needed, evaluates
+from cua_rl.training.ray_workers import RayVecEnv
 from cua_rl.training.workers import (
     InProcessVecEnv,
     ProcessVecEnv,
-    RayVecEnv,
     RestartingVecEnv,
     WorkerFailed,
 )
@@ -106,5 +107,6 @@ def make_env_workers(
         env_cpus=ray_cfg.env_cpus,
         env_memory_mb=ray_cfg.env_memory_mb,
         env_resources=ray_cfg.env_resources,
+        spread=ray_cfg.spread,
         **restarts,
     )

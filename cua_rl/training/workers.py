@@ -8,19 +8,16 @@ trajectory, ``env_error`` says why), so it is never scored and never reaches an 
 SB3 ``VecEnv`` (auto-reset, the compact policy) and also steps chosen sub-envs without the
 automatic reset (:meth:`RestartingVecEnv.reset_envs` / :meth:`RestartingVecEnv.step_envs`, the
 VLM trainer). Transports: :class:`InProcessVecEnv` (this process), :class:`ProcessVecEnv`
-(``vec_env: subproc``, local processes) and :class:`RayVecEnv` (``vec_env: ray``, Ray actors,
-so rollouts can spread over a cluster with ``ray start --head`` and ``ppo.ray.address``, or run
-in a small local Ray instance). Ray probes the network when it starts: run it inside
-``scripts/offline.sh`` when no network is wanted, as ``make test`` does.
+(``vec_env: subproc``, local processes) and
+:class:`~cua_rl.training.ray_workers.RayVecEnv` (``vec_env: ray``, Ray actors).
 """
 
 from __future__ import annotations
 
 import logging
-import math
 import os
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import gymnasium as gym
@@ -33,7 +30,7 @@ from cua_rl.envs.score import EPISODE_END
 from cua_rl.errors import BackendError, DependencyNotInstalled
 from cua_rl.training.envs import EnvWorker
 
-__all__ = ["InProcessVecEnv", "ProcessVecEnv", "RayVecEnv", "RestartingVecEnv", "WorkerFailed"]
+__all__ = ["InProcessVecEnv", "ProcessVecEnv", "RestartingVecEnv", "WorkerFailed"]
 
 logger = logging.getLogger(__name__)
 
@@ -487,134 +484,3 @@ class ProcessVecEnv(RestartingVecEnv):
     def worker_pids(self) -> list[int]:
         """Process ids of the workers (tests use them to kill one)."""
         return [p.pid for p in self._procs]
-
-
-class RayVecEnv(RestartingVecEnv):
-    """:class:`RestartingVecEnv` whose sub-envs run in Ray actors (one env per actor).
-
-    Args:
-        env_fns: One picklable ``() -> env`` per sub-env (e.g. :class:`EnvFactory`).
-        address: Address of a running Ray cluster (``"auto"``, ``"ray://host:10001"``); None
-            starts a local instance with ``num_cpus`` and a small object store, no dashboard.
-            When Ray is already initialised in this process it is used as it is.
-        num_cpus: CPUs of a local instance (default: ``env_cpus`` per env).
-        object_store_mb: Object store of a local instance, in MB.
-        step_timeout_s: A step slower than this counts as a dead worker.
-        max_restarts: Restarts allowed per sub-env over the env's life.
-        env_cpus: CPUs each worker reserves on its node.
-        env_memory_mb: Memory each worker reserves, in MB (None: none).
-        env_resources: Custom resources each worker needs (``{"desktop": 1}``): workers go only
-            to nodes that offer them. A local instance this env starts offers them for every
-            env; on a cluster, a demand that no alive node can meet is an error at once (Ray
-            would otherwise leave the worker pending for ever).
-
-    Raises:
-        DependencyNotInstalled: Ray is not installed (``pip install 'cua-rl[ray]'``).
-        BackendError: A sub-env needed more than ``max_restarts`` restarts, or no node of the
-            cluster can hold one worker.
-    """
-
-    worker_name = "Ray worker"
-
-    def __init__(
-        self,
-        env_fns: Sequence[Callable[[], gym.Env[Any, Any]]],
-        *,
-        address: str | None = None,
-        num_cpus: int | None = None,
-        object_store_mb: int = 100,
-        step_timeout_s: float = 120.0,
-        max_restarts: int = 20,
-        env_cpus: float = 1.0,
-        env_memory_mb: int | None = None,
-        env_resources: Mapping[str, float] | None = None,
-    ) -> None:
-        ray = _require_ray()
-        self._owns_ray = False
-        custom = {k: float(v) for k, v in (env_resources or {}).items()}
-        memory = None if env_memory_mb is None else env_memory_mb * 1024 * 1024
-        # one worker's demand, as Ray's node resources name it (memory in bytes)
-        demand = {"CPU": float(env_cpus), **custom}
-        if memory is not None:
-            demand["memory"] = float(memory)
-        if not ray.is_initialized():
-            try:
-                if address is None:
-                    os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
-                    ray.init(
-                        num_cpus=num_cpus or max(1, math.ceil(len(env_fns) * env_cpus)),
-                        object_store_memory=object_store_mb * 1024 * 1024,
-                        resources={k: v * len(env_fns) for k, v in custom.items()},
-                        include_dashboard=False,
-                        log_to_driver=False,
-                    )
-                else:
-                    ray.init(address=address, log_to_driver=False)
-            except Exception as error:  # ConnectionError, RuntimeError, ValueError from Ray
-                where = "a local Ray instance" if address is None else f"Ray at {address!r}"
-                first = (str(error).strip().splitlines() or [type(error).__name__])[0]
-                raise BackendError(
-                    f"ppo.ray.address: cannot start or connect to {where}: {first}"
-                    + (" (is a cluster running? start one with `ray start --head`)"
-                       if address is not None else "")
-                ) from None
-            self._owns_ray = True
-        self._ray = ray
-        _check_placeable(ray, demand, len(env_fns))
-        self._actor_class = ray.remote(num_cpus=env_cpus, resources=custom or None,
-                                       memory=memory, max_restarts=0)(EnvWorker)
-        self.actors: list[Any] = [None] * len(env_fns)
-        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
-
-    def _spawn(self, i: int) -> None:
-        self.actors[i] = self._actor_class.remote(self.env_fns[i])
-
-    def _kill(self, i: int) -> None:
-        self._ray.kill(self.actors[i], no_restart=True)
-
-    def _send(self, i: int, name: str, args: tuple[Any, ...]) -> Any:
-        return getattr(self.actors[i], name).remote(*args)
-
-    def _receive(self, i: int, handle: Any, timeout: float) -> Any:
-        try:
-            return self._ray.get(handle, timeout=max(timeout, 0.0))
-        except Exception as error:  # RayActorError, ActorDiedError, GetTimeoutError, ...
-            raise WorkerFailed(f"{type(error).__name__}: {error}") from None
-
-    def close(self) -> None:
-        """Close and end every worker; shut Ray down if this env started it."""
-        super().close()
-        if self._owns_ray:
-            self._ray.shutdown()
-
-    def worker_pids(self) -> list[int]:
-        """Process ids of the workers (tests use them to kill one)."""
-        return [self._call(i, "pid") for i in range(self.num_envs)]
-
-
-def _fits(node: Mapping[str, float], demand: Mapping[str, float]) -> int:
-    """How many workers with ``demand`` a node's total resources hold."""
-    counts = [int(node.get(k, 0.0) // v) for k, v in demand.items() if v > 0]
-    return min(counts) if counts else 1 << 30
-
-
-def _check_placeable(ray: Any, demand: Mapping[str, float], workers: int) -> None:
-    """Raise when the alive nodes of the cluster cannot hold ``workers`` workers (by their total
-    resources: Ray would leave the others pending for ever)."""
-    nodes = [n.get("Resources", {}) for n in ray.nodes() if n.get("Alive")]
-    room = sum(_fits(node, demand) for node in nodes)
-    if room >= workers:
-        return
-
-    def show(res: Mapping[str, float]) -> str:
-        return "{" + ", ".join(f"{k}: {v:g}" if k != "memory" else f"memory: {v / 2**20:.0f} MB"
-                               for k, v in sorted(res.items())
-                               if not k.startswith("node:") and k != "object_store_memory") + "}"
-
-    offers = "; ".join(show(n) for n in nodes) or "no alive node"
-    what = ("no node of the Ray cluster can hold one env worker" if room == 0 else
-            f"the Ray cluster holds {room} of the {workers} env workers")  # fmt: skip
-    raise BackendError(f"ppo.ray: {what}; one needs {show(demand)} (ppo.ray.env_cpus / "
-                       f"env_memory_mb / env_resources); the nodes offer {offers}. Start nodes "
-                       f"with the resource, e.g. `ray start --resources '{{\"desktop\": 8}}'`, "
-                       f"or lower the demand")
