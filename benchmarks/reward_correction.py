@@ -41,11 +41,14 @@ held-out task seeds, greedy policy):
 4. ``conflict``: strata that need different behaviour, which the policy cannot tell apart.
    ``click_ok`` and ``click_yes`` (judge 0.30, 0.40: D = 0.30; Enter is right) and
    ``dismiss_dialog`` (judge 0.05, 0.05: D = 0.90; Escape is right), whose dialogs are drawn
-   like theirs: only the instruction, which the CNN does not read, tells them apart, so one
-   behaviour serves all three. True success: Enter 2/3, Escape 1/3. The raw reward weighs each
-   stratum's success by its D and prefers Escape (expected raw reward 0.58 vs 0.48); a pooled
-   correction is an affine map of it and prefers Escape too; per-stratum correction weighs every
-   stratum by 1 and prefers Enter. (A first design, ``click_ok`` vs ``click_no``, was
+   like theirs: only the instruction tells them apart (the policy reads it as hashed tokens),
+   so until the policy learns to condition on it, one behaviour serves all three. True success
+   of one behaviour for all: Enter 2/3, Escape 1/3. The raw reward weighs each stratum's
+   success by its D and prefers Escape (expected raw reward 0.58 vs 0.48); a pooled correction
+   is an affine map of it and prefers Escape too; per-stratum correction weighs every stratum by
+   1 and prefers Enter. Reading the instruction is right under every reward (within a stratum
+   each is monotone in the true success), but the raw reward's signal for it is D times
+   smaller on the noisy strata. (A first design, ``click_ok`` vs ``click_no``, was
    ill-posed: clicking No needs reading a grey button's label at 64x40, and even the
    ground-truth policies stayed at 0.33.) Ground truth, raw, corrected with one pooled
    calibration, corrected per stratum (unbiased, shrink, clip).

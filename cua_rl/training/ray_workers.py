@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -100,6 +101,7 @@ class RayVecEnv(RestartingVecEnv):
                 ) from None
             self._owns_ray = True
         self._ray = ray
+        self.gcs_address = str(ray.get_runtime_context().gcs_address)
         _check_placeable(ray, demand, len(env_fns))
         self._actor_class = ray.remote(num_cpus=env_cpus, resources=custom or None,
                                        memory=memory, max_restarts=0,
@@ -112,7 +114,10 @@ class RayVecEnv(RestartingVecEnv):
         self.actors[i] = self._actor_class.remote(self.env_fns[i])
 
     def _kill(self, i: int) -> None:
-        self._ray.kill(self.actors[i], no_restart=True)
+        try:
+            self._ray.kill(self.actors[i], no_restart=True)
+        except Exception as error:  # an actor of a dead node is gone already
+            self._check_head(error)
 
     def _send(self, i: int, name: str, args: tuple[Any, ...]) -> Any:
         return getattr(self.actors[i], name).remote(*args)
@@ -121,7 +126,23 @@ class RayVecEnv(RestartingVecEnv):
         try:
             return self._ray.get(handle, timeout=max(timeout, 0.0))
         except Exception as error:  # RayActorError, ActorDiedError, GetTimeoutError, ...
+            self._check_head(error)
             raise WorkerFailed(f"{type(error).__name__}: {error}") from None
+
+    def _check_head(self, error: BaseException) -> None:
+        """Raise BackendError when the cluster's head (its GCS) no longer answers: no worker
+        can be replaced then, and retrying would only spend the restart budget."""
+        host, _, port = self.gcs_address.rpartition(":")
+        try:
+            socket.create_connection((host, int(port)), timeout=3.0).close()
+        except (OSError, ValueError) as why:
+            first = (str(error).strip().splitlines() or [""])[0][:200]
+            raise BackendError(
+                f"the Ray head (GCS at {self.gcs_address}) does not answer ({why}) after an env "
+                f"worker failed ({type(error).__name__}: {first}): the cluster is gone and "
+                f"training stops here. Checkpoints already written are intact: start the "
+                f"cluster again and resume the run (cua-rl train <config> --resume)"
+            ) from None
 
     def close(self) -> None:
         """Close and end every worker; shut Ray down if this env started it."""

@@ -214,3 +214,38 @@ def test_a_node_lost_mid_rollout(cluster: Cluster, tiny_config: Callable[..., Tr
     assert result.stats["unscorable"] >= len(lost)
     assert result.updates_done == updates and result.num_timesteps == n_envs * n_steps * updates
     assert wall < 240, f"the run took {wall:.0f} s"
+
+
+def test_the_head_lost_is_one_clear_error(cluster: Cluster,
+                                          tiny_config: Callable[..., TrainConfig]) -> None:
+    """The head (its GCS) gone mid-run: no worker can be replaced, so training stops at once
+    with a message that says so, and the checkpoints already written stay readable."""
+    import ray
+
+    from cua_rl.errors import BackendError
+    from cua_rl.training.checkpoint import latest_checkpoint, load_checkpoint
+    from cua_rl.training.train import train
+
+    n_envs, n_steps = 2, 8
+    config = tiny_config(
+        ppo={"vec_env": "ray", "n_envs": n_envs, "n_steps": n_steps, "batch_size": 16,
+             "total_timesteps": n_envs * n_steps * 50,
+             "ray": {"address": cluster.address, "env_cpus": 0.5,
+                     "env_resources": {"desktop": 1}, "step_timeout_s": 30}},
+        env={"max_steps": 3}, checkpoint={"every": 1, "keep_last": 2},
+    )  # fmt: skip
+    ray.shutdown()
+
+    class KillTheHead(RunCallback):
+        def _on_step(self) -> bool:
+            if self.num_timesteps == n_envs * (2 * n_steps + 3):  # after 2 updates
+                cluster.kill("head")
+            return True
+
+    start = time.monotonic()
+    with pytest.raises(BackendError, match=r"the Ray head \(GCS at 127\.0\.0\.1:\d+\) does not "
+                                           r"answer .* training stops here"):
+        train(config, callbacks=[KillTheHead()])
+    assert time.monotonic() - start < 180
+    last = latest_checkpoint(config.run_dir)
+    assert last is not None and load_checkpoint(last)["updates_done"] == 2

@@ -148,10 +148,10 @@ CLICK_NO = _dialog_family(
 
 # -- dismiss_dialog ----------------------------------------------------------------------------
 # A click_ok or a click_yes dialog (drawn alike, half each) that must be closed without an
-# answer: Escape or the title-bar close. Only the instruction says which task it is: a policy
-# that does not read it must choose one behaviour for both, which is what the "conflict" cell
-# of benchmarks/reward_correction.py needs (the judge's noise then decides which one a raw
-# reward prefers).
+# answer: Escape or the title-bar close. Only the instruction says which task it is: until a
+# policy learns to read it, one behaviour serves both, which is what the "conflict" cell of
+# benchmarks/reward_correction.py needs (the judge's noise then decides which one a raw reward
+# prefers).
 def _dismiss_sample(rng: np.random.Generator) -> dict[str, Any]:
     return (CLICK_OK if rng.random() < 0.5 else CLICK_YES).sample_params(rng)
 
