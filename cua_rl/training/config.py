@@ -187,6 +187,9 @@ class RayConfig:
     #: A sub-env step slower than this counts as a dead worker (restarted, episode dropped;
     #: ray and subproc).
     step_timeout_s: float = 120.0
+    #: The same deadline for starting a worker and resetting its env (a desktop or a VM may
+    #: take far longer to start than to step); null: step_timeout_s.
+    reset_timeout_s: float | None = None
     #: Worker restarts allowed per env over the run before training stops (ray and subproc).
     max_restarts: int = 20
     #: CPUs one env worker (one desktop) reserves on its node.
@@ -216,6 +219,8 @@ class RayConfig:
               "takes custom resources only (CPUs: env_cpus, memory: env_memory_mb)")  # fmt: skip
         check(self, "object_store_mb", self.object_store_mb >= 75, "must be >= 75")
         check(self, "step_timeout_s", self.step_timeout_s > 0, "must be > 0")
+        v = self.reset_timeout_s
+        check(self, "reset_timeout_s", v is None or v > 0, "must be > 0 or null")
         check(self, "max_restarts", self.max_restarts >= 0, "must be >= 0")
 
 

@@ -38,6 +38,8 @@ class RayVecEnv(RestartingVecEnv):
         num_cpus: CPUs of a local instance (default: ``env_cpus`` per env).
         object_store_mb: Object store of a local instance, in MB.
         step_timeout_s: A step slower than this counts as a dead worker.
+        reset_timeout_s: The same for starting a worker and resetting its env (None: the step
+            timeout).
         max_restarts: Restarts allowed per sub-env over the env's life.
         env_cpus: CPUs each worker reserves on its node.
         env_memory_mb: Memory each worker reserves, in MB (None: none).
@@ -69,6 +71,7 @@ class RayVecEnv(RestartingVecEnv):
         env_memory_mb: int | None = None,
         env_resources: Mapping[str, float] | None = None,
         spread: bool = True,
+        reset_timeout_s: float | None = None,
     ) -> None:
         ray = _require_ray()
         self._owns_ray = False
@@ -108,7 +111,8 @@ class RayVecEnv(RestartingVecEnv):
                                        scheduling_strategy="SPREAD" if spread else "DEFAULT",
                                        )(EnvWorker)  # fmt: skip
         self.actors: list[Any] = [None] * len(env_fns)
-        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
+        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
+                         reset_timeout_s=reset_timeout_s)  # fmt: skip
 
     def _spawn(self, i: int) -> None:
         self.actors[i] = self._actor_class.remote(self.env_fns[i])

@@ -93,7 +93,8 @@ def make_env_workers(
            for i in range(config.ppo.n_envs)]  # fmt: skip
     kind = config.ppo.vec_env
     ray_cfg = config.ppo.ray
-    restarts = {"step_timeout_s": ray_cfg.step_timeout_s, "max_restarts": ray_cfg.max_restarts}
+    restarts = {"step_timeout_s": ray_cfg.step_timeout_s, "max_restarts": ray_cfg.max_restarts,
+                "reset_timeout_s": ray_cfg.reset_timeout_s}
     if kind == "dummy":
         return DummyVecEnv(fns) if wrap else InProcessVecEnv(fns, **restarts)  # type: ignore[arg-type]
     if kind == "subproc":

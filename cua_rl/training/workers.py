@@ -77,6 +77,8 @@ class RestartingVecEnv(VecEnv):
         env_fns: One picklable ``() -> env`` per sub-env.
         step_timeout_s: A call slower than this counts as a dead worker.
         max_restarts: Restarts allowed per sub-env over the env's life.
+        reset_timeout_s: The same for starting a worker and resetting its env (a desktop or a
+            VM may take far longer to start than to step); None: ``step_timeout_s``.
 
     Raises:
         BackendError: A sub-env needed more than ``max_restarts`` restarts.
@@ -94,9 +96,11 @@ class RestartingVecEnv(VecEnv):
         *,
         step_timeout_s: float = 120.0,
         max_restarts: int = 20,
+        reset_timeout_s: float | None = None,
     ) -> None:
         self.env_fns = list(env_fns)
         self.step_timeout_s = step_timeout_s
+        self.reset_timeout_s = step_timeout_s if reset_timeout_s is None else reset_timeout_s
         self.max_restarts = max_restarts
         self.restarts = [0] * len(self.env_fns)
         for i in range(len(self.env_fns)):
@@ -130,8 +134,12 @@ class RestartingVecEnv(VecEnv):
 
     # -- worker management ---------------------------------------------------------------------
 
+    def _timeout(self, name: str) -> float:
+        """The deadline of a call: the reset one for starting and resetting, else the step's."""
+        return self.reset_timeout_s if name in ("spaces", "reset") else self.step_timeout_s
+
     def _call(self, i: int, name: str, *args: Any) -> Any:
-        return self._receive(i, self._send(i, name, args), self.step_timeout_s)
+        return self._receive(i, self._send(i, name, args), self._timeout(name))
 
     def _restart(
         self, i: int, why: str, seed: int | None = None, options: dict[str, Any] | None = None
@@ -159,7 +167,7 @@ class RestartingVecEnv(VecEnv):
                 handles[i] = self._send(i, name, a)
             except WorkerFailed as error:
                 handles[i] = error
-        deadline = time.monotonic() + self.step_timeout_s
+        deadline = time.monotonic() + self._timeout(name)
         out: dict[int, Any] = {}
         for i, handle in handles.items():
             try:
@@ -334,10 +342,12 @@ class InProcessVecEnv(RestartingVecEnv):
         *,
         step_timeout_s: float = 120.0,
         max_restarts: int = 20,
+        reset_timeout_s: float | None = None,
     ) -> None:
         self.workers: list[EnvWorker | None] = [None] * len(env_fns)
         self._started = False
-        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
+        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
+                         reset_timeout_s=reset_timeout_s)  # fmt: skip
         self._started = True
 
     def _spawn(self, i: int) -> None:
@@ -430,6 +440,7 @@ class ProcessVecEnv(RestartingVecEnv):
         step_timeout_s: float = 120.0,
         max_restarts: int = 20,
         start_method: str | None = None,
+        reset_timeout_s: float | None = None,
     ) -> None:
         import multiprocessing as mp
 
@@ -439,7 +450,8 @@ class ProcessVecEnv(RestartingVecEnv):
         self._ctx = mp.get_context(start_method)
         self._procs: list[Any] = [None] * len(env_fns)
         self._conns: list[Any] = [None] * len(env_fns)
-        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts)
+        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
+                         reset_timeout_s=reset_timeout_s)  # fmt: skip
 
     def _spawn(self, i: int) -> None:
         from stable_baselines3.common.vec_env.base_vec_env import CloudpickleWrapper
@@ -472,7 +484,7 @@ class ProcessVecEnv(RestartingVecEnv):
         conn = self._conns[i]
         try:
             if not conn.poll(max(timeout, 0.0)):
-                raise WorkerFailed(f"no answer within {self.step_timeout_s} s")
+                raise WorkerFailed(f"no answer within {timeout:g} s")
             status, value = conn.recv()
         except (EOFError, OSError) as error:
             code = self._procs[i].exitcode

@@ -287,3 +287,34 @@ def test_worker_processes_close_their_envs_when_the_parent_is_killed(tmp_path: P
     while time.monotonic() < deadline and len(list(tmp_path.glob("closed-*"))) < 2:
         time.sleep(0.1)
     assert sorted(p.name for p in tmp_path.glob("closed-*")) == sorted(f"closed-{p}" for p in pids)
+
+
+@pytest.mark.ray
+@needs_netns
+@pytest.mark.usefixtures("local_ray")
+def test_a_hung_desktop_is_replaced_at_the_step_deadline(
+    tiny_config: Callable[..., TrainConfig], tmp_path: Path
+) -> None:
+    from cua_rl.testing.faults import HangsOnce
+    from cua_rl.training.rollouts import RayVecEnv
+
+    config = tiny_config(env={"max_steps": 5})
+    flag = tmp_path / "hung"
+    venv = RayVecEnv([HangsOnce(EnvFactory(config), flag), EnvFactory(config)], step_timeout_s=3.0,
+                     reset_timeout_s=120.0)  # starting an env may take longer than a step
+    try:
+        venv.reset()
+        venv.step(np.array([0, 1]))
+        start = time.monotonic()
+        _, rewards, dones, infos = venv.step(np.array([0, 1]))  # env 0 hangs here
+        waited = time.monotonic() - start
+        assert flag.exists() and 3.0 <= waited < 20.0
+        assert dones.tolist() == [True, False] and rewards[0] == 0.0
+        lost = infos[0]["episode_end"]
+        assert not lost.scorable and "GetTimeoutError" in lost.env_error
+        assert venv.restarts == [1, 0]
+        for _ in range(3):  # the replacement steps normally
+            _, _, dones, infos = venv.step(np.array([0, 1]))
+            assert "worker_restarted" not in infos[0]
+    finally:
+        venv.close()
