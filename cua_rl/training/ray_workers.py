@@ -15,6 +15,8 @@ from __future__ import annotations
 import math
 import os
 import socket
+import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -40,6 +42,10 @@ class RayVecEnv(RestartingVecEnv):
         step_timeout_s: A step slower than this counts as a dead worker.
         reset_timeout_s: The same for starting a worker and resetting its env (None: the step
             timeout).
+        head_grace_s: How long the cluster's head (its GCS) may stay unreachable before the
+            next call raises BackendError. Workers on live nodes keep answering without a head,
+            but no worker can be replaced and Ray would end this process a while later, so the
+            run stops with a clear error instead (its checkpoints are intact).
         max_restarts: Restarts allowed per sub-env over the env's life.
         env_cpus: CPUs each worker reserves on its node.
         env_memory_mb: Memory each worker reserves, in MB (None: none).
@@ -72,6 +78,7 @@ class RayVecEnv(RestartingVecEnv):
         env_resources: Mapping[str, float] | None = None,
         spread: bool = True,
         reset_timeout_s: float | None = None,
+        head_grace_s: float = 10.0,
     ) -> None:
         ray = _require_ray()
         self._owns_ray = False
@@ -82,6 +89,10 @@ class RayVecEnv(RestartingVecEnv):
         if memory is not None:
             demand["memory"] = float(memory)
         if not ray.is_initialized():
+            # Ray ends the driver process 60 s after its head stops answering (its default), with
+            # no error the run could report; the head watch below reports it first, so let Ray
+            # wait longer (a user's own setting wins).
+            os.environ.setdefault("RAY_gcs_rpc_server_reconnect_timeout_s", "3600")
             try:
                 if address is None:
                     os.environ.setdefault("RAY_USAGE_STATS_ENABLED", "0")
@@ -105,6 +116,12 @@ class RayVecEnv(RestartingVecEnv):
             self._owns_ray = True
         self._ray = ray
         self.gcs_address = str(ray.get_runtime_context().gcs_address)
+        self.head_grace_s = head_grace_s
+        self._head_error: str | None = None
+        self._watch_stop = threading.Event()
+        self._watch = threading.Thread(target=self._watch_head, name="ray-head-watch",
+                                       daemon=True)  # fmt: skip
+        self._watch.start()
         _check_placeable(ray, demand, len(env_fns))
         self._actor_class = ray.remote(num_cpus=env_cpus, resources=custom or None,
                                        memory=memory, max_restarts=0,
@@ -124,7 +141,24 @@ class RayVecEnv(RestartingVecEnv):
             self._check_head(error)
 
     def _send(self, i: int, name: str, args: tuple[Any, ...]) -> Any:
+        if self._head_error is not None:
+            raise BackendError(self._head_error)
         return getattr(self.actors[i], name).remote(*args)
+
+    def _watch_head(self) -> None:
+        """Poll the head's GCS port every second; note when it stayed shut ``head_grace_s``."""
+        lost_since: float | None = None
+        while not self._watch_stop.wait(1.0):
+            why = _unreachable(self.gcs_address)
+            if why is None:
+                lost_since = None
+                continue
+            now = time.monotonic()
+            lost_since = now if lost_since is None else lost_since
+            if now - lost_since >= self.head_grace_s:
+                self._head_error = _head_message(self.gcs_address, why,
+                                                 f"for {now - lost_since:.0f} s")  # fmt: skip
+                return
 
     def _receive(self, i: int, handle: Any, timeout: float) -> Any:
         try:
@@ -136,21 +170,20 @@ class RayVecEnv(RestartingVecEnv):
     def _check_head(self, error: BaseException) -> None:
         """Raise BackendError when the cluster's head (its GCS) no longer answers: no worker
         can be replaced then, and retrying would only spend the restart budget."""
-        host, _, port = self.gcs_address.rpartition(":")
-        try:
-            socket.create_connection((host, int(port)), timeout=3.0).close()
-        except (OSError, ValueError) as why:
+        if self._head_error is not None:
+            raise BackendError(self._head_error) from None
+        why = _unreachable(self.gcs_address)
+        if why is not None:
             first = (str(error).strip().splitlines() or [""])[0][:200]
-            raise BackendError(
-                f"the Ray head (GCS at {self.gcs_address}) does not answer ({why}) after an env "
-                f"worker failed ({type(error).__name__}: {first}): the cluster is gone and "
-                f"training stops here. Checkpoints already written are intact: start the "
-                f"cluster again and resume the run (cua-rl train <config> --resume)"
-            ) from None
+            raise BackendError(_head_message(
+                self.gcs_address, why,
+                f"after an env worker failed ({type(error).__name__}: {first})")) from None
 
     def close(self) -> None:
         """Close and end every worker; shut Ray down if this env started it."""
-        super().close()
+        self._watch_stop.set()
+        if self._head_error is None:
+            super().close()
         if self._owns_ray:
             self._ray.shutdown()
 
@@ -161,6 +194,22 @@ class RayVecEnv(RestartingVecEnv):
     def worker_nodes(self) -> list[str]:
         """Ray node id of each worker."""
         return [self._call(i, "node_id") for i in range(self.num_envs)]
+
+
+def _unreachable(address: str) -> str | None:
+    """Why nothing answers at ``host:port`` (a TCP connect, 3 s), or None when it answers."""
+    host, _, port = address.rpartition(":")
+    try:
+        socket.create_connection((host, int(port)), timeout=3.0).close()
+    except (OSError, ValueError) as why:
+        return str(why) or type(why).__name__
+    return None
+
+
+def _head_message(address: str, why: str, when: str) -> str:
+    return (f"the Ray head (GCS at {address}) does not answer ({why}) {when}: the cluster is "
+            f"gone and training stops here. Checkpoints already written are intact: start the "
+            f"cluster again and resume the run (cua-rl train <config> --resume)")
 
 
 def _fits(node: Mapping[str, float], demand: Mapping[str, float]) -> int:
