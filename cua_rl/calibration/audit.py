@@ -207,16 +207,17 @@ class JudgeAudit:
     def estimate_calibrations(self) -> dict[str, Calibration] | None:
         """The calibrations a judge-based success estimate should use now.
 
-        ``{"all": audited_calibration}`` when the latest audit window gives one; ``{}`` (no
-        estimate) when the audited rates leave no margin (:attr:`withheld`), or when the latest
-        audit raised the alarm without a calibration (the calibration in use is known wrong and
-        nothing better exists); None (the run's own calibrations) otherwise, before the first
-        audit included.
+        ``{}`` (no estimate) when the latest audit raised the alarm (the calibration in use is
+        known wrong, and the audit window, which spans the drift, lags the policy: measured, a
+        window's e- of 0.57 against the 0.8 of the policy it ended on turned a true 0.00 into an
+        estimate of 0.85-0.88) or when the audited rates leave no margin (:attr:`withheld`);
+        ``{"all": audited_calibration}`` when the latest audit window gives one; None (the run's
+        own calibrations) otherwise, before the first audit included.
         """
+        if (self.history and self.history[-1].alarm) or self.withheld is not None:
+            return {}
         if self.audited_calibration is not None:
             return {"all": self.audited_calibration}
-        if self.withheld is not None or (self.history and self.history[-1].alarm):
-            return {}
         return None
 
     def calibration_of(self, stratum: Stratum) -> Calibration | None:

@@ -56,8 +56,8 @@ class AuditJudge(RunCallback):
     :func:`cua_rl.pipeline.evaluate_greedy` after it) then uses the audited calibration once
     one exists (:attr:`JudgeAudit.audited_calibration`: per class, the audits' rate where they
     have enough labels of it), and reports no estimate rather than one from a calibration the
-    audits contradict, when the audited rates leave no margin or the latest audit raised the
-    alarm without an audited calibration (:meth:`JudgeAudit.estimate_calibrations`).
+    audits contradict, when the latest audit raised the alarm or the audited rates leave no
+    margin (:meth:`JudgeAudit.estimate_calibrations`).
 
     Attributes:
         audit: The :class:`~cua_rl.calibration.audit.JudgeAudit` (its ``history`` holds every

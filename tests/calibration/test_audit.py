@@ -331,3 +331,15 @@ def test_a_class_with_few_audit_labels_borrows_the_calibrations_rate() -> None:
     assert (got.counts.fp, got.counts.tn) == (window.fp, window.tn)
     assert got.e_pos == pytest.approx(cal.e_pos) and got.e_neg == pytest.approx(window.e_neg)
     assert audit.estimate_calibrations() == {"all": got}
+
+
+def test_no_estimate_right_after_an_alarm_even_with_audited_rates() -> None:
+    # The study's stop runs: at the first alarm the window mixes the fair and the hacked
+    # episodes; its e- (a mix) gave a calibration with margin, and the estimate of the policy the
+    # run ended on (fooling the judge far more often) came out 0.85-0.88 for a true 0.00.
+    settings = AuditSettings(every=1, per_audit=16, budget=1000, window=6, min_per_class=8,
+                             on_alarm="stop")  # fmt: skip
+    audit, results = _run(settings, {"all": _calibration(0.2, 0.3)}, updates=12, hack_from=5)
+    assert results[-1].alarm and audit.stopped is not None and results[-1].update == 5
+    assert audit.audited_calibration is not None  # the lagging window had rates of its own
+    assert audit.estimate_calibrations() == {}
