@@ -20,6 +20,7 @@ import subprocess
 import sys
 import tempfile
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,6 +37,8 @@ pytestmark = [pytest.mark.ray, needs_netns]
 #: Desktops (the custom ``desktop`` resource) each worker node offers: one node must be able to
 #: hold every env after the other is lost.
 DESKTOPS_PER_NODE = 4
+#: Environment variable that tags every process of a test cluster (teardown finds them by it).
+TAG = "CUA_RL_TEST_RAY_CLUSTER"
 
 
 def _free_port() -> int:
@@ -78,6 +81,17 @@ class Cluster:
         except psutil.NoSuchProcess:
             return []
 
+    def everything(self) -> list[Any]:
+        """Every process that carries this cluster's tag (all inherit it from ``ray start``)."""
+        import psutil
+
+        out = []
+        for p in psutil.process_iter():
+            with contextlib.suppress(psutil.Error):
+                if p.environ().get(TAG) == self.env[TAG]:
+                    out.append(p)
+        return out
+
     def kill(self, name: str) -> None:
         """Power the node off: SIGKILL to every process of it at once."""
         for p in self.tree(name):
@@ -117,7 +131,7 @@ def _cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluste
     # Token authentication off: every process is ours, on 127.0.0.1, in a private network
     # namespace. A node's death is noticed after 4 missed health checks 0.5 s apart (Ray's
     # default is 5 x 3 s), so the test need not wait 15 s for it.
-    env = {**os.environ, "HOME": str(home), "RAY_AUTH_MODE": "disabled",
+    env = {**os.environ, TAG: uuid.uuid4().hex, "HOME": str(home), "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_health_check_period_ms": "500",
            "RAY_health_check_failure_threshold": "4"}  # fmt: skip
     for key in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED"):
@@ -142,9 +156,12 @@ def _cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluste
             ray.shutdown()
         import psutil
 
-        procs = [p for name in list(c.nodes) for p in c.tree(name)]
         for name in list(c.nodes):
             c.kill(name)
+        procs = c.everything()  # orphans too: a node's agents outlive its killed raylet a while
+        for p in procs:
+            with contextlib.suppress(Exception):
+                p.send_signal(signal.SIGKILL)
         _, left = psutil.wait_procs(procs, timeout=15)
         shutil.rmtree(temp, ignore_errors=True)
         assert not left, f"processes of the test cluster still running: {left}"
@@ -233,6 +250,64 @@ def test_a_node_lost_mid_rollout(cluster: Cluster, tiny_config: Callable[..., Tr
     assert result.stats["unscorable"] >= len(lost)
     assert result.updates_done == updates and result.num_timesteps == n_envs * n_steps * updates
     assert wall < 240, f"the run took {wall:.0f} s"
+
+
+def test_real_desktops_in_ray_workers(cluster: Cluster, tmp_path: Path) -> None:
+    """The learning probe of configs/osworld_local.yaml (local Linux desktops: Xvfb, openbox,
+    mousepad; OSWorld's checker in its own venv) with its envs as Ray actors spread over both
+    worker nodes: every episode is scored by the checker, none is lost."""
+    import ray
+    import yaml
+
+    from cua_rl.training.train import train
+
+    try:
+        from cua_rl.desktop import missing_programs
+        from cua_rl.osworld_eval import EvaluatorUnavailable, MetricRunner
+    except ImportError as exc:
+        pytest.skip(f"the local desktop or the evaluator is not available: {exc}")
+    missing = missing_programs() + missing_programs(("mousepad", "wmctrl"))
+    if missing:
+        pytest.skip(f"the local desktop needs {', '.join(missing)} (scripts/apt-deps.sh)")
+    runner = MetricRunner()
+    try:
+        runner.check("check_include_exclude")
+    except EvaluatorUnavailable as exc:
+        pytest.skip(str(exc))
+    finally:
+        runner.close()
+    repo = Path(__file__).resolve().parents[2]
+    data = yaml.safe_load((repo / "configs" / "osworld_local.yaml").read_text())
+    n_envs, n_steps, updates = 2, 4, 2
+    data["ppo"].update(vec_env="ray", n_steps=n_steps, batch_size=8, n_epochs=1,
+                       total_timesteps=n_envs * n_steps * updates,
+                       ray={"address": cluster.address, "env_cpus": 0.5,
+                            "env_resources": {"desktop": 1}, "step_timeout_s": 120})  # fmt: skip
+    data["logging"] = {"dir": str(tmp_path), "run_name": "probe", "wandb": "disabled",
+                       "progress": False}  # fmt: skip
+    data["checkpoint"] = {"every": 0}
+    data["eval"] = {"every": 0, "at_start": False, "at_end": False}
+    data["env"]["backend_kwargs"]["desktops"] = n_envs
+    config = TrainConfig.from_dict(data, base_dir=str(repo / "configs"))
+    alive = _alive_nodes(cluster) + 1  # a node in place of the one the first test lost
+    cluster.start("node-c", "--address", cluster.address, "--num-cpus", "2",
+                  "--resources", json.dumps({"desktop": DESKTOPS_PER_NODE}))  # fmt: skip
+    _wait(lambda: _alive_nodes(cluster) == alive, 90, f"{alive} alive nodes", cluster, "node-c")
+    ray.shutdown()
+    seen: dict[str, Any] = {}
+
+    class Where(RunCallback):
+        def _on_training_end(self) -> None:
+            venv = self.model.get_env()
+            while not hasattr(venv, "worker_nodes"):
+                venv = venv.venv
+            seen["nodes"] = venv.worker_nodes()
+
+    result = train(config, callbacks=[Where()])
+    assert result.updates_done == updates
+    assert result.stats["episodes"] >= n_envs * n_steps * updates - n_envs  # one-step episodes
+    assert result.stats.get("unscorable", 0) == 0
+    assert len(set(seen["nodes"])) == n_envs, seen  # one desktop per worker node
 
 
 def test_the_head_gone_is_one_clear_error(cluster: Cluster,
