@@ -119,17 +119,22 @@ class RayVecEnv(RestartingVecEnv):
         self.head_grace_s = head_grace_s
         self._head_error: str | None = None
         self._watch_stop = threading.Event()
-        self._watch = threading.Thread(target=self._watch_head, name="ray-head-watch",
-                                       daemon=True)  # fmt: skip
-        self._watch.start()
-        _check_placeable(ray, demand, len(env_fns))
         self._actor_class = ray.remote(num_cpus=env_cpus, resources=custom or None,
                                        memory=memory, max_restarts=0,
                                        scheduling_strategy="SPREAD" if spread else "DEFAULT",
                                        )(EnvWorker)  # fmt: skip
         self.actors: list[Any] = [None] * len(env_fns)
-        super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
-                         reset_timeout_s=reset_timeout_s)  # fmt: skip
+        try:
+            _check_placeable(ray, demand, len(env_fns))
+            super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
+                             reset_timeout_s=reset_timeout_s)  # fmt: skip
+        except BaseException:
+            if self._owns_ray:  # the Ray this env started goes with it
+                ray.shutdown()
+            raise
+        self._watch = threading.Thread(target=self._watch_head, name="ray-head-watch",
+                                       daemon=True)  # fmt: skip
+        self._watch.start()
 
     def _spawn(self, i: int) -> None:
         self.actors[i] = self._actor_class.remote(self.env_fns[i])
