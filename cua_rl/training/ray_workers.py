@@ -58,8 +58,12 @@ class RayVecEnv(RestartingVecEnv):
 
     Raises:
         DependencyNotInstalled: Ray is not installed (``pip install 'cua-rl[ray]'``).
-        BackendError: A sub-env needed more than ``max_restarts`` restarts, or no node of the
-            cluster can hold one worker.
+        BackendError: A sub-env needed more than ``max_restarts`` restarts, the cluster cannot
+            hold every worker, or (from any later call) its head stopped answering.
+
+    When this env starts Ray itself it sets ``RAY_gcs_rpc_server_reconnect_timeout_s`` to 3600
+    unless it is set: Ray's default (60 s) ends the driver process soon after a head is lost,
+    before the head watch can stop the run with its own error.
     """
 
     worker_name = "Ray worker"
