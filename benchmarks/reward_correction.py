@@ -478,6 +478,12 @@ COMPARISONS = (
 )
 
 
+def _families(results: list[dict[str, Any]]) -> str:
+    """The families the reported runs trained on, as Markdown code spans."""
+    names = sorted({f for r in results for f in r["spec"]["families"]})
+    return ", ".join(f"`{n}`" for n in names)
+
+
 def _rates(results: list[dict[str, Any]]) -> tuple[list[float], int, int]:
     counts = [_final_counts(r) for r in results]
     return [k / n for k, n in counts if n], sum(c[0] for c in counts), sum(c[1] for c in counts)
@@ -600,13 +606,14 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
         f"- seeds {list(args.seeds)}; {args.steps} environment steps per run (2b: half, per "
         f"family); policy: compact CNN (64x40 input, 8x16 click grid), SB3 PPO "
         f"(4 envs x 64 steps, lr 5e-4)",
-        f"- tasks: SimDesk `click_ok` and `click_yes`, {SCREEN[0]}x{SCREEN[1]}, {MAX_STEPS} "
+        f"- tasks: SimDesk {_families(results)}, {SCREEN[0]}x{SCREEN[1]}, {MAX_STEPS} "
         f"steps per episode; true success = the SimDesk checker on {EVAL_SEEDS} held-out task "
         f"seeds per family (seeds from 1e9), greedy policy, after the last update",
         "- **the judge is SIMULATED** (`SimulatedJudge`: the true outcome flipped with known "
         "rates); calibrations are estimated from a held-out labelled set "
         f"({info['labelled'][0]} expert episodes, {info['labelled'][1]} successes, 30% with "
-        "product bugs, task seeds >= 2^31)",
+        "product bugs, task seeds >= 2^31; cell 4 has a set of its own over its three families, "
+        "made the same way)",
         "- cells: true success pooled over seeds **rate** [95% Wilson interval over all "
         "evaluation episodes of the seeds] (per-seed rates)",
         "",
