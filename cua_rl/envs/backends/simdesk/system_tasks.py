@@ -41,16 +41,16 @@ _QUESTIONS = (
 )
 
 
-def _dialog_setup(desk: Desktop, p: Params, target: str, default: str) -> None:
+def _dialog_setup(desk: Desktop, p: Params, target: str, default: str, hint: str) -> None:
     """Open the dialog of ``p``; a button ends it with its label as ``dialog_result`` (Help and
-    Details only add a hint naming ``target``), Escape and the title-bar close with "Close"."""
+    Details only add ``hint`` to the message; the ``button_disabled`` bug disables ``target``),
+    Escape and the title-bar close with "Close"; ``default`` is the button Enter presses."""
     m = desk.m
     bw = m.tx(110)
     w = max(m.tx(420), len(p["buttons"]) * (bw + m.pad) + m.pad)
     h = m.title_h + 2 * m.line_h + m.button_h + 4 * m.pad
     d = Window(p["title"], desk.place(w, h, center=True), m.title_h, kind="dialog")
     msg = d.add(Label((m.pad, m.title_h + m.pad, w - 2 * m.pad, 2 * m.line_h), p["message"]))
-    hint = "Press Escape to dismiss it." if target == "Close" else f"Click {target} to confirm."
 
     def press(label: str) -> None:
         if label in ("Help", "Details"):
@@ -95,7 +95,7 @@ def _dialog_family(
                                 f"got {p['buttons']!r}")
 
     def setup(desk: Desktop, p: Params) -> None:
-        _dialog_setup(desk, p, target, default)
+        _dialog_setup(desk, p, target, default, f"Click {target} to confirm.")
 
     def check(desk: Desktop, p: Params) -> bool:
         return desk.state.get("dialog_result") == target
@@ -165,7 +165,8 @@ def _dismiss_validate(p: Params) -> None:
 
 
 def _dismiss_setup(desk: Desktop, p: Params) -> None:
-    _dialog_setup(desk, p, "Close", "OK" if "OK" in p["buttons"] else "Yes")
+    _dialog_setup(desk, p, "Close", "OK" if "OK" in p["buttons"] else "Yes",
+                  "Press Escape to dismiss it.")
 
 
 def _dismiss_check(desk: Desktop, p: Params) -> bool:
