@@ -13,6 +13,7 @@ import time
 import pytest
 
 from cua_rl.tasks.osworld_local import local_mirror, local_tasks, solutions
+from tests.desktop_env import desktop_and_evaluator
 
 pytestmark = pytest.mark.desktop
 
@@ -26,23 +27,10 @@ APPS = ("libreoffice", "mousepad", "xterm", "pcmanfm", "wmctrl")
 
 @pytest.fixture(scope="module")
 def desktop():
-    try:
-        from cua_rl.desktop import LocalDesktopBackend, missing_programs
-    except ImportError as exc:
-        pytest.skip(f"cua_rl.desktop is not available: {exc}")
-    try:
-        from cua_rl.osworld_eval import EvaluatorUnavailable, MetricRunner, osworld_hooks
-    except ImportError as exc:
-        pytest.skip(f"cua_rl.osworld_eval is not available: {exc}")
-    missing = missing_programs() + missing_programs(APPS)
-    if missing:
-        pytest.skip(f"the local desktop needs {', '.join(missing)} (scripts/apt-deps.sh)")
-    runner = MetricRunner()
-    try:
-        runner.check("compare_table")
-    except EvaluatorUnavailable as exc:
-        runner.close()
-        pytest.skip(str(exc))
+    runner = desktop_and_evaluator(APPS, "compare_table")
+    from cua_rl.desktop import LocalDesktopBackend
+    from cua_rl.osworld_eval import osworld_hooks
+
     setup, checker = osworld_hooks(mirror=local_mirror(), runner=runner)
     # a11y off: the solutions are scripted, and a LibreOffice tree costs seconds per step.
     backend = LocalDesktopBackend(setup=setup, checker=checker, pause_s=5.0, a11y=False)

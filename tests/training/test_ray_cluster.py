@@ -30,6 +30,7 @@ import pytest
 
 from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.config import TrainConfig
+from tests.desktop_env import desktop_and_evaluator
 from tests.training.conftest import needs_netns
 
 pytestmark = [pytest.mark.ray, needs_netns]
@@ -261,21 +262,7 @@ def test_real_desktops_in_ray_workers(cluster: Cluster, tmp_path: Path) -> None:
 
     from cua_rl.training.train import train
 
-    try:
-        from cua_rl.desktop import missing_programs
-        from cua_rl.osworld_eval import EvaluatorUnavailable, MetricRunner
-    except ImportError as exc:
-        pytest.skip(f"the local desktop or the evaluator is not available: {exc}")
-    missing = missing_programs() + missing_programs(("mousepad", "wmctrl"))
-    if missing:
-        pytest.skip(f"the local desktop needs {', '.join(missing)} (scripts/apt-deps.sh)")
-    runner = MetricRunner()
-    try:
-        runner.check("check_include_exclude")
-    except EvaluatorUnavailable as exc:
-        pytest.skip(str(exc))
-    finally:
-        runner.close()
+    desktop_and_evaluator(("mousepad", "wmctrl"), "check_include_exclude").close()
     repo = Path(__file__).resolve().parents[2]
     data = yaml.safe_load((repo / "configs" / "osworld_local.yaml").read_text())
     n_envs, n_steps, updates = 2, 4, 2
