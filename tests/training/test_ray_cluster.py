@@ -134,11 +134,10 @@ def _cluster(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Iterator[Cluste
     # default is 5 x 3 s), so the test need not wait 15 s for it.
     env = {**os.environ, TAG: uuid.uuid4().hex, "HOME": str(home), "RAY_AUTH_MODE": "disabled",
            "RAY_USAGE_STATS_ENABLED": "0", "RAY_health_check_period_ms": "500",
-           "RAY_health_check_failure_threshold": "4",
-           "RAY_enable_metrics_collection": "0"}  # fmt: skip
-    # Metrics off: a driver's ray.shutdown() flushes its metrics to the agents of nodes this
-    # module killed, and waited ~20 s per earlier test for them (46 s of teardown, seen in gdb)
-    for key in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED", "RAY_enable_metrics_collection"):
+           "RAY_health_check_failure_threshold": "4"}  # fmt: skip
+    # (Ray's metrics are off for the whole suite, tests/conftest.py: flushing them into the
+    # agents of nodes killed here made every later ray.shutdown() wait ~20 s.)
+    for key in ("RAY_AUTH_MODE", "RAY_USAGE_STATS_ENABLED"):
         monkeypatch.setenv(key, env[key])
     # what RayVecEnv sets when it starts Ray itself (here the test does): Ray must not end the
     # driver before the head watch reports a lost head
