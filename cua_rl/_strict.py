@@ -18,8 +18,8 @@ import yaml
 from cua_rl.errors import ConfigError
 
 __all__ = [
-    "build_section", "check", "check_fields", "describe", "load_yaml", "parse_yaml", "plain",
-    "reject_unknown",
+    "MAX_YAML_NODES", "build_section", "check", "check_fields", "describe", "load_yaml",
+    "parse_yaml", "plain", "reject_unknown",
 ]
 
 
@@ -133,47 +133,98 @@ def build_section(kind: type, data: Any, where: str) -> Any:
     return kind(**kwargs)
 
 
-def _refuse_duplicate_keys(node: yaml.Node) -> None:
-    """Walk a composed YAML node tree; a mapping that repeats a scalar key is an error."""
-    if isinstance(node, yaml.MappingNode):
-        seen: dict[str, int] = {}
-        for key_node, value_node in node.value:
-            if isinstance(key_node, yaml.ScalarNode):
-                line = key_node.start_mark.line + 1
-                if key_node.value in seen:
-                    raise ConfigError(
-                        f"duplicate key {key_node.value!r} at line {line} (first at line "
-                        f"{seen[key_node.value]}); each key may appear once"
-                    )
-                seen[key_node.value] = line
-            _refuse_duplicate_keys(value_node)
-    elif isinstance(node, yaml.SequenceNode):
-        for item in node.value:
-            _refuse_duplicate_keys(item)
+MAX_YAML_NODES = 100_000
+"""Most nodes a YAML text may hold once its aliases are expanded (a config has a few hundred):
+an alias bomb ("billion laughs": ``&a [x, x]``, ``&b [*a, *a]``, ...) of a few hundred bytes
+expands to billions, and whatever walks the loaded data (type checks, hashing, JSON) would
+spin on them."""
+
+
+def _check_nodes(root: yaml.Node) -> None:
+    """Check a composed node graph in one pass over its distinct nodes (iterative: no recursion
+    limit; an aliased node is visited once): a mapping that repeats a scalar key, a node that
+    contains itself (a recursive alias), more than :data:`MAX_YAML_NODES` nodes once expanded.
+
+    Raises:
+        ConfigError: Naming the line of the duplicate key or of the offending alias.
+    """
+    size: dict[int, int] = {}  # id(node) -> its expanded node count, once known
+    on_path: set[int] = set()
+    stack: list[tuple[yaml.Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        key = id(node)
+        children: list[yaml.Node] = []
+        if isinstance(node, yaml.MappingNode):
+            children = [n for pair in node.value for n in pair]
+        elif isinstance(node, yaml.SequenceNode):
+            children = list(node.value)
+        if done:
+            on_path.discard(key)
+            size[key] = 1 + sum(size[id(c)] for c in children)
+            if size[key] > MAX_YAML_NODES:
+                raise ConfigError(
+                    f"the node at line {node.start_mark.line + 1}: its aliases expand to more "
+                    f"than {MAX_YAML_NODES} nodes (an alias bomb?); allowed: at most "
+                    f"{MAX_YAML_NODES} in all"
+                )
+            continue
+        if key in size:
+            continue
+        if key in on_path:
+            raise ConfigError(f"the node at line {node.start_mark.line + 1} refers to itself "
+                              f"through an alias; allowed: aliases of finished nodes only")
+        on_path.add(key)
+        if isinstance(node, yaml.MappingNode):
+            _refuse_duplicate_keys(node)
+        stack.append((node, True))
+        stack.extend((c, False) for c in reversed(children) if id(c) not in size)
+
+
+def _refuse_duplicate_keys(node: yaml.MappingNode) -> None:
+    """A mapping that repeats a scalar key is an error."""
+    seen: dict[str, int] = {}
+    for key_node, _ in node.value:
+        if isinstance(key_node, yaml.ScalarNode):
+            line = key_node.start_mark.line + 1
+            if key_node.value in seen:
+                raise ConfigError(
+                    f"duplicate key {key_node.value!r} at line {line} (first at line "
+                    f"{seen[key_node.value]}); each key may appear once"
+                )
+            seen[key_node.value] = line
 
 
 def parse_yaml(text: str) -> Any:
-    """``yaml.safe_load(text)``, refusing a mapping that repeats a key (PyYAML would keep the
-    last one): the text is composed first and its mappings checked.
+    """``yaml.safe_load(text)``, strictly and within bounds: the text is composed first and its
+    node graph checked (:func:`_check_nodes`), then constructed from the same nodes.
+
+    Every YAML file cua_rl reads (configs, task files, validator configs) goes through here.
 
     Raises:
-        ConfigError: A duplicate key (its line and the first one's).
+        ConfigError: A duplicate key (its line and the first one's), a recursive alias, or
+            aliases that expand to more than :data:`MAX_YAML_NODES` nodes.
         yaml.YAMLError, ValueError, RecursionError: What PyYAML raises for invalid text, an int
             of more than 4300 digits, or nesting deeper than Python's recursion limit; callers
             word these for their file (:func:`load_yaml` does).
     """
-    root = yaml.compose(text, Loader=yaml.SafeLoader)
-    if root is not None:
-        _refuse_duplicate_keys(root)
-    return yaml.safe_load(text)
+    loader = yaml.SafeLoader(text)
+    try:
+        root = loader.get_single_node()
+        if root is None:
+            return None
+        _check_nodes(root)
+        return loader.construct_document(root)
+    finally:
+        loader.dispose()
 
 
 def load_yaml(text: str, where: str) -> Any:
     """:func:`parse_yaml` with every failure as one ConfigError naming ``where``.
 
     Raises:
-        ConfigError: ``<where>: invalid YAML: ...``, ``<where>: duplicate key ...`` or
-            ``<where>: nested too deeply``.
+        ConfigError: ``<where>: invalid YAML: ...``, ``<where>: duplicate key ...``,
+            ``<where>: ... aliases expand to more than ...`` or ``<where>: nested too deeply``.
     """
     try:
         return parse_yaml(text)
