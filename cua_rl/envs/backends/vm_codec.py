@@ -15,13 +15,14 @@ import json
 import urllib.parse
 import uuid
 import xml.etree.ElementTree as ET
+from collections.abc import Iterator
 from typing import Any
 
 import numpy as np
 
 from cua_rl.errors import BackendError
 
-__all__ = ["decode_ppm", "encode_body", "linearize_a11y"]
+__all__ = ["MAX_DEPTH", "decode_ppm", "encode_body", "linearize_a11y"]
 
 
 def decode_ppm(data: bytes, url: str, max_pixels: int) -> np.ndarray:
@@ -130,7 +131,14 @@ def _run_line(indent: str, run: list[tuple[ET.Element, list[str]]]) -> str:
     return line
 
 
-def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
+MAX_DEPTH = 256
+"""Deepest level of the accessibility tree :func:`linearize_a11y` lists (real trees are a few
+dozen levels deep; a VM may answer anything)."""
+
+_Run = list[tuple[ET.Element, list[str]]]
+
+
+def linearize_a11y(xml: str, *, max_lines: int = 2000, max_depth: int = MAX_DEPTH) -> str:
     """OSWorld's accessibility XML as text, one element per line (SimDesk's format).
 
     Each element below the root becomes ``<indent>role "name" value="v" [states] @(x,y,w,h)``:
@@ -153,7 +161,12 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
       with equal states is one line ``table-cells "B1…L1 (11)" [empty,<states>] @(<union>)``,
       so a spreadsheet costs about a line per row, not per cell.
 
-    When the budget runs out, a last line ``… <n> more elements not listed`` says so.
+    When the budget runs out, a last line ``… <n> more elements not listed`` says so. Levels
+    below ``max_depth`` are not listed either: where an element's children would be at level
+    ``max_depth`` (the root's children are level 0), one line ``… <n> elements nested deeper
+    than <max_depth> levels not listed`` stands for its whole subtree (items of closed menus
+    that deep are left out without a line). The walk is iterative: any depth the XML parser
+    accepts is read without recursion.
 
     Raises:
         BackendError: ``xml`` does not parse.
@@ -163,7 +176,7 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
     """
     try:
         root = ET.fromstring(xml)
-    except ET.ParseError as exc:
+    except (ET.ParseError, ValueError) as exc:
         raise BackendError(f"VM server: the accessibility tree is not XML: {exc}") from None
     showing_key = f"{{{_NS_STATE}}}showing"
     reports_showing = any(e.attrib.get(showing_key) == "true" for e in root.iter())
@@ -193,40 +206,64 @@ def linearize_a11y(xml: str, *, max_lines: int = 2000) -> str:
 
     def closed_item(item: ET.Element, states: list[str], depth: int) -> list[str]:
         """The lines of an item of a closed menu: itself if disabled, a submenu if it leads to
-        a disabled item, else none."""
-        inner = [line for child in item
-                 for line in closed_item(child, _states_of(child), depth + 1)]  # fmt: skip
-        disabled = "enabled" not in states
-        return [line_of(item, states, depth), *inner] if disabled or inner else []
-
-    def walk(element: ET.Element, depth: int) -> None:
-        run: list[tuple[ET.Element, list[str]]] = []
-
-        def flush() -> None:
-            nonlocal left_out
-            if run:
-                if not emit(_run_line("  " * depth, run)):
-                    left_out += len(run) - 1
-                run.clear()
-
-        menu = element.tag in _MENU_ROLES
-        for child in element:
-            states = _states_of(child)
-            if menu and reports_showing and "showing" not in states:
-                for line in closed_item(child, states, depth):
-                    emit(line)
+        a disabled item, else none (post-order, with an explicit stack)."""
+        stack: list[tuple[ET.Element, list[str], int, Iterator[ET.Element], list[str]]] = [
+            (item, states, depth, iter(item), [])
+        ]
+        while True:
+            element, element_states, level, children, inner = stack[-1]
+            child = next(children, None) if level + 1 < max_depth else None
+            if child is not None:
+                stack.append((child, _states_of(child), level + 1, iter(child), []))
                 continue
-            if _empty_cell(child, states):
-                if run and run[0][1] != states:
-                    flush()
-                run.append((child, states))
-                continue
-            flush()
-            if emit(line_of(child, states, depth), child):
-                walk(child, depth + 1)
-        flush()
+            stack.pop()
+            disabled = "enabled" not in element_states
+            found = [line_of(element, element_states, level), *inner] if disabled or inner else []
+            if not stack:
+                return found
+            stack[-1][4].extend(found)
 
-    walk(root, 0)
+    def flush(run: _Run, depth: int) -> None:
+        nonlocal left_out
+        if run:
+            if not emit(_run_line("  " * depth, run)):
+                left_out += len(run) - 1
+            run.clear()
+
+    # one frame per open level: (its children, their depth, the pending run of empty cells,
+    # whether the element is a menu)
+    frames: list[tuple[Iterator[ET.Element], int, _Run, bool]] = [
+        (iter(root), 0, [], root.tag in _MENU_ROLES)
+    ]
+    while frames:
+        children, depth, run, menu = frames[-1]
+        child = next(children, None)
+        if child is None:
+            flush(run, depth)
+            frames.pop()
+            continue
+        states = _states_of(child)
+        if menu and reports_showing and "showing" not in states:
+            for line in closed_item(child, states, depth):
+                emit(line)
+            continue
+        if _empty_cell(child, states):
+            if run and run[0][1] != states:
+                flush(run, depth)
+            run.append((child, states))
+            continue
+        flush(run, depth)
+        if not emit(line_of(child, states, depth), child) or len(child) == 0:
+            continue
+        if depth + 1 < max_depth:
+            frames.append((iter(child), depth + 1, [], child.tag in _MENU_ROLES))
+            continue
+        cut = sum(1 for _ in child.iter()) - 1
+        if len(lines) < max_lines:
+            lines.append(f"{'  ' * (depth + 1)}… {cut} elements nested deeper than {max_depth} "
+                         f"levels not listed")  # fmt: skip
+        else:
+            left_out += cut
     if left_out:
         lines.append(f"… {left_out} more elements not listed")
     return "\n".join(lines)
