@@ -16,6 +16,7 @@ PACKAGES=(
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
   chromium chromium-driver
   x11vnc openssh-server
+  bubblewrap
   tesseract-ocr tesseract-ocr-eng
 )
 stamp="${1:-}"

@@ -9,6 +9,7 @@ import os
 import secrets
 import shutil
 import signal
+import socket
 import sys
 import threading
 from pathlib import Path
@@ -29,9 +30,14 @@ POST /cua/reset (kill every app, fresh HOME).
 
 It executes commands: it binds 127.0.0.1 by default, needs a bearer token (--token-file: read it,
 or write a new random one when the file does not exist) unless --no-token, and refuses a
-non-loopback --host without --allow-remote. As root it re-executes itself in a private mount
-namespace (unshare -m) so that /home/user is this desktop's own; otherwise HOME is a temporary
-folder and /home/user paths are mapped only by the file endpoints.
+non-loopback --host without --allow-remote.
+
+The desktop runs in a sandbox (bubblewrap; docs/security.md): its own unprivileged user, its
+own PID, mount and network namespaces, a private /tmp and /home/user, the system folders and
+this library read-only, nothing else of the host. The token reaches it through a pipe, the
+listening socket as an inherited descriptor. Where no sandbox can be made it refuses to start
+and says why, unless --unsandboxed: then everything on the desktop runs as this user (as root:
+re-executed in a private mount namespace so that /home/user is the desktop's own).
 
 When ready it prints one JSON line on stdout: {"url", "host", "port", "display", "pid",
 "home_mode"}. SIGTERM or SIGINT ends the desktop and every process it started.
@@ -74,6 +80,14 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
                         "differences on top (/probe, /setup/close_all, ...; docs/waa.md)")
     p.add_argument("--exit-with-parent", action="store_true",
                    help="end when the process that started this one ends")
+    p.add_argument("--unsandboxed", action="store_true",
+                   help="run the desktop without a sandbox, as this user (only for agents and "
+                        "tasks you trust)")  # fmt: skip
+    p.add_argument("--network", choices=("none", "host"), default="none",
+                   help="the sandbox's network: loopback only (none, default) or the host's")
+    p.add_argument("--in-sandbox", action="store_true", help=argparse.SUPPRESS)
+    auth.add_argument("--token-fd", type=int, help=argparse.SUPPRESS)
+    p.add_argument("--listen-fd", type=int, help=argparse.SUPPRESS)
     p.set_defaults(run=run)
     return p
 
@@ -81,6 +95,12 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def _token(args: argparse.Namespace) -> str | None:
     if args.no_token:
         return None
+    if args.token_fd is not None:  # inside the sandbox: the whole pipe, then it is closed
+        with os.fdopen(args.token_fd, "rb") as pipe:
+            token = pipe.read(4096).decode().strip()
+        if len(token) < 8:
+            raise ConfigError("--token-fd: the token must be at least 8 characters")
+        return token
     path = Path(args.token_file)
     if not path.exists():
         fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -105,7 +125,7 @@ def _reexec_private(args: argparse.Namespace) -> None:
             "--home-mode", args.home_mode, "--open-timeout", str(args.open_timeout),
             "--mode", args.mode]  # fmt: skip
     argv += ["--no-token"] if args.no_token else ["--token-file", str(args.token_file)]
-    for flag in ("allow_remote", "no_a11y", "exit_with_parent"):
+    for flag in ("allow_remote", "no_a11y", "exit_with_parent", "unsandboxed"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
     for item in args.app_env:
@@ -117,6 +137,46 @@ def _reexec_private(args: argparse.Namespace) -> None:
         os.environ.setdefault(key, value)
     sys.stdout.flush()
     os.execvp("unshare", ["unshare", "-m", "--propagation", "private", *argv])
+
+
+def _inner_args(args: argparse.Namespace, apps_env: dict[str, str]) -> list[str]:
+    """The sandboxed server's arguments: what the desktop is, not where it listens."""
+    argv = ["--size", f"{args.size[0]}x{args.size[1]}", "--open-timeout",
+            str(args.open_timeout), "--mode", args.mode]
+    if args.no_a11y:
+        argv.append("--no-a11y")
+    for key, value in apps_env.items():
+        argv += ["--app-env", f"{key}={value}"]
+    return argv
+
+
+def _run_sandboxed(args: argparse.Namespace, token: str | None, apps_env: dict[str, str]) -> int:
+    """Start the desktop in its sandbox, print its ready line, wait for a signal or its end."""
+    from cua_rl.desktop.sandboxed import DesktopSandbox
+    from cua_rl.sandbox import SandboxUnavailable
+
+    parent = os.getppid()
+    stop = threading.Event()
+    for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+        signal.signal(sig, lambda *_: stop.set())
+    try:
+        box = DesktopSandbox(_inner_args(args, apps_env), token=token, host=args.host,
+                             port=args.port, network=args.network == "host")
+    except SandboxUnavailable as exc:
+        raise ConfigError(f"{exc}; pass --unsandboxed to run the desktop without one "
+                          "(everything on it then runs as this user, with this user's "
+                          "rights)") from None
+    with box:
+        print(json.dumps(box.info), flush=True)
+        while not stop.wait(0.5):
+            if box.poll() is not None:
+                logger.warning("desktop-server: the sandboxed desktop ended (status %s)",
+                               box.poll())
+                return 1
+            if args.exit_with_parent and not _alive(parent):
+                logger.warning("desktop-server: parent %d ended; closing", parent)
+                break
+    return 0
 
 
 def run(args: argparse.Namespace) -> int:
@@ -131,14 +191,19 @@ def run(args: argparse.Namespace) -> int:
         if not sep or not key:
             raise ConfigError(f"--app-env must be KEY=VALUE, got {item!r}")
         apps_env[key] = value
-    _reexec_private(args)
+    if not args.in_sandbox and not args.unsandboxed:
+        return _run_sandboxed(args, token, apps_env)
+    if args.unsandboxed:
+        _reexec_private(args)
     parent = int(os.environ.get("CUA_RL_PARENT_PID") or os.getppid())
-    session = DesktopSession(args.size, apps_env=apps_env, home_mode=args.home_mode,
+    home_mode = "sandbox" if args.in_sandbox else args.home_mode
+    session = DesktopSession(args.size, apps_env=apps_env, home_mode=home_mode,
                              a11y=not args.no_a11y)  # fmt: skip
     stop = threading.Event()
     try:
+        listen = None if args.listen_fd is None else socket.socket(fileno=args.listen_fd)
         server = DesktopServer(session, host=args.host, port=args.port, token=token,
-                               allow_remote=args.allow_remote,
+                               allow_remote=args.allow_remote, listen_socket=listen,
                                open_timeout_s=args.open_timeout, mode=args.mode)  # fmt: skip
     except BaseException:
         session.close()

@@ -27,10 +27,11 @@ class LocalDesktopBackend(VMServerBackend):
     """A desktop on this machine, driven through OSWorld's protocol like a VM.
 
     It starts ``cua-rl desktop-server`` as a child (127.0.0.1, a free port, a random token in a
-    0600 file); :attr:`client` is a :class:`VMServerClient` to it. Every reset but the first
-    posts ``/cua/reset`` (apps killed, a fresh HOME); a reset after the server died (or stopped
-    answering) starts a fresh server. :meth:`close` ends the server and every process of its
-    desktop (found by the session tag, also when the server was killed).
+    0600 file), which runs the desktop in a sandbox of its own (:mod:`cua_rl.desktop.sandboxed`)
+    unless ``sandbox=False``; :attr:`client` is a :class:`VMServerClient` to it. Every reset
+    but the first posts ``/cua/reset`` (apps killed, a fresh HOME); a reset after the server
+    died (or stopped answering) starts a fresh server. :meth:`close` ends the server and every
+    process of its desktop (found by the session tag, also when the server was killed).
 
     Args:
         size: (width, height) of the screen.
@@ -41,6 +42,9 @@ class LocalDesktopBackend(VMServerBackend):
         startup_timeout_s: How long the server may take to be ready.
         apps_env: Extra environment variables for the desktop's programs.
         request_timeout_s: Deadline of one HTTP attempt of the client.
+        sandbox: Run the desktop in its sandbox (False: as this process's user, for agents and
+            tasks you trust; the server refuses to start sandboxed where it cannot be made).
+        network: The sandbox's network: ``"none"`` (loopback only) or ``"host"``.
 
     Raises:
         ConfigError: Bad arguments.
@@ -58,6 +62,8 @@ class LocalDesktopBackend(VMServerBackend):
         startup_timeout_s: float = 60.0,
         apps_env: Mapping[str, str] | None = None,
         request_timeout_s: float = 30.0,
+        sandbox: bool = True,
+        network: str = "none",
     ) -> None:
         if (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) and v >= 16
                                       for v in size)):  # fmt: skip
@@ -69,6 +75,9 @@ class LocalDesktopBackend(VMServerBackend):
         self.startup_timeout_s = float(startup_timeout_s)
         self.apps_env = dict(apps_env or {})
         self.request_timeout_s = float(request_timeout_s)
+        if network not in ("none", "host"):
+            raise ConfigError(f"network must be 'none' or 'host', got {network!r}")
+        self.sandbox, self.network = bool(sandbox), network
         self.use_a11y = a11y
         self._dir = Path(tempfile.mkdtemp(prefix="cua-local-desktop-"))
         self._proc: subprocess.Popen | None = None
@@ -92,6 +101,7 @@ class LocalDesktopBackend(VMServerBackend):
                 "--size", f"{self._size_wanted[0]}x{self._size_wanted[1]}"]  # fmt: skip
         if not self.use_a11y:
             argv.append("--no-a11y")
+        argv += ["--network", self.network] if self.sandbox else ["--unsandboxed"]
         for key, value in self.apps_env.items():
             argv += ["--app-env", f"{key}={value}"]
         env = {**MALLOC_ENV, **os.environ, MARKER: self.session_id}
@@ -119,8 +129,11 @@ class LocalDesktopBackend(VMServerBackend):
 
     @property
     def server_pid(self) -> int | None:
-        """PID of the running server, or None."""
-        return None if self._proc is None else self._proc.pid
+        """PID of the running server (inside its sandbox: its PID on the host), or None."""
+        if self._proc is None:
+            return None
+        pid = self.info.get("pid")
+        return pid if isinstance(pid, int) else self._proc.pid
 
     def alive(self) -> bool:
         """Whether the server process runs and answers ``/cua/health``."""

@@ -15,6 +15,11 @@ every reset, and no other process on the machine sees it. Where that is impossib
 no ``unshare``) HOME is the temporary folder itself (``home_mode == "alias"``): the server's file
 endpoints map ``/home/user/...`` to it, but commands that spell ``/home/user`` do not see it.
 
+In a sandbox (``home_mode="sandbox"``: ``cua-rl desktop-server`` started the server inside
+:class:`~cua_rl.desktop.sandboxed.DesktopSandbox`) /home is the desktop's own writable folder:
+a reset builds the fresh HOME beside /home/user and swaps the two by renaming, and every
+process of the sandbox's PID namespace but the server, Xvfb and openbox is killed, tagged or not.
+
 The template turns off LibreOffice's first-start wizard, tip of the day, "keep format" dialog and
 document recovery, mousepad's session restore (GSettings through the keyfile backend), and GTK's
 caret blinking and animations (so one state gives one picture).
@@ -193,7 +198,8 @@ class DesktopSession:
         apps_env: Extra environment variables for everything started in the desktop.
         startup_timeout_s: Deadline of each start-up wait (X server, window manager, buses).
         home_mode: ``"auto"`` (bind /home/user when in a private mount namespace, else alias),
-            ``"bind"`` (refuse to start without one) or ``"alias"``.
+            ``"bind"`` (refuse to start without one), ``"alias"`` or ``"sandbox"`` (inside
+            the desktop's sandbox, where /home is its own).
         a11y: Start the AT-SPI buses and the accessibility walker.
 
     Attributes:
@@ -221,8 +227,9 @@ class DesktopSession:
                 or not (16 <= size[0] <= 8192 and 16 <= size[1] <= 8192)):  # fmt: skip
             raise ConfigError(f"DesktopSession size must be (width, height) in 16..8192, got "
                               f"{size!r}")  # fmt: skip
-        if home_mode not in ("auto", "bind", "alias"):
-            raise ConfigError(f"home_mode must be auto, bind or alias, got {home_mode!r}")
+        if home_mode not in ("auto", "bind", "alias", "sandbox"):
+            raise ConfigError(f"home_mode must be auto, bind, alias or sandbox, got "
+                              f"{home_mode!r}")
         private = in_private_mount_namespace()
         if home_mode == "bind" and not private:
             raise ConfigError("home_mode='bind' needs a private mount namespace: run under "
@@ -234,7 +241,8 @@ class DesktopSession:
         self.size = (int(size[0]), int(size[1]))
         self.apps_env = dict(apps_env or {})
         self.startup_timeout_s = float(startup_timeout_s)
-        self.home_mode = "bind" if (home_mode != "alias" and private) else "alias"
+        self.home_mode = "sandbox" if home_mode == "sandbox" else \
+            "bind" if (home_mode != "alias" and private) else "alias"
         self.use_a11y = a11y
         self.id = os.environ.get(MARKER) or uuid.uuid4().hex[:16]
         self._root = Path(tempfile.mkdtemp(prefix=f"cua-desktop-{self.id}-"))
@@ -245,7 +253,7 @@ class DesktopSession:
         shim.chmod(0o755)
         self._runtime = self._root / "run"
         self._runtime.mkdir(mode=0o700)
-        self.home = self._root / "home-0"
+        self.home = Path(USER_HOME) if self.home_mode == "sandbox" else self._root / "home-0"
         self.display = ""
         self.env: dict[str, str] = {}
         self._infra: list[subprocess.Popen] = []  # Xvfb, openbox: kept across resets
@@ -272,7 +280,7 @@ class DesktopSession:
         env.update({
             MARKER: self.id,
             "PATH": f"{self._bin}:/usr/local/bin:/usr/bin:/bin:/usr/sbin:/sbin",
-            "HOME": USER_HOME if self.home_mode == "bind" else str(self.home),
+            "HOME": USER_HOME if self.home_mode != "alias" else str(self.home),
             "USER": os.environ.get("USER", "root"),
             "LOGNAME": os.environ.get("USER", "root"),
             "XDG_RUNTIME_DIR": str(self._runtime),
@@ -299,7 +307,7 @@ class DesktopSession:
         kwargs.setdefault("stdin", subprocess.DEVNULL)
         kwargs.setdefault("stdout", subprocess.DEVNULL)
         kwargs.setdefault("stderr", subprocess.DEVNULL)
-        kwargs.setdefault("cwd", self.env.get("HOME") if self.home_mode == "bind" else self.home)
+        kwargs.setdefault("cwd", self.env.get("HOME") if self.home_mode != "alias" else self.home)
         proc = subprocess.Popen(argv, shell=shell, env=kwargs.pop("env", self.env),
                                 start_new_session=True, **kwargs)  # fmt: skip
         self._children = [p for p in self._children if p.poll() is None] + [proc]
@@ -364,6 +372,9 @@ class DesktopSession:
             return -1
 
     def _new_home(self) -> None:
+        if self.home_mode == "sandbox":
+            self._swap_home()
+            return
         self._generation += 1
         home = self._root / f"home-{self._generation}"
         home.mkdir()
@@ -378,6 +389,35 @@ class DesktopSession:
         old, self.home = self.home, home
         shutil.rmtree(old, ignore_errors=True)
         self.env = self._base_env()
+
+    def _swap_home(self) -> None:
+        """A fresh /home/user in the sandbox: built beside it, swapped in by renaming."""
+        self._generation += 1
+        home = Path(USER_HOME)
+        fresh, old = home.with_name(f".fresh-{self._generation}"), \
+            home.with_name(f".old-{self._generation}")
+        fresh.mkdir(mode=0o700)
+        build_home(fresh)
+        if home.is_symlink() or home.exists():
+            home.rename(old)  # a symlink the agent left is moved away, never followed
+        fresh.rename(home)
+        for stale in home.parent.iterdir():  # this reset's and any an earlier one left
+            if stale.name.startswith((".old-", ".fresh-")):
+                if stale.is_dir() and not stale.is_symlink():
+                    shutil.rmtree(stale, ignore_errors=True)
+                else:
+                    with contextlib.suppress(OSError):
+                        stale.unlink()
+        self.env = self._base_env()
+
+    def _others(self) -> list[int]:
+        """The processes of the desktop but this server and its ancestors: in a sandbox every
+        process of its PID namespace (an app that dropped the tag too), else the tagged ones."""
+        if self.home_mode != "sandbox":
+            return [p for p in session_pids(self.id) if p != os.getpid()]
+        mine = {1, os.getpid(), os.getppid()}
+        return [int(e.name) for e in os.scandir("/proc")
+                if e.name.isdigit() and int(e.name) not in mine]
 
     def _start_buses(self) -> None:
         bus = self.popen(["dbus-daemon", "--session", "--nofork", "--nopidfile",
@@ -414,7 +454,7 @@ class DesktopSession:
             self.a11y_worker.close()
             self.a11y_worker = None
         keep = {p.pid for p in self._infra}
-        kill_pids([p for p in session_pids(self.id) if p not in keep and p != os.getpid()])
+        kill_pids([p for p in self._others() if p not in keep])
         self._reap(keep=self._infra)
         self._bus = []
 
@@ -430,7 +470,7 @@ class DesktopSession:
             with contextlib.suppress(Exception):
                 self._mss.close()
             self._mss = None
-        pids = [p for p in session_pids(self.id) if p != os.getpid()]
+        pids = self._others()
         pids += [p.pid for p in self._infra + self._bus if p.pid not in pids]
         kill_pids(pids, grace_s=0.5)
         self._reap()

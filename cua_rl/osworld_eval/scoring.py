@@ -159,7 +159,7 @@ def score_osworld(
                 return 0.0
             scores.append(0.0)
             continue
-        score = runner.call(func, _plain(args), _plain(ev.options[i]))
+        score = runner.call(func, _plain(args), _plain(ev.options[i]), files_under=[cache])
         if ev.conj == "and" and score == 0.0:
             return 0.0
         if ev.conj == "or" and score == 1.0:

@@ -28,7 +28,16 @@ about thirty other Writer metrics) imports ``easyocr`` at the top, yet only
 ``compare_image_text`` uses it, and easyocr imports torch (several GB). The worker therefore
 registers a placeholder ``easyocr`` module before importing ``docs.py``; the placeholder raises
 on any use, and ``compare_image_text`` itself is refused up front (:data:`UNAVAILABLE`), because
-it catches OCR exceptions and would otherwise return a silent 0. Nothing else is replaced.
+it catches OCR exceptions and would otherwise return a silent 0.
+
+Safe replacements (:data:`REPLACEMENTS`). ``basic_os.check_gnome_favorite_apps`` runs ``eval`` on
+the output of ``gsettings get org.gnome.shell favorite-apps`` -- text a VM, or an agent on the
+desktop, chooses. The worker answers that metric with :func:`check_gnome_favorite_apps`, the
+same logic over :func:`ast.literal_eval`: the same score for every Python literal upstream
+accepts, an error (the episode is unscorable) for anything else. ``--upstream`` runs desktop-env's
+own code instead, which is safe only because the worker is sandboxed
+(:mod:`cua_rl.osworld_eval.runner`). A request may name a ``cwd``: the metric runs there (its
+temporary files too), in the call's scratch folder.
 """
 
 from __future__ import annotations
@@ -39,6 +48,7 @@ import json
 import math
 import os
 import sys
+import tempfile
 import traceback
 import types
 from typing import Any
@@ -50,6 +60,19 @@ UNAVAILABLE = {
 #: Imports satisfied by a placeholder so that a module loads (see the module docstring).
 PLACEHOLDERS = {"easyocr": "easyocr needs torch (several GB)"}
 METRICS_PACKAGE = "desktop_env.evaluators.metrics"
+
+
+def check_gnome_favorite_apps(apps_str: str, rule: dict[str, Any]) -> float:
+    """``basic_os.check_gnome_favorite_apps`` with :func:`ast.literal_eval` for its ``eval``."""
+    apps = ast.literal_eval(apps_str.strip() if isinstance(apps_str, str) else apps_str)
+    expected_apps = rule["expected"]
+    if len(apps) != len(expected_apps):
+        return 0
+    return 1 if set(apps) == set(expected_apps) else 0
+
+
+#: Metric name -> a replacement with upstream's results and no ``eval`` of its input.
+REPLACEMENTS = {"check_gnome_favorite_apps": check_gnome_favorite_apps}
 
 
 class Unavailable(Exception):
@@ -74,8 +97,10 @@ def _placeholder(name: str, why: str) -> types.ModuleType:
 class Metrics:
     """Metric name -> function, each module imported on first use."""
 
-    def __init__(self) -> None:
+    def __init__(self, upstream: bool = False) -> None:
         import desktop_env.evaluators  # both __init__s are empty: nothing heavy runs
+
+        self.replacements = {} if upstream else dict(REPLACEMENTS)
 
         self.folder = os.path.join(os.path.dirname(desktop_env.evaluators.__file__), "metrics")
         init = os.path.join(self.folder, "__init__.py")
@@ -121,6 +146,8 @@ class Metrics:
         name = self.where.get(func)
         if name is None:
             raise Unknown(f"desktop-env has no metric {func!r}")
+        if func in self.replacements:
+            return self.replacements[func]
         try:
             return getattr(self.module(name), func)
         except Unavailable as exc:
@@ -161,12 +188,20 @@ def answer(metrics: Metrics, line: str) -> dict[str, Any]:
         return {"id": rid, "kind": "unknown", "error": str(exc)}
     if request.get("probe") is True:
         return {"id": rid, "available": True}
+    cwd = request.get("cwd")
     try:
+        if isinstance(cwd, str):
+            os.chdir(cwd)
+            tempfile.tempdir = cwd
         value = metric(*request.get("args", []), **request.get("options", {}))
     except Exception as exc:  # noqa: BLE001 - reported to the caller, never swallowed
         tail = traceback.format_exc().strip().splitlines()[-6:]
         return {"id": rid, "kind": "raised",
                 "error": f"{type(exc).__name__}: {exc}", "traceback": "\n".join(tail)}
+    finally:
+        if isinstance(cwd, str):
+            os.chdir("/")
+            tempfile.tempdir = None
     try:
         return {"id": rid, "score": _score(value)}
     except TypeError as exc:
@@ -178,7 +213,7 @@ def main() -> int:
     protocol = os.fdopen(os.dup(1), "w", encoding="utf-8", buffering=1)
     os.dup2(2, 1)  # whatever the metrics print goes to stderr
     sys.stdout = sys.stderr
-    metrics = Metrics()
+    metrics = Metrics(upstream="--upstream" in sys.argv[1:])
     protocol.write(json.dumps({"ready": True, "pid": os.getpid()}) + "\n")
     for line in sys.stdin:
         if not line.strip():

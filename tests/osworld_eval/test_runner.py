@@ -82,7 +82,7 @@ def test_a_venv_without_desktop_env_is_evaluator_unavailable() -> None:
 
 
 def test_worker_crash_is_an_error_and_the_next_call_restarts(fake_python: Path) -> None:
-    with MetricRunner(fake_python) as runner:
+    with MetricRunner(fake_python, sandbox=False) as runner:
         assert runner.call("anything", []) == 0.5
         first = runner.pid
         with pytest.raises(MetricError, match=r"exited with status 3 during metric 'crash'.*"
@@ -94,7 +94,7 @@ def test_worker_crash_is_an_error_and_the_next_call_restarts(fake_python: Path) 
 
 
 def test_hung_metric_times_out_and_is_killed(fake_python: Path) -> None:
-    with MetricRunner(fake_python, timeout_s=0.5) as runner:
+    with MetricRunner(fake_python, timeout_s=0.5, sandbox=False) as runner:
         runner.call("anything", [])
         pid = runner.pid
         start = time.monotonic()
@@ -113,8 +113,9 @@ def test_real_worker_timeout_then_recovers(eval_python: Path, files: Path) -> No
     options = {"rules": [{"type": "sheet_data", "sheet_idx0": 0, "sheet_idx1": "EI0"}]}
     with MetricRunner(eval_python) as runner:
         with pytest.raises(MetricTimeout, match="compare_table"):
-            runner.call("compare_table", [a, b], options, timeout_s=0.001)
-        assert runner.call("compare_table", [a, b], options) == 1.0
+            runner.call("compare_table", [a, b], options, timeout_s=0.001,
+                            files_under=[files])
+        assert runner.call("compare_table", [a, b], options, files_under=[files]) == 1.0
         assert runner.n_starts == 2
 
 
