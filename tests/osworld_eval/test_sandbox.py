@@ -103,8 +103,13 @@ def test_the_safe_replacement_never_evaluates_the_payload(
 
 
 UPSTREAM = r'''
-import json, sys
-from desktop_env.evaluators.metrics.basic_os import check_gnome_favorite_apps
+import importlib.util, json, os, sys
+import desktop_env.evaluators  # its metrics/__init__ imports every module: load basic_os alone
+path = os.path.join(os.path.dirname(desktop_env.evaluators.__file__), "metrics", "basic_os.py")
+spec = importlib.util.spec_from_file_location("basic_os", path)
+module = importlib.util.module_from_spec(spec)
+spec.loader.exec_module(module)
+check_gnome_favorite_apps = module.check_gnome_favorite_apps
 out = []
 for answer, rule in json.loads(sys.argv[1]):
     try:
@@ -140,6 +145,5 @@ def test_the_replacement_scores_as_upstream(eval_python: Path, runner: MetricRun
             ours.append(runner.call("check_gnome_favorite_apps", [answer, rule]))
         except MetricError as exc:
             ours.append(str(exc).split(" raised ")[1].split(":")[0])
-    assert ours[:7] == upstream[:7]
-    assert ours[7:] == ["ValueError", "SyntaxError"]  # upstream: SyntaxError for both
-    assert upstream[7:] == ["SyntaxError", "SyntaxError"]
+    assert ours == upstream  # the same scores, and the same error where upstream raises
+    assert upstream[7:] == ["SyntaxError", "SyntaxError"]  # unscorable, not a silent 0
