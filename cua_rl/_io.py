@@ -1,4 +1,4 @@
-"""Atomic writes: the one implementation every module uses.
+"""Atomic writes and bounded reads: the one implementation every module uses.
 
 A file is written to a temporary sibling, flushed and fsynced, then moved onto the target with
 :func:`os.replace`; a folder is built under a temporary sibling name and renamed into place. A
@@ -17,28 +17,91 @@ After a write of ``dir/name`` succeeds, every sibling ``.name.<pid>.<n>.tmp``/``
 Temporaries of live processes (including this one) are kept. A pid reused by an unrelated live
 process keeps its stale temporary until a later write finds that pid dead. Do not share a
 folder between machines or pid namespaces while writing to it: a pid is only meaningful in one.
+
+A full disk (``ENOSPC``, or ``EDQUOT`` over quota) while writing is a :class:`DiskFullError`
+naming the target: the target is left as it was (nothing is lost) and the temporary removed.
+
+:func:`read_bounded` reads a file an untrusted source named (a task file, a label file): a
+regular file only (not ``/dev/zero``, a FIFO or a folder, whatever a symlink says), and at most
+``limit`` bytes, counted on the bytes read rather than on ``st_size``.
 """
 
 from __future__ import annotations
 
 import contextlib
+import errno
+import io
 import itertools
 import json
 import os
 import re
 import shutil
+import stat
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from cua_rl.errors import CuaRLError
+
 __all__ = [
+    "DiskFullError",
     "atomic_folder",
     "atomic_write",
     "atomic_write_bytes",
     "atomic_write_json",
     "atomic_write_text",
+    "disk_full_cause",
+    "read_bounded",
     "remove_stale_temporaries",
 ]
+
+_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
+class DiskFullError(CuaRLError, OSError):
+    """The disk (or the user's quota) filled up while writing ``path``.
+
+    An ``OSError`` too (errno ``ENOSPC`` or ``EDQUOT``), so code that handles any failed write
+    still does. The target was left as it was and the temporary removed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], cause: OSError) -> None:
+        code = cause.errno if cause.errno in _DISK_FULL else errno.ENOSPC
+        reason = "over the disk quota" if code == errno.EDQUOT else "no space left"
+        super().__init__(code, f"cannot write {str(path)!r}: disk full ({reason}); the previous "
+                               f"version, if any, is intact: free space and run again")  # fmt: skip
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)
+
+
+def disk_full_cause(error: BaseException) -> OSError | None:
+    """The ENOSPC/EDQUOT ``OSError`` of ``error`` or of its causes (``torch.save`` wraps the
+    failed write of its file handle in a ``RuntimeError``), or None."""
+    seen: set[int] = set()
+    current: BaseException | None = error
+    while current is not None and id(current) not in seen:
+        seen.add(id(current))
+        if isinstance(current, OSError) and current.errno in _DISK_FULL:
+            return current
+        current = current.__cause__ or current.__context__
+    return None
+
+
+class _RecordingFile(io.FileIO):
+    """A raw file that remembers a disk-full error of its writes (a writer such as
+    ``torch.save`` may turn it into an exception of its own)."""
+
+    disk_full: OSError | None = None
+
+    def write(self, data: Any) -> int | None:  # noqa: D102 - io.FileIO.write
+        try:
+            return super().write(data)
+        except OSError as error:
+            if error.errno in _DISK_FULL:
+                self.disk_full = error
+            raise
 
 _counter = itertools.count()
 
@@ -98,19 +161,29 @@ def atomic_write(path: str | os.PathLike[str], write: Callable[[IO[bytes]], obje
 
     Returns:
         The target path.
+
+    Raises:
+        DiskFullError: The disk or quota filled up (also when the writer wrapped that error in
+            one of its own, as ``torch.save`` does).
     """
     target = Path(path)
-    target.parent.mkdir(parents=True, exist_ok=True)
     tmp = _temp_name(target)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    raw: _RecordingFile | None = None
     try:
-        with os.fdopen(fd, "wb") as handle:
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+        raw = _RecordingFile(fd, "wb")
+        with io.BufferedWriter(raw) as handle:
             write(handle)
             handle.flush()
             os.fsync(handle.fileno())
         os.replace(tmp, target)
-    except BaseException:
-        tmp.unlink(missing_ok=True)
+    except BaseException as error:
+        with contextlib.suppress(OSError):
+            tmp.unlink(missing_ok=True)
+        cause = disk_full_cause(error) or (raw.disk_full if raw is not None else None)
+        if cause is not None and not isinstance(error, DiskFullError):
+            raise DiskFullError(target, cause) from error
         raise
     remove_stale_temporaries(target)
     return target
@@ -152,6 +225,8 @@ def atomic_folder(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
 
     Raises:
         FileExistsError: ``path`` exists and ``overwrite`` is False.
+        DiskFullError: The disk or quota filled up while the block wrote (the partial folder is
+            removed).
     """
     target = Path(path)
     if target.exists() and not overwrite:
@@ -170,7 +245,77 @@ def atomic_folder(path: str | os.PathLike[str], *, overwrite: bool = False) -> I
             shutil.rmtree(old, ignore_errors=True)
         else:
             os.replace(tmp, target)
-    except BaseException:
+    except BaseException as error:
         shutil.rmtree(tmp, ignore_errors=True)
+        cause = disk_full_cause(error)
+        if cause is not None and not isinstance(error, DiskFullError):
+            raise DiskFullError(target, cause) from error
         raise
     remove_stale_temporaries(target)
+
+
+_KINDS = ((stat.S_ISDIR, "a folder"), (stat.S_ISFIFO, "a FIFO"),
+          (stat.S_ISCHR, "a character device"), (stat.S_ISBLK, "a block device"),
+          (stat.S_ISSOCK, "a socket"))  # fmt: skip
+
+
+def _kind(mode: int) -> str:
+    return next((name for test, name in _KINDS if test(mode)), "not a regular file")
+
+
+def read_bounded(path: str | os.PathLike[str], limit: int, *, what: str = "files",
+                 error: type[CuaRLError] = CuaRLError) -> bytes:  # fmt: skip
+    """The bytes of a regular file of at most ``limit`` bytes.
+
+    The file is checked by ``stat`` before it is opened (a device is not even opened) and by
+    ``fstat`` after (opened with ``O_NONBLOCK``, so a FIFO swapped in meanwhile cannot block);
+    at most ``limit + 1`` bytes are read, so a file that is larger than it says (a regular
+    file of ``/proc``, one that grows) is refused too.
+
+    Args:
+        path: The file (symlinks are followed; the target must be a regular file).
+        limit: Most bytes accepted.
+        what: What such files are, for messages (``"task files"``).
+        error: The :class:`~cua_rl.errors.CuaRLError` subclass raised.
+
+    Raises:
+        CuaRLError: (of type ``error``) naming the file: missing (``no such file``), not a
+            regular file (``is a FIFO, not a regular file``), over ``limit`` bytes, unreadable.
+
+    >>> import tempfile, pathlib
+    >>> p = pathlib.Path(tempfile.mkdtemp()) / "a.json"
+    >>> _ = p.write_bytes(b"{}")
+    >>> read_bounded(p, 10)
+    b'{}'
+    """
+    where = repr(str(path))
+    try:
+        mode = os.stat(path).st_mode
+        if not stat.S_ISREG(mode):
+            raise error(f"{where} is {_kind(mode)}, not a regular file; {what} are regular files")
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        try:
+            info = os.fstat(fd)
+            if not stat.S_ISREG(info.st_mode):
+                raise error(f"{where} is {_kind(info.st_mode)}, not a regular file; {what} are "
+                            f"regular files")  # fmt: skip
+            if info.st_size > limit:
+                raise error(f"{where} is {info.st_size} bytes; {what} are at most {limit}")
+            chunks: list[bytes] = []
+            total = 0
+            while total <= limit:
+                chunk = os.read(fd, min(1 << 20, limit + 1 - total))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                total += len(chunk)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise error(f"{where}: no such file") from None
+    except OSError as exc:
+        raise error(f"{where} cannot be read: {exc.strerror or exc}") from None
+    if total > limit:
+        raise error(f"{where} holds more than {limit} bytes (its size said {info.st_size}); "
+                    f"{what} are at most {limit}")  # fmt: skip
+    return b"".join(chunks)

@@ -15,6 +15,7 @@ from os import PathLike
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from cua_rl._io import read_bounded
 from cua_rl._json import loads
 from cua_rl.errors import TaskSpecError
 
@@ -35,22 +36,16 @@ def read_task_json(path: Path) -> object:
     """The parsed JSON of a task or task-list file.
 
     Raises:
-        TaskSpecError: Naming the file: missing, over :data:`MAX_FILE_BYTES`, not UTF-8, not
-            readable, or not JSON.
+        TaskSpecError: Naming the file: missing, not a regular file (a folder, a FIFO, a
+            symlink to ``/dev/zero``), over :data:`MAX_FILE_BYTES` (counted on the bytes read),
+            not UTF-8, not readable, or not JSON.
     """
     where = f"{str(path)!r}"
+    data = read_bounded(path, MAX_FILE_BYTES, what="task files", error=TaskSpecError)
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
-            raise TaskSpecError(f"{where} is {size} bytes; task files are at most "
-                                f"{MAX_FILE_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskSpecError(f"{where}: no such file") from None
+        text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise TaskSpecError(f"{where} is not UTF-8 text: {exc}") from None
-    except OSError as exc:
-        raise TaskSpecError(f"{where} cannot be read: {exc}") from None
     return loads(text, where, error=TaskSpecError)
 
 
