@@ -12,6 +12,7 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
+from cua_rl._io import DiskFullError, disk_full_cause
 from cua_rl.errors import CuaRLError
 
 __all__ = [
@@ -164,8 +165,20 @@ def add_model_arguments(group: Any) -> None:
 
 
 def run_command(prog: str, run: Any, args: argparse.Namespace) -> int:
-    """``run(args)``, with a ``CuaRLError`` or ``OSError`` turned into the one-line error."""
+    """``run(args)``, with a ``CuaRLError`` or ``OSError`` turned into the one-line error.
+
+    A full disk (``ENOSPC``/``EDQUOT``) is the one line ``cannot write '<file>': disk full ...``
+    and exit code 2 also where a library wrapped it in an error of its own (``torch.save``'s
+    ``RuntimeError``), instead of a traceback.
+    """
     try:
         return int(run(args))
-    except (CuaRLError, OSError) as error:
+    except DiskFullError as error:
         return fail(prog, error)
+    except Exception as error:  # noqa: BLE001 - re-raised unless it is one of the above
+        cause = disk_full_cause(error)
+        if cause is not None:
+            return fail(prog, DiskFullError(cause.filename or "a file", cause))
+        if isinstance(error, (CuaRLError, OSError)):
+            return fail(prog, error)
+        raise

@@ -90,6 +90,10 @@ def save_checkpoint(
 
     Returns:
         The checkpoint's path.
+
+    Raises:
+        cua_rl._io.DiskFullError: The disk filled up while writing (the previous checkpoints are
+            intact; ``cua-rl train`` reports it in one line with exit code 2).
     """
     own = getattr(model, "checkpoint_state", None)
     if callable(own):  # the VLM learner: trainable parameters only, its own optimizer
