@@ -390,6 +390,9 @@ class JudgeAudit:
                         p + "estimate_from_labels": float(e.method == "labels")})  # fmt: skip
         if r.checker_success is not None:
             out[p + "checker_success"] = r.checker_success
+        if self.queue is not None:  # what the labelling queue skipped (logged once each)
+            out[p + "bad_label_lines"] = self.queue.bad_lines
+            out[p + "unwritable_episodes"] = self.queue.unwritable
         return out
 
     def summary(self) -> str:

@@ -7,7 +7,6 @@ estimate with the audited rates. Plain numpy; the module docstring of
 from __future__ import annotations
 
 import dataclasses
-import json
 import logging
 import math
 import os
@@ -24,8 +23,9 @@ from cua_rl.calibration.estimators import ConfusionCounts, rogan_gladen, wilson_
 from cua_rl.errors import CalibrationError
 
 __all__ = [
-    "AuditItem", "Estimate", "LabelQueue", "StratumCheck", "allocate", "audited_estimate",
-    "compare", "counts_of", "pool_calibration", "stratified_sample",
+    "MAX_LABELS_BYTES", "MAX_LABEL_LINE", "AuditItem", "Estimate", "LabelQueue", "StratumCheck",
+    "allocate", "audited_estimate", "compare", "counts_of", "pool_calibration",
+    "stratified_sample",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -84,6 +84,12 @@ def stratified_sample(
 
 
 # -- the labelling queue ------------------------------------------------------------------------
+MAX_LABELS_BYTES = 16 << 20
+"""Largest ``labels.jsonl`` read (a label line is ~40 bytes: 400,000 labels)."""
+MAX_LABEL_LINE = 64 << 10
+"""Longest line of ``labels.jsonl`` parsed (a longer one is a bad line)."""
+
+
 class LabelQueue:
     """Audited episodes waiting for a person's label: a folder of episodes and a JSONL of labels.
 
@@ -93,22 +99,46 @@ class LabelQueue:
 
         {"id": "u00004-0007", "label": 1}
 
-    (``label`` 1 = the task was done, 0 = not). :meth:`read_labels` reads the file each time;
-    a line that is not such an object raises :class:`~cua_rl.errors.CalibrationError` naming
-    the file and line; a second label for an id replaces the first (the last one counts).
+    (``label`` 1 = the task was done, 0 = not). :meth:`read_labels` reads the file each time; a
+    second label for an id replaces the first (the last one counts). The file is written by
+    hand while training runs, so it is read tolerantly and nothing in it stops training: a last
+    line without its newline that does not parse yet is being written and waits for the next
+    read; any other bad line (not UTF-8, not JSON, nested too deeply, longer than
+    :data:`MAX_LABEL_LINE`, not such an object) is logged once (naming file and line), counted
+    in :attr:`bad_lines` and skipped; a labels file that is not a regular file (a folder, a FIFO,
+    a dangling symlink, a device) or is over :data:`MAX_LABELS_BYTES` is logged once and read as
+    no labels, counted in :attr:`unreadable`. An episode that cannot be written for labelling
+    (its path taken by a dangling symlink or a file) is logged and stays pending
+    (:attr:`unwritable`).
+
+    Attributes:
+        bad_lines: Distinct bad lines seen (each reported once).
+        unreadable: Reads that found no readable labels file where something was.
+        unwritable: Episodes that could not be written for labelling.
     """
 
     def __init__(self, folder: str | os.PathLike[str]) -> None:
         self.folder = Path(folder)
         self.episodes = self.folder / "episodes"
         self.labels_file = self.folder / "labels.jsonl"
+        self.bad_lines = 0
+        self.unreadable = 0
+        self.unwritable = 0
+        self._reported: set[tuple[int, int]] = set()  # (line number, hash of its bytes)
+        self._file_problem: str | None = None
 
     def submit(self, episode_id: str, trajectory: Any, update: int) -> Path:
-        """Write one episode for labelling; returns its folder (existing: left as it is)."""
+        """Write one episode for labelling; returns its folder (existing: left as it is).
+
+        Raises:
+            DiskFullError: The disk filled up (any other failure to write is logged, counted in
+                :attr:`unwritable`, and the episode stays pending).
+        """
+        from cua_rl._io import DiskFullError
         from cua_rl.episode_folder import write_episode_folder
 
         target = self.episodes / episode_id
-        if target.exists():
+        if target.is_dir():
             return target
         task = trajectory.task
         meta = {"task_id": task.id, "instruction": task.instruction, "os": task.os,
@@ -116,36 +146,88 @@ class LabelQueue:
                 "env_error": trajectory.env_error, "audit_update": update}  # fmt: skip
         steps = [{"action_text": s.action_text, "action_error": s.action_error}
                  for s in trajectory.steps]  # fmt: skip
-        self.episodes.mkdir(parents=True, exist_ok=True)
-        return write_episode_folder(target, trajectory.observations, steps, meta)
+        try:
+            if os.path.lexists(target):
+                raise FileExistsError(f"{str(target)!r} exists and is not a folder")
+            self.episodes.mkdir(parents=True, exist_ok=True)
+            return write_episode_folder(target, trajectory.observations, steps, meta)
+        except DiskFullError:
+            raise
+        except OSError as error:
+            self.unwritable += 1
+            logger.warning("audit: cannot write episode %s for labelling (%s); it stays pending "
+                           "(a label for its id is still read)", episode_id, error)  # fmt: skip
+            return target
+
+    def _read(self) -> bytes | None:
+        """The labels file's bytes; None (reported once) when it cannot be read."""
+        from cua_rl._io import read_bounded
+
+        if not os.path.lexists(self.labels_file):
+            self._file_problem = None
+            return b""
+        try:
+            data = read_bounded(self.labels_file, MAX_LABELS_BYTES, what="label files",
+                                error=CalibrationError)  # fmt: skip
+        except CalibrationError as error:
+            self.unreadable += 1
+            why = str(error)
+            if not os.path.exists(self.labels_file):
+                why = f"{str(self.labels_file)!r} is a dangling symlink"
+            if why != self._file_problem:
+                logger.warning("audit: labels not read: %s", why)
+            self._file_problem = why
+            return None
+        self._file_problem = None
+        return data
+
+    def _row(self, raw: bytes, where: str) -> tuple[str, int] | str:
+        """``(id, label)`` of one line, or why it is bad."""
+        from cua_rl._json import loads
+
+        if len(raw) > MAX_LABEL_LINE:
+            return f"longer than {MAX_LABEL_LINE} bytes ({len(raw)})"
+        try:
+            text = raw.decode("utf-8")
+        except UnicodeDecodeError as error:
+            return f"not UTF-8 text (byte {error.start})"
+        try:
+            row = loads(text, where, error=CalibrationError)
+        except CalibrationError as error:
+            return str(error).removeprefix(where).strip()
+        ok = (isinstance(row, dict) and set(row) == {"id", "label"}
+              and isinstance(row["id"], str) and row["id"]
+              and type(row["label"]) in (int, bool) and row["label"] in (0, 1))  # fmt: skip
+        if not ok:
+            return f'expected {{"id": <episode id>, "label": 0 or 1}}, got {text.strip()[:120]!r}'
+        return row["id"], int(row["label"])
 
     def read_labels(self) -> dict[str, int]:
-        """Episode id -> label of every line of ``labels.jsonl`` (empty when it does not exist).
-
-        Raises:
-            CalibrationError: A line that is not ``{"id": <non-empty str>, "label": 0 or 1}``.
-        """
-        if not self.labels_file.exists():
+        """Episode id -> label of every good line of ``labels.jsonl`` (empty when it does not
+        exist or cannot be read). Never raises for what the file holds (see the class
+        docstring: bad lines are logged once, counted and skipped)."""
+        data = self._read()
+        if not data:
             return {}
         out: dict[str, int] = {}
-        text = self.labels_file.read_text(encoding="utf-8")
-        for n, line in enumerate(text.splitlines(), 1):
-            if not line.strip():
+        *lines, tail = data.split(b"\n")
+        for n, raw in enumerate(lines, 1):
+            if not raw.strip():
                 continue
             where = f"{self.labels_file}:{n}"
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise CalibrationError(f"{where}: not JSON ({error.msg})") from None
-            ok = (isinstance(row, dict) and set(row) == {"id", "label"}
-                  and isinstance(row["id"], str) and row["id"]
-                  and type(row["label"]) in (int, bool) and row["label"] in (0, 1))  # fmt: skip
-            if not ok:
-                raise CalibrationError(
-                    f"{where}: expected {{\"id\": <episode id>, \"label\": 0 or 1}}, got "
-                    f"{line.strip()[:120]!r}"
-                )
-            out[row["id"]] = int(row["label"])
+            row = self._row(raw, where)
+            if isinstance(row, tuple):
+                out[row[0]] = row[1]
+                continue
+            key = (n, hash(raw))
+            if key not in self._reported:
+                self._reported.add(key)
+                self.bad_lines += 1
+                logger.warning("%s: %s; line skipped", where, row)
+        if tail.strip():  # no newline yet: read if complete, else it is still being written
+            row = self._row(tail, f"{self.labels_file}:{len(lines) + 1}")
+            if isinstance(row, tuple):
+                out[row[0]] = row[1]
         return out
 
 
