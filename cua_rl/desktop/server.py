@@ -25,11 +25,19 @@ VM the same way. Differences, all deliberate:
   recording endpoints (501). ``/terminal`` answers ``output: null`` (no gnome-terminal).
   ``/setup/change_wallpaper`` paints the root window with ImageMagick ``display``; ``/wallpaper``
   answers that file (404 before any).
-* Extra: ``GET /cua/health`` and ``POST /cua/reset`` (kill every app, fresh HOME).
+* Extra: ``GET /cua/health`` and ``POST /cua/reset`` (kill every app, fresh HOME). Health
+  checks the desktop (a screen grab; the AT-SPI buses when accessibility is on;
+  :func:`~cua_rl.desktop.server_health.desktop_problems`) and answers 503 with the reasons when
+  it is unusable, so a client starts a fresh server. Resets run one at a time, and any request
+  that arrives during one waits for its end (:class:`~cua_rl.desktop.server_health.ResetGate`).
+* **Limits** (:class:`~cua_rl.desktop.server_conn.ServerLimits`): a read deadline per request,
+  a cap on connections, a cap on request bodies (413) and a bigger one on ``/setup/upload``.
 * ``mode="waa"`` adds Windows Agent Arena's differences (:mod:`cua_rl.desktop.waa_mode`).
 
 The HTTP side (:func:`check_host`, the request handler class) lives in
-:mod:`cua_rl.desktop.server_http`; ``check_host`` is re-exported here.
+:mod:`cua_rl.desktop.server_http`, the connection limits in :mod:`cua_rl.desktop.server_conn`,
+the reset gate and the health probe in :mod:`cua_rl.desktop.server_health`; ``check_host`` is
+re-exported here.
 """
 
 from __future__ import annotations
@@ -40,12 +48,12 @@ import json
 import os
 import shlex
 import shutil
+import socket
 import subprocess
 import tempfile
 import threading
 import time
 import urllib.parse
-from http.server import ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
@@ -53,13 +61,15 @@ from PIL import Image
 
 from cua_rl._http import parse_multipart
 from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
+from cua_rl.desktop.server_conn import BoundedHTTPServer, Connections, ServerLimits
+from cua_rl.desktop.server_health import ResetGate, ResetTimeout, desktop_problems
 from cua_rl.desktop.server_http import check_host, make_handler
 from cua_rl.desktop.session import USER_HOME, DesktopSession
 from cua_rl.desktop.waa_mode import WAAMode, windows_path
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX
 from cua_rl.errors import ActionError, ConfigError
 
-__all__ = ["PPM", "DesktopServer", "check_host"]
+__all__ = ["PPM", "DesktopServer", "ServerLimits", "check_host"]
 
 PPM = "image/x-portable-pixmap"
 EXECUTE_TIMEOUT_S = 120.0
@@ -87,6 +97,10 @@ class DesktopServer:
         execute_timeout_s: Deadline of a real ``/execute`` process (OSWorld: 120 s).
         mode: ``osworld`` (OSWorld's protocol) or ``waa`` (plus WAA's differences,
             :class:`~cua_rl.desktop.waa_mode.WAAMode`, in :attr:`waa`).
+        limits: Read deadline, connection and body caps, reset wait (default
+            :class:`~cua_rl.desktop.server_conn.ServerLimits`'s).
+        listen_socket: A listening socket to serve instead of binding ``host:port`` (the
+            sandboxed server gets it from the host: :mod:`cua_rl.desktop.sandboxed`).
 
     Raises:
         ConfigError: A non-loopback host without ``allow_remote``, an empty token, a bad mode.
@@ -103,6 +117,8 @@ class DesktopServer:
         open_timeout_s: float = 180.0,
         execute_timeout_s: float = EXECUTE_TIMEOUT_S,
         mode: str = "osworld",
+        limits: ServerLimits | None = None,
+        listen_socket: socket.socket | None = None,
     ) -> None:
         check_host(host, allow_remote)
         if mode not in ("osworld", "waa"):
@@ -118,14 +134,21 @@ class DesktopServer:
         self.n_process = 0
         self.mode = mode
         self.waa = WAAMode(self) if mode == "waa" else None
-        self._httpd = ThreadingHTTPServer((host, port), make_handler(self))
-        self._httpd.daemon_threads = True
+        self.limits = ServerLimits() if limits is None else limits
+        self.gate = ResetGate(self.limits.reset_wait_s)
+        self._httpd = BoundedHTTPServer((host, port), make_handler(self), self.limits,
+                                        sock=listen_socket)
         self._thread: threading.Thread | None = None
 
     @property
     def port(self) -> int:
         """The bound port."""
         return int(self._httpd.server_address[1])
+
+    @property
+    def connections(self) -> Connections:
+        """The open connections and their counters (evicted, refused, expired)."""
+        return self._httpd.connections
 
     @property
     def url(self) -> str:
@@ -305,7 +328,37 @@ class DesktopServer:
 
     def handle(self, method: str, endpoint: str, headers: Any, raw: bytes,
                query: str = "") -> tuple[int, Any, str]:
-        """Route one authorised request: (status, body (bytes, str or JSON value), type)."""
+        """Route one authorised request: (status, body (bytes, str or JSON value), type).
+        It waits for a running reset to end (503 when that takes longer than
+        ``limits.reset_wait_s``); ``POST /cua/reset`` waits its turn."""
+        try:
+            if (method, endpoint) == ("POST", "/cua/reset"):
+                with self.gate.reset():
+                    seconds = self.session.reset()
+                    self.wallpaper = None
+                return 200, {"status": "success", "reset_s": round(seconds, 4)}, ""
+            self.gate.wait()
+        except ResetTimeout as exc:
+            return 503, {"status": "error", "message": str(exc)}, ""
+        return self.route(method, endpoint, headers, raw, query)
+
+    def health(self) -> tuple[int, Any, str]:
+        """``GET /cua/health``: 200 and the desktop's facts, or 503 and why it is unusable."""
+        session = self.session
+        facts = {"mode": self.mode, "display": session.display, "home": session.env["HOME"],
+                 "home_mode": session.home_mode, "size": list(session.size), "pid": os.getpid(),
+                 "n_fast": self.n_fast, "n_process": self.n_process,
+                 "n_resets": self.gate.n_resets,
+                 "n_connections": len(self.connections)}  # fmt: skip
+        problems = desktop_problems(session)
+        if problems:
+            return 503, {"status": "error", "message": "; ".join(problems),
+                         "problems": problems, **facts}, ""  # fmt: skip
+        return 200, {"status": "ok", **facts}, ""
+
+    def route(self, method: str, endpoint: str, headers: Any, raw: bytes,
+              query: str = "") -> tuple[int, Any, str]:
+        """Route one authorised request outside a reset (see :meth:`handle`)."""
         route = (method, endpoint)
         session = self.session
         answer = None if self.waa is None else self.waa.handle(method, endpoint, query, raw)
@@ -326,19 +379,11 @@ class DesktopServer:
             loc = dict(line.split("=", 1) for line in done.stdout.split() if "=" in line)
             return 200, [int(loc.get("X", 0)), int(loc.get("Y", 0))], ""
         if route == ("GET", "/cua/health"):
-            return 200, {"status": "ok", "mode": self.mode, "display": session.display,
-                         "home": session.env["HOME"],
-                         "home_mode": session.home_mode, "size": list(session.size),
-                         "pid": os.getpid(), "n_fast": self.n_fast,
-                         "n_process": self.n_process}, ""  # fmt: skip
+            return self.health()
         if method != "POST":
             return 404, {"error": f"no route {method} {endpoint}"}, ""
         if endpoint == "/screen_size":
             return 200, {"width": session.size[0], "height": session.size[1]}, ""
-        if endpoint == "/cua/reset":
-            seconds = session.reset()
-            self.wallpaper = None
-            return 200, {"status": "success", "reset_s": round(seconds, 4)}, ""
         if endpoint == "/desktop_path":
             return 200, {"desktop_path": session.env["HOME"] + "/Desktop"}, ""
         if endpoint == "/wallpaper":
