@@ -12,7 +12,9 @@ real HTTP against a real desktop (osworld.md section 8):
 * ``GET /cua/waa``: those counters and ``n_close_all`` (for tests).
 * ``POST /setup/close_all``: every top-level window is asked to close (``wmctrl -i -c``), and
   the processes of those still open after ``close_grace_s`` are killed (WAA closes every app).
-* ``POST /setup/clear_task_files``: empties ``$HOME/Downloads``.
+* ``POST /setup/clear_task_files``: empties ``$HOME/Downloads`` without following a symlink: a
+  ``Downloads`` that is a symlink (the desktop's user can make one) is removed itself, never
+  its target, and replaced by an empty folder; links inside are removed, not followed.
 * ``POST /setup/create_folder {path}``, ``POST /setup/recycle {path}`` (to the freedesktop
   trash), ``POST /documents_path``.
 * Checkers ``POST /folder_exists {folder_name, path}`` and ``/file_exists {file_name, path}``:
@@ -25,13 +27,17 @@ real HTTP against a real desktop (osworld.md section 8):
   ``/obs_winagent`` (the first ``exec``s client Python: refused here by design).
 
 Paths: ``C:\\Users\\Docker\\...`` (WAA's user folder, any drive letter, either slash) maps to the
-desktop's HOME, so WAA task paths work unchanged. Everything else is the OSWorld protocol of
-the server.
+desktop's HOME, so WAA task paths work unchanged; the rest is confined to HOME after symlink
+resolution (:func:`cua_rl._paths.confine`). Any other Windows path (``D:\\...``,
+``C:\\Windows\\...``, ``\\\\server\\...``) and any relative path is refused (400 where the route
+answers one) instead of landing in the server's working directory. Absolute Linux paths are the
+OSWorld protocol of the server, as is everything else.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import subprocess
@@ -40,14 +46,17 @@ import urllib.parse
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cua_rl._paths import confine
 from cua_rl.desktop.session import kill_pids
 
 if TYPE_CHECKING:
     from cua_rl.desktop.server import DesktopServer
 
-__all__ = ["WAAMode", "windows_path"]
+__all__ = ["WAAMode", "clear_downloads", "windows_path"]
 
 _WIN_HOME = re.compile(r"^[A-Za-z]:[\\/]+Users[\\/]+Docker(?=$|[\\/])", re.IGNORECASE)
+_WINDOWS = re.compile(r"^(?:[A-Za-z]:|\\)")
+_LINUX = ("/", "~", "$")
 _WINDOWS_ONLY = {
     "/is_details_view": "File Explorer's view settings",
     "/check_if_timer_started": "the Windows Clock app",
@@ -68,16 +77,64 @@ _REFUSED = {
 
 
 def windows_path(value: str, home: str) -> str:
-    """``C:\\Users\\Docker\\a\\b`` -> ``<home>/a/b``; any other value unchanged.
+    """``C:\\Users\\Docker\\a\\b`` -> ``<home>/a/b`` (confined to ``home`` after symlink
+    resolution); an absolute Linux path (``/``, ``~``, ``$VAR``) unchanged; anything else
+    refused.
 
-    >>> windows_path("C:\\\\Users\\\\Docker\\\\Documents\\\\x.txt", "/home/user")
-    '/home/user/Documents/x.txt'
+    Raises:
+        ValueError: Another Windows path, a relative path, or a WAA path that leaves ``home``
+            (``..``, encoded separators, a symlink out); the message names the value.
+
+    >>> windows_path("C:\\\\Users\\\\Docker\\\\Documents\\\\x.txt", "/nonexistent/home")
+    '/nonexistent/home/Documents/x.txt'
     """
+    allowed = ("allowed: C:\\Users\\Docker\\... (WAA's user folder, this desktop's HOME) or an "
+               "absolute path of this desktop")
     match = _WIN_HOME.match(value)
-    if match is None:
-        return value
-    rest = value[match.end():].replace("\\", "/").strip("/")
-    return home + ("/" + rest if rest else "")
+    if match is not None:
+        rest = re.sub(r"/+", "/", value[match.end():].replace("\\", "/")).strip("/")
+        if not rest:
+            return os.path.realpath(home)
+        return str(confine(home, rest, field="path", error=ValueError))
+    if _WINDOWS.match(value):
+        raise ValueError(f"path: {value!r:.200} is a Windows path outside WAA's user folder: "
+                         f"only C:\\Users\\Docker\\... maps to this desktop; {allowed}")
+    if not value.startswith(_LINUX):
+        raise ValueError(f"path: {value!r:.200} is relative (it would land in the server's "
+                         f"working directory); {allowed}")
+    return value
+
+
+def clear_downloads(home: Path) -> str:
+    """Empty ``home/Downloads`` without following any symlink (WAA's clear_task_files).
+
+    A ``Downloads`` that is a symlink or a file is removed itself (never its target) and
+    replaced by an empty folder; inside, links and files are unlinked and folders removed with
+    :func:`shutil.rmtree`, which does not follow links (``rmtree.avoids_symlink_attacks``).
+
+    Returns:
+        What was done.
+
+    Raises:
+        OSError: The folder cannot be emptied.
+    """
+    folder = home / "Downloads"
+    note = ""
+    if folder.is_symlink() or (folder.exists() and not folder.is_dir()):
+        was = "a symlink" if folder.is_symlink() else "not a folder"
+        folder.unlink()  # the link itself, never what it points to
+        note = f"; Downloads was {was}: removed it (not its target) and made an empty folder"
+    removed = 0
+    if folder.is_dir():
+        with os.scandir(folder) as entries:
+            for entry in entries:
+                if entry.is_dir(follow_symlinks=False):
+                    shutil.rmtree(entry.path)
+                else:
+                    os.unlink(entry.path)
+                removed += 1
+    folder.mkdir(exist_ok=True)
+    return f"removed {removed} entries from {folder}{note}"
 
 
 class WAAMode:
@@ -135,18 +192,11 @@ class WAAMode:
         if endpoint == "/setup/close_all":
             return 200, {"status": "success", "message": self.close_all()}, ""
         if endpoint == "/setup/clear_task_files":
-            folder = Path(home) / "Downloads"
-            removed = 0
-            if folder.is_dir():
-                for child in folder.iterdir():
-                    if child.is_dir() and not child.is_symlink():
-                        shutil.rmtree(child)
-                    else:
-                        child.unlink()
-                    removed += 1
-            folder.mkdir(parents=True, exist_ok=True)
-            return 200, {"status": "success", "message": f"removed {removed} entries from "
-                         f"{folder}"}, ""  # fmt: skip
+            try:
+                message = clear_downloads(Path(home))
+            except OSError as exc:
+                return 500, {"status": "error", "message": f"cannot clear Downloads: {exc}"}, ""
+            return 200, {"status": "success", "message": message}, ""
         if endpoint not in ("/setup/create_folder", "/setup/recycle", "/folder_exists",
                             "/file_exists"):  # fmt: skip
             return None
@@ -158,7 +208,9 @@ class WAAMode:
                 name = body.get(key)
                 if not isinstance(name, str) or not name:
                     raise ValueError(f"{key} must be a non-empty string, got {name!r:.80}")
-                path = self.server.path(body.get("path")) / windows_path(name, home)
+                folder = self.server.path(body.get("path"))
+                path = Path(windows_path(name, home)) if _WIN_HOME.match(name) else confine(
+                    folder, name, field=key, error=ValueError)
                 found = path.is_dir() if endpoint == "/folder_exists" else path.is_file()
                 if not found:
                     return 404, {"status": "error", "message": f"{path} does not exist"}, ""

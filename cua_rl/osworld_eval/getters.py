@@ -17,7 +17,9 @@ support, with the same config keys and return shapes:
 A file that is not there raises ``FileNotFoundError`` (upstream passes None on to the metric;
 the scorer turns the exception into a 0 for a ``result`` getter, as osworld.md 5.2 says). Any
 other getter type is a :class:`~cua_rl.errors.TaskSpecError` naming the task and the getter.
-Files are written atomically; a ``dest`` must be a plain file name (it is joined to the cache).
+Files are written atomically; a ``dest`` must be a plain file name and a ``cache_file`` path a
+relative path, both confined to the task's cache after symlink resolution
+(:func:`cua_rl._paths.confine`): a symlink in the cache is never read or written through.
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cua_rl._io import atomic_write_bytes
+from cua_rl._paths import confine
 from cua_rl.envs.backends.vm_server import VMServerClient, VMServerHTTPError
 from cua_rl.errors import BackendError, TaskSpecError
 
@@ -69,10 +72,11 @@ def _need(ctx: GetterContext, cfg: Mapping[str, Any], key: str, kind: type | tup
 
 
 def _dest(ctx: GetterContext, name: Any) -> Path:
-    if (not isinstance(name, str) or not name or name in (".", "..")
-            or PurePosixPath(name).name != name or "\\" in name):
-        raise ctx.fail(f"dest must be a plain file name, got {name!r:.80}")
-    return ctx.cache_dir / name
+    """The cache file ``dest`` names: a plain file name, confined to the cache."""
+    try:
+        return confine(ctx.cache_dir, name, field="dest", plain=True)
+    except TaskSpecError as error:
+        raise ctx.fail(str(error)) from None
 
 
 def _pairs(ctx: GetterContext, cfg: Mapping[str, Any]) -> tuple[list[str], list[str], set[int]]:
@@ -145,9 +149,10 @@ def get_cloud_file(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
 def get_cache_file(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """The path of a file a set-up step saved in the cache."""
     name = _need(ctx, cfg, "path", str)
-    path = (ctx.cache_dir / name).resolve()
-    if ctx.cache_dir.resolve() not in path.parents:
-        raise ctx.fail(f"cache_file path must lie inside the cache, got {name!r:.80}")
+    try:
+        path = confine(ctx.cache_dir, name, field="cache_file path")
+    except TaskSpecError as error:
+        raise ctx.fail(f"{error} (a cache_file path must lie inside the cache)") from None
     if not path.is_file():
         raise FileNotFoundError(f"task {ctx.task_id}: {ctx.where}: {name} is not in the cache")
     return str(path)

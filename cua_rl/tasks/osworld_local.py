@@ -7,7 +7,8 @@
   (``download`` steps from ``https://cua-rl.invalid/osworld_local/<name>``) and scored by
   OSWorld metrics (compare_table, compare_docx_files, check_include_exclude, ..., infeasible);
 - ``files/``: the files those steps download and the gold files of the ``cloud_file`` getters,
-  used as the mirror (a URL maps to ``files/<basename of the URL>``);
+  used as the mirror: ``files/mirror.json`` maps each URL to ``files/<basename of the URL>``
+  with its SHA-256 (``build.py`` writes it; ``scripts/build_mirror.py`` rebuilds it);
 - ``solutions.yaml``: for each task id a ``correct`` and a ``wrong`` list of typed actions
   (:func:`~cua_rl.actions.action_to_dict` form): the checker scores the first 1, the second 0;
 - ``build.py``: writes ``examples/``, ``files/`` and ``index.json`` (task name -> id).

@@ -7,10 +7,17 @@ mapped to local copies. A step that cannot run here is never skipped: it raises 
 :class:`~cua_rl.errors.TaskSpecError` naming the task, the step and why, or, with
 ``dry_run=True``, is listed in :attr:`SetupPlan.refused`.
 
-Refused here: ``download`` and ``cloud_file`` without a local copy, ``upload_file`` whose local
-file is absent, ``googledrive``/``login`` steps and the ``googledrive_file`` getter (a real
+Refused here: ``download`` and ``cloud_file`` without a local copy (or whose copy the mirror
+refuses: see :mod:`cua_rl.tasks.mirror`), ``upload_file`` whose local file is not a file of
+the mirror folder, ``googledrive``/``login`` steps and the ``googledrive_file`` getter (a real
 Google account), and, without ``browser=True``, ``chrome_*``/``update_browse_history`` steps and
 the Chrome getters (they need Google Chrome with remote debugging on port 9222).
+
+Paths of the task file that the host uses are checked here too, so a task that would leave its
+folder is refused when it is planned (``check_tasks`` before training), naming the field:
+``execute`` ``stdout``/``stderr`` and getter ``dest`` (plain file names of the task cache),
+``cache_file`` ``path`` (a relative path in it), ``upload_file`` ``local_path`` (a relative path
+in the mirror folder). The runner and the getters confine them again, after symlink resolution.
 """
 
 from __future__ import annotations
@@ -19,17 +26,18 @@ import copy
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from types import MappingProxyType
 from typing import Any
-from urllib.parse import unquote, urlparse
 
-from cua_rl._json import loads
+from cua_rl._paths import confine, relative_name
 from cua_rl.core import Task
 from cua_rl.errors import ConfigError, TaskSpecError
+from cua_rl.tasks.mirror import Mirror
 from cua_rl.tasks.osworld_spec import OSWorldTask, SetupStep, parse_osworld_task
 
-__all__ = ["PLACEHOLDERS", "PlannedStep", "Refusal", "SetupPlan", "load_mirror", "plan_setup"]
+__all__ = ["PLACEHOLDERS", "PlannedStep", "Refusal", "SetupPlan", "load_mirror", "mirror_urls",
+           "plan_setup"]
 
 PLACEHOLDERS = ("CLIENT_PASSWORD", "SCREEN_WIDTH", "SCREEN_HEIGHT", "SCREEN_WIDTH_HALF",
                 "SCREEN_HEIGHT_HALF")
@@ -48,8 +56,11 @@ BROWSER_GETTERS = frozenset({
     "profile_name", "url_path_parse", "gotoRecreationPage_and_get_html_content", "pdf_from_url",
     "info_from_website",
 })
+#: Getters whose ``dest`` names a file of the task cache (plain names).
+DEST_GETTERS = frozenset({"vm_file", "cloud_file"})
 
 PathArg = str | PathLike[str]
+MirrorArg = Mirror | Mapping[str, PathArg] | PathArg | None
 
 
 @dataclass(frozen=True)
@@ -119,34 +130,30 @@ class SetupPlan:
         return not self.refused
 
 
-def _basename(url: str) -> str:
-    return unquote(PurePosixPath(urlparse(url).path).name)
-
-
-def load_mirror(mirror: Mapping[str, PathArg] | PathArg | None) -> dict[str, Path]:
-    """A URL -> local file map from a dict, or from a folder.
-
-    A folder either holds ``mirror.json`` (``{url: file}``, files relative to the folder) or files
-    named by the URL's basename (``.../Student_Level.xlsx`` -> ``<folder>/Student_Level.xlsx``);
-    a folder is read lazily, so the map returned for it holds only the ``mirror.json`` entries.
+def load_mirror(mirror: MirrorArg) -> dict[str, Path]:
+    """The URLs a mirror lists and their files (unchecked): a ``{url: path}`` dict as given, a
+    folder's ``mirror.json`` entries (see :mod:`cua_rl.tasks.mirror`; a folder without one
+    lists nothing, its files are found by name when looked up).
 
     Raises:
         ConfigError: a missing folder or a malformed ``mirror.json``.
     """
-    if mirror is None:
-        return {}
-    if isinstance(mirror, Mapping):
-        return {str(url): Path(p) for url, p in mirror.items()}
-    folder = Path(mirror)
-    if not folder.is_dir():
-        raise ConfigError(f"mirror {str(folder)!r} is not a folder")
-    index = folder / "mirror.json"
-    if not index.is_file():
-        return {}
-    data = loads(index.read_text(encoding="utf-8"), f"{str(index)!r}", error=ConfigError)
-    if not isinstance(data, dict) or not all(isinstance(v, str) for v in data.values()):
-        raise ConfigError(f"{str(index)!r} must be an object {{url: file name}}")
-    return {url: folder / name for url, name in data.items()}
+    return dict(Mirror.open(mirror))
+
+
+def mirror_urls(task: OSWorldTask) -> list[str]:
+    """Every URL ``task`` fetches: its ``download`` steps' and its ``cloud_file`` getters'."""
+    urls = []
+    for step in (*task.config, *task.evaluator.postconfig):
+        if step.type == "download":
+            urls.extend(str(f["url"]) for f in step.parameters["files"]
+                        if isinstance(f, Mapping) and isinstance(f.get("url"), str))
+    for _, _, getter in task.evaluator.getters():
+        if getter.get("type") == "cloud_file":
+            paths = getter.get("path")
+            urls.extend(u for u in (paths if isinstance(paths, list | tuple) else [paths])
+                        if isinstance(u, str))
+    return urls
 
 
 def _placeholders(given: Mapping[str, object] | None) -> dict[str, str]:
@@ -183,22 +190,59 @@ def _substitute(value: Any, values: Mapping[str, str], missing: set[str]) -> Any
 
 
 class _Planner:
-    def __init__(self, mirror: Mapping[str, PathArg] | PathArg | None, browser: bool,
-                 placeholders: Mapping[str, str]) -> None:
-        self.mapped = load_mirror(mirror)
-        self.folder = None if mirror is None or isinstance(mirror, Mapping) else Path(mirror)
+    def __init__(self, mirror: MirrorArg, browser: bool, placeholders: Mapping[str, str]) -> None:
+        self.mirror = Mirror.open(mirror)
         self.browser = browser
         self.placeholders = placeholders
         self.refused: list[Refusal] = []
 
-    def local(self, url: str) -> Path | None:
-        path = self.mapped.get(url)
-        if path is None and self.folder is not None and _basename(url):
-            path = self.folder / _basename(url)
-        return path if path is not None and path.is_file() else None
+    def local(self, url: object, field: str) -> Path | str:
+        """The checked copy of ``url`` (``field`` of the step or getter), or why there is none."""
+        if not isinstance(url, str):
+            return f"{field}: a URL must be a string, got {url!r:.80}"
+        try:
+            path = self.mirror.local(url)
+        except TaskSpecError as error:
+            return f"{field} {url!r}: {error}"
+        if path is None:
+            where = field.split(".")[0]
+            return f"{where}: no local copy of {url!r} in the mirror (no network here)"
+        return path
 
     def refuse(self, where: str, kind: str, reason: str) -> None:
         self.refused.append(Refusal(where, kind, reason))
+
+    def checked(self, where: str, kind: str, value: object, field: str, *,
+                plain: bool = True) -> bool:  # fmt: skip
+        """Refuse a name of the task cache that is not a relative (``plain``: one-part) name."""
+        try:
+            relative_name(value, field=field, plain=plain)
+        except TaskSpecError as error:
+            self.refuse(where, kind, str(error))
+            return False
+        return True
+
+    def upload(self, where: str, kind: str, params: dict[str, Any]) -> tuple[Any, ...] | None:
+        """The files of an ``upload_file`` step, local paths confined to the mirror folder."""
+        files = []
+        for i, item in enumerate(params["files"]):
+            field = f"files[{i}].local_path"
+            if self.mirror.folder is None:
+                self.refuse(where, kind, f"{field}: {item['local_path']!r}: an upload_file step "
+                            "reads local files only from the mirror folder "
+                            "(env.backend_kwargs.mirror), and none was given")
+                return None
+            try:
+                path = confine(self.mirror.folder, item["local_path"], field=field)
+            except TaskSpecError as error:
+                self.refuse(where, kind, str(error))
+                return None
+            if not path.is_file():
+                self.refuse(where, kind, f"{field}: local file {item['local_path']!r} does not "
+                            f"exist in the mirror {str(self.mirror.folder)!r}")
+                return None
+            files.append({"local_path": str(path), "path": item["path"]})
+        return tuple(files)
 
     def step(self, phase: str, index: int, step: SetupStep) -> PlannedStep | None:
         where, kind, params = f"{phase}[{index}]", step.type, dict(step.parameters)
@@ -212,20 +256,23 @@ class _Planner:
         if kind == "download":
             files = []
             for i, item in enumerate(params["files"]):
-                path = self.local(item["url"])
-                if path is None:
-                    self.refuse(where, kind, f"files[{i}]: no local copy of {item['url']!r} "
-                                "in the mirror (no network here)")
+                path = self.local(item["url"], f"files[{i}].url")
+                if isinstance(path, str):
+                    self.refuse(where, kind, path)
                     return None
-                files.append({"local_path": str(path), "path": item["path"]})
+                sha = self.mirror.sha256(item["url"])
+                files.append({"local_path": str(path), "path": item["path"],
+                              **({"sha256": sha} if sha else {})})
             return PlannedStep(phase, index, "upload_file", {"files": tuple(files)}, kind)
         if kind == "upload_file":
-            for i, item in enumerate(params["files"]):
-                if not Path(item["local_path"]).is_file():
-                    self.refuse(where, kind,
-                                f"files[{i}]: local file {item['local_path']!r} does not exist")
-                    return None
+            uploads = self.upload(where, kind, params)
+            if uploads is None:
+                return None
+            params["files"] = uploads
         if kind in COMMAND_STEPS:
+            for stream in ("stdout", "stderr"):
+                if params.get(stream) and not self.checked(where, kind, params[stream], stream):
+                    return None
             missing: set[str] = set()
             params = _substitute(params, self.placeholders, missing)
             if missing:
@@ -240,29 +287,43 @@ class _Planner:
         if kind == "googledrive_file":
             self.refuse(where, kind, "reads Google Drive through a real account; not available "
                         "here")
-        elif kind in BROWSER_GETTERS and not self.browser:
+            return
+        if kind in BROWSER_GETTERS and not self.browser:
             self.refuse(where, kind, "needs Google Chrome with remote debugging on port 9222; "
                         "pass browser=True if the desktop has it")
-        elif kind == "cloud_file":
+            return
+        if kind in DEST_GETTERS:
+            dests = getter.get("dest")
+            for i, dest in enumerate(dests if isinstance(dests, list | tuple) else [dests]):
+                if dest is not None and not self.checked(
+                        where, kind, dest, f"dest[{i}]" if isinstance(dests, list) else "dest"):
+                    return
+        if kind == "cache_file" and not self.checked(where, kind, getter.get("path"), "path",
+                                                     plain=False):  # fmt: skip
+            return
+        if kind == "cloud_file":
             urls = getter.get("path")
-            for url in urls if isinstance(urls, list) else [urls]:
-                path = self.local(url) if isinstance(url, str) else None
-                if path is None:
-                    self.refuse(where, kind, f"no local copy of {url!r} in the mirror "
-                                "(no network here)")
+            many = isinstance(urls, list | tuple)
+            for i, url in enumerate(urls if many else [urls]):
+                path = self.local(url, f"path[{i}]" if many else "path")
+                if isinstance(path, str):
+                    self.refuse(where, kind, path)
                     return
                 files[url] = str(path)
 
 
-def plan_setup(task: OSWorldTask | Task, *, mirror: Mapping[str, PathArg] | PathArg | None = None,
+def plan_setup(task: OSWorldTask | Task, *, mirror: MirrorArg = None,
                placeholders: Mapping[str, object] | None = None, browser: bool = False,
                dry_run: bool = False) -> SetupPlan:
     """Plan a task's set-up and postconfig steps for this machine.
 
     Args:
         task: An OSWorld task, or a :class:`~cua_rl.core.Task` whose config is its JSON.
-        mirror: Local copies of downloads: a ``{url: file}`` dict or a folder
-            (see :func:`load_mirror`).
+        mirror: Local copies of downloads: a :class:`~cua_rl.tasks.mirror.Mirror`, a folder
+            (with ``mirror.json``, or files named as the URLs) or a ``{url: file}`` dict. Pass
+            one :class:`~cua_rl.tasks.mirror.Mirror` to plan many tasks (hashes are computed
+            once, and a folder without ``mirror.json`` refuses a file name two of the tasks'
+            URLs share).
         placeholders: Values of ``CLIENT_PASSWORD``, ``SCREEN_WIDTH``, ``SCREEN_HEIGHT`` (and
             optionally the ``_HALF`` ones); the screen defaults to 1920x1080, the password has
             no default (a step using it is refused without one).
@@ -281,6 +342,7 @@ def plan_setup(task: OSWorldTask | Task, *, mirror: Mapping[str, PathArg] | Path
         task = parse_osworld_task(copy.deepcopy(dict(task.config)), f"task {task.id!r}",
                                   domain=task.domain)
     planner = _Planner(mirror, browser, _placeholders(placeholders))
+    planner.mirror.claim(mirror_urls(task))
     config = [planner.step("config", i, s) for i, s in enumerate(task.config)]
     post = [planner.step("postconfig", i, s) for i, s in enumerate(task.evaluator.postconfig)]
     files: dict[str, str] = {}

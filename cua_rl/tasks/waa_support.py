@@ -8,13 +8,16 @@ neither table is refused as unknown. Metrics are OSWorld's ``desktop-env`` funct
 package); a metric that venv lacks is refused by the runner's own check.
 
 :func:`plan_waa` plans one task (OSWorld's :func:`~cua_rl.tasks.osworld_setup.plan_setup`:
-downloads from a local mirror, placeholders substituted) and adds these refusals, so a task that
-cannot run here is refused before its episode (``TaskSpecError``), never skipped or scored 0.
+downloads from a local mirror, placeholders substituted, host paths confined) and adds these
+refusals, so a task that cannot run here is refused before its episode (``TaskSpecError``),
+never skipped or scored 0. It also refuses a relative guest path in a step (:func:`guest_paths`):
+WAA's server would resolve it against its own working directory.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+import re
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
@@ -23,8 +26,8 @@ from cua_rl.errors import TaskSpecError
 from cua_rl.tasks.osworld_setup import Refusal, SetupPlan, plan_setup
 from cua_rl.tasks.waa import WAATask
 
-__all__ = ["GETTERS", "STEPS", "Support", "plan_waa", "support_of_getter", "support_of_step",
-           "unsupported"]
+__all__ = ["GETTERS", "STEPS", "Support", "guest_paths", "plan_waa", "support_of_getter",
+           "support_of_step", "unsupported"]
 
 
 @dataclass(frozen=True)
@@ -176,6 +179,37 @@ def unsupported(task: WAATask) -> tuple[Refusal, ...]:
     return tuple(out)
 
 
+#: An absolute guest path: ``C:\...`` / ``C:/...``, ``\\server\...``, ``/...``, ``~...``.
+_ABSOLUTE_GUEST = re.compile(r"^(?:[A-Za-z]:[\\/]|\\\\|/|~)")
+#: Step type -> its guest path fields (``files`` items' ``path`` for file lists).
+_PATH_FIELDS = {"download": "files", "upload_file": "files", "open": "path",
+                "create_folder": "path", "recycle_file": "path", "change_wallpaper": "path"}
+
+
+def _paths_of(kind: str, params: Mapping[str, Any]) -> Iterator[tuple[str, Any]]:
+    key = _PATH_FIELDS.get(kind)
+    if key == "files":
+        for i, item in enumerate(params.get("files") or ()):
+            if isinstance(item, Mapping):
+                yield f"files[{i}].path", item.get("path")
+    elif key is not None:
+        yield key, params.get(key)
+
+
+def guest_paths(task: WAATask) -> tuple[Refusal, ...]:
+    """A refusal for each relative guest path of a step (``Documents\\x.txt``): WAA's server
+    resolves one against its working directory, never where the task means."""
+    out = []
+    for phase, steps in (("config", task.config), ("postconfig", task.evaluator.postconfig)):
+        for i, step in enumerate(steps):
+            for field, value in _paths_of(step.type, step.parameters):
+                if isinstance(value, str) and not _ABSOLUTE_GUEST.match(value):
+                    out.append(Refusal(f"{phase}[{i}]", step.type, f"{field}: {value!r:.200} is "
+                                       "relative; allowed: an absolute guest path such as "
+                                       "C:\\Users\\Docker\\Documents\\x.txt"))
+    return tuple(out)
+
+
 def plan_waa(task: WAATask, *, mirror: Mapping[str, Any] | str | PathLike[str] | None = None,
              placeholders: Mapping[str, object] | None = None,
              dry_run: bool = False) -> SetupPlan:  # fmt: skip
@@ -193,8 +227,10 @@ def plan_waa(task: WAATask, *, mirror: Mapping[str, Any] | str | PathLike[str] |
     """
     plan = plan_setup(task, mirror=mirror, placeholders=placeholders,  # type: ignore[arg-type]
                       browser=True, dry_run=True)  # fmt: skip
-    seen = {(r.where, r.type) for r in plan.refused}
-    refused = list(plan.refused) + [r for r in unsupported(task) if (r.where, r.type) not in seen]
+    refused = list(plan.refused)
+    for extra in (*unsupported(task), *guest_paths(task)):
+        if (extra.where, extra.type) not in {(r.where, r.type) for r in refused}:
+            refused.append(extra)
     if refused and not dry_run:
         first, more = refused[0], len(refused) - 1
         also = f" (and {more} more: {'; '.join(map(str, refused[1:4]))})" if more else ""

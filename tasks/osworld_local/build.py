@@ -1,4 +1,5 @@
-"""Writes the local OSWorld-format task suite: ``examples/<domain>/<uuid>.json`` and ``files/``.
+"""Writes the local OSWorld-format task suite: ``examples/<domain>/<uuid>.json`` and ``files/``
+(with its ``mirror.json`` manifest: each download URL -> its file and SHA-256).
 
 Run it with a Python that has openpyxl and python-docx (the isolated evaluator venv has both):
 ``python tasks/osworld_local/build.py``. The task ids are uuid5 of the task names, so a rebuild
@@ -378,9 +379,15 @@ def main() -> None:
         folder.mkdir(parents=True, exist_ok=True)
         (folder / f"{t['data']['id']}.json").write_text(
             json.dumps(t["data"], indent=2) + "\n", encoding="utf-8")
+    from cua_rl.tasks.mirror import MANIFEST, match_by_name, task_file_urls, write_manifest
+
+    found, missing = match_by_name(FILES, task_file_urls([EXAMPLES]))
+    if missing:
+        raise SystemExit(f"files/ lacks the downloads of {sorted(missing)}")
+    write_manifest(FILES, found)
     names = {t["name"]: {"id": t["data"]["id"], "domain": t["domain"]} for t in TASKS}
     (ROOT / "index.json").write_text(json.dumps(names, indent=2) + "\n", encoding="utf-8")
-    print(f"{len(TASKS)} tasks, {len(list(FILES.iterdir()))} files")
+    print(f"{len(TASKS)} tasks, {len(found)} files listed in files/{MANIFEST}")
 
 
 if __name__ == "__main__":

@@ -331,3 +331,54 @@ def test_training_refuses_tasks_that_cannot_be_set_up_before_it_starts(tmp_path:
         prepare_run(TrainConfig.from_dict(data))
     data["env"]["families"] = ["click_ok"]  # leaving them out: the run may start
     prepare_run(TrainConfig.from_dict(data))
+
+
+# -- issue 25: check_tasks runs the path checks of the set-up before training -------------------
+
+
+def osworld_task_file(root: Path, n: int, config: list[dict[str, Any]]) -> None:
+    from tests.evaluation.osworld_fixtures import osworld_json
+
+    task_id = f"00000000-0000-4000-8000-{n:012d}"
+    (root / "d").mkdir(parents=True, exist_ok=True)
+    (root / "d" / f"{task_id}.json").write_text(json.dumps(
+        osworld_json(task_id, "do it", "infeasible", config)))
+
+
+def download(url: str) -> dict[str, Any]:
+    return {"type": "download", "parameters": {"files": [{"url": url, "path": "/home/user/x"}]}}
+
+
+@pytest.mark.parametrize(("config", "match"), [
+    ([download("https://h/..%2Fsecret.txt")],
+     r"config\[0\] \(download\): files\[0\]\.url 'https://h/\.\.%2Fsecret\.txt'"),
+    ([{"type": "execute", "parameters": {"command": ["true"], "stdout": "../../x"}}],
+     r"config\[0\] \(execute\): stdout: '\.\./\.\./x'"),
+    ([{"type": "upload_file", "parameters": {"files": [
+        {"local_path": "/etc/hostname", "path": "/home/user/x"}]}}],
+     r"config\[0\] \(upload_file\): files\[0\]\.local_path: '/etc/hostname'"),
+])
+def test_check_tasks_refuses_paths_that_leave_their_root(tmp_path: Path, config: list[Any],
+                                                         match: str) -> None:
+    (tmp_path / "secret.txt").write_text("host file")
+    (tmp_path / "mirror").mkdir()
+    osworld_task_file(tmp_path / "examples", 1, config)
+    conf = env_config(tasks=str(tmp_path / "examples"), eval_tasks=str(tmp_path / "examples"),
+                      mirror=str(tmp_path / "mirror"))  # fmt: skip
+    with pytest.raises(ConfigError, match=rf"env: 2 task\(s\) cannot be set up here: "
+                                          rf"d/.* \(train\): {match}"):
+        osworld_backend.OSWORLD.check_tasks(conf)
+
+
+def test_check_tasks_refuses_one_basename_for_two_urls_across_tasks(tmp_path: Path) -> None:
+    (tmp_path / "mirror").mkdir()
+    (tmp_path / "mirror" / "thunderbird-profile.tar.gz").write_bytes(b"which one?")
+    urls = [f"https://h/{n}/thunderbird-profile.tar.gz" for n in (1, 2)]
+    for n, url in enumerate(urls):
+        osworld_task_file(tmp_path / "examples", n, [download(url)])
+    conf = env_config(tasks=str(tmp_path / "examples"), eval_tasks=str(tmp_path / "examples"),
+                      mirror=str(tmp_path / "mirror"))  # fmt: skip
+    with pytest.raises(ConfigError, match=r"env: 4 task\(s\) cannot be set up here: .*"
+                                          r"ambiguous.*mirror\.json") as err:
+        osworld_backend.OSWORLD.check_tasks(conf)
+    assert all(url in str(err.value) for url in urls)

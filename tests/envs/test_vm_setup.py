@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import re
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -9,12 +11,13 @@ from typing import Any
 
 import pytest
 
+from cua_rl._http import Response
 from cua_rl.actions import Click, to_pyautogui
 from cua_rl.envs.backends.simdesk import SimDeskConfig, make_task
 from cua_rl.envs.backends.vm_server import PYAUTOGUI_PREFIX, VMServerClient
-from cua_rl.envs.backends.vm_setup import run_setup
+from cua_rl.envs.backends.vm_setup import SetupStepFailed, run_setup
 from cua_rl.errors import BackendError, TaskSpecError
-from cua_rl.tasks.osworld_setup import plan_setup
+from cua_rl.tasks.osworld_setup import PlannedStep, plan_setup
 from cua_rl.tasks.osworld_spec import parse_osworld_task
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 
@@ -112,3 +115,165 @@ def test_postconfig_runs_the_same_way(server: FakeOSWorldServer) -> None:
     slept: list[float] = []
     run_setup(VMServerClient(server.url), plan_setup(task).postconfig, sleep=slept.append)
     assert slept == [0.5] and server.windows[0][1]["window_name"].startswith("x.xlsx")
+
+
+# -- issue 25: paths confined by construction; set-up steps that report failure ---------------
+
+CLICK = ["python", "-c", PYAUTOGUI_PREFIX + to_pyautogui(Click(320, 200))]
+
+
+def execute_step(stream: str, name: str) -> PlannedStep:
+    return PlannedStep("config", 0, "execute", {"command": CLICK, stream: name}, "execute")
+
+
+@pytest.mark.parametrize("stream", ["stdout", "stderr"])
+@pytest.mark.parametrize("escape", ["absolute", "../../escaped.txt", "sub/../../escaped.txt",
+                                    "..%2F..%2Fescaped.txt"])
+def test_output_names_outside_the_cache_are_refused_and_not_written(
+    server: FakeOSWorldServer, tmp_path: Path, stream: str, escape: str
+) -> None:
+    cache = tmp_path / "a" / "cache"
+    target = tmp_path / "outside" / "etc-cron.d-evil"
+    target.parent.mkdir()
+    name = str(target) if escape == "absolute" else escape
+    with pytest.raises(TaskSpecError, match=rf"config\[0\] \(execute\)\.{stream}: "
+                                            rf"{re.escape(repr(name))}"):
+        run_setup(VMServerClient(server.url), [execute_step(stream, name)], task_id="t",
+                  cache_dir=cache)  # fmt: skip
+    assert not target.exists() and not (tmp_path / "escaped.txt").exists()
+    assert not (tmp_path / "a" / "escaped.txt").exists()
+
+
+def test_output_names_are_refused_when_the_task_is_planned() -> None:
+    task = task_of([{"type": "execute", "parameters": {"command": ["true"],
+                                                       "stdout": "/etc/cron.d/evil"}}],
+                   postconfig=[{"type": "execute", "parameters": {"command": ["true"],
+                                                                  "stderr": "../x"}}])
+    refused = plan_setup(task, dry_run=True).refused
+    assert [(r.where, r.type) for r in refused] == [("config[0]", "execute"),
+                                                    ("postconfig[0]", "execute")]
+    assert "stdout: '/etc/cron.d/evil'" in refused[0].reason
+    assert "stderr: '../x'" in refused[1].reason
+    with pytest.raises(TaskSpecError, match=r"config\[0\] \(execute\): stdout: "
+                                            r"'/etc/cron\.d/evil' is absolute"):
+        plan_setup(task)
+
+
+class AnswerOf(VMServerClient):
+    """A client whose answers to some endpoints are replaced (what a VM could answer)."""
+
+    def __init__(self, url: str, answers: dict[str, Any]) -> None:
+        super().__init__(url, max_retries=0)
+        self.answers = answers
+        self.asked: list[str] = []
+
+    def request(self, method: str, endpoint: str, **kwargs: Any) -> Response:
+        self.asked.append(endpoint)
+        if endpoint in self.answers:
+            body = self.answers[endpoint]
+            data = body if isinstance(body, bytes) else json.dumps(body).encode()
+            return Response(200, data, {})
+        return super().request(method, endpoint, **kwargs)
+
+
+@pytest.mark.parametrize(
+    ("step", "endpoint", "answer", "why"),
+    [
+        ({"type": "activate_window", "parameters": {"window_name": "x.xlsx"}},
+         "/setup/activate_window", {"status": "success", "returncode": 1}, "returncode 1"),
+        ({"type": "close_window", "parameters": {"window_name": "Mail"}},
+         "/setup/close_window", {"status": "error", "message": "no such window"},
+         "no such window"),
+        ({"type": "execute_with_verification", "parameters": {"command": ["true"]}},
+         "/setup/execute_with_verification", {"status": "verification_failed", "returncode": 0},
+         "verification_failed"),
+        ({"type": "change_wallpaper", "parameters": {"path": "/tmp/w.png"}},
+         "/setup/change_wallpaper", {"status": "error", "message": "display failed"},
+         "display failed"),
+        ({"type": "execute", "parameters": {"command": ["true"]}},
+         "/execute", {"status": "error", "returncode": 0, "output": "", "error": "boom"},
+         "status 'error'"),
+    ],
+)
+def test_a_step_that_reports_failure_fails_the_run(
+    server: FakeOSWorldServer, step: dict[str, Any], endpoint: str, answer: Any, why: str
+) -> None:
+    task = task_of([], postconfig=[step, {"type": "launch",
+                                         "parameters": {"command": ["never-run"]}}])
+    client = AnswerOf(server.url, {endpoint: answer})
+    with pytest.raises(SetupStepFailed, match=rf"task t: set-up step postconfig\[0\] "
+                                              rf"\({step['type']}\) failed: .*{why}") as err:
+        run_setup(client, plan_setup(task).postconfig, task_id="t", sleep=lambda s: None)
+    assert isinstance(err.value, BackendError)
+    assert server.launched == []  # the steps after the failure did not run
+
+
+def test_a_command_that_exits_non_zero_is_no_failure(server: FakeOSWorldServer) -> None:
+    """OSWorld's controller does not check an execute step's exit status (``until`` does)."""
+    task = task_of([{"type": "execute", "parameters": {"command": ["false"]}}])
+    client = AnswerOf(server.url, {"/execute": {"status": "success", "returncode": 1,
+                                                "output": "", "error": ""}})
+    run_setup(client, plan_setup(task).config, task_id="t")
+    assert client.asked == ["/execute"]
+
+
+def test_a_window_answer_without_a_status_is_no_failure(server: FakeOSWorldServer) -> None:
+    """OSWorld's own server answers window steps with plain text (it reports nothing)."""
+    task = task_of([{"type": "activate_window", "parameters": {"window_name": "x"}}])
+    client = AnswerOf(server.url, {"/setup/activate_window": b"Window activated successfully"})
+    run_setup(client, plan_setup(task).config, task_id="t")
+    assert client.asked == ["/setup/activate_window"]
+
+
+def test_an_app_killed_before_the_postconfig_save_makes_the_episode_unscorable(
+    server: FakeOSWorldServer,
+) -> None:
+    """The postconfig's activate_window answers returncode 1 (the window is gone): the checker
+    raises, CUAEnv ends the episode with the reason and it is never scored (not a 0.0)."""
+    from cua_rl.envs.backends.vm_server import VMServerBackend
+    from cua_rl.envs.cua_env import CUAEnv
+    from cua_rl.tasks.base import FixedTasks
+    from cua_rl.testing.osworld_server import simdesk_checker, simdesk_setup
+
+    spec = task_of([], postconfig=[
+        {"type": "activate_window", "parameters": {"window_name": "x.xlsx - LibreOffice Calc",
+                                                   "strict": True}},
+        {"type": "execute", "parameters": {"command": ["python", "-c", "save"]}}])
+    client = AnswerOf(server.url, {"/setup/activate_window": {
+        "status": "success", "message": "window 'x.xlsx' activated", "returncode": 1}})
+    task = make_task("click_ok", seed=1)
+
+    def checker(client: VMServerClient, task: Any, last_action: Any) -> float | None:
+        run_setup(client, plan_setup(spec).postconfig, task_id=task.id)
+        return simdesk_checker(client, task, last_action)
+
+    backend = VMServerBackend(client, (640, 400), setup=simdesk_setup, checker=checker,
+                              a11y=False)  # fmt: skip
+    env = CUAEnv(backend, FixedTasks([task]), max_steps=1)
+    env.reset(seed=0)
+    *_, info = env.step("DONE")
+    end = info["episode_end"]
+    assert (end.end_reason, end.ground_truth, end.scorable) == ("env_error", None, False)
+    assert "postconfig[0] (activate_window) failed" in (end.env_error or "")
+    assert "returncode 1" in (end.env_error or "")
+    assert "/execute" not in client.asked  # the save did not run
+
+
+def test_a_mirror_copy_changed_after_planning_is_not_uploaded(server: FakeOSWorldServer,
+                                                              tmp_path: Path) -> None:
+    import hashlib
+
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
+    (mirror / "report.xlsx").write_bytes(b"planned")
+    (mirror / "mirror.json").write_text(json.dumps({URL: {
+        "file": "report.xlsx", "sha256": hashlib.sha256(b"planned").hexdigest()}}))
+    target = server.sandbox / "home" / "report.xlsx"
+    task = task_of([{"type": "download", "parameters": {"files": [{"url": URL,
+                                                                   "path": str(target)}]}}])
+    plan = plan_setup(task, mirror=mirror)
+    (mirror / "report.xlsx").write_bytes(b"swapped")
+    with pytest.raises(SetupStepFailed, match=r"config\[0\] \(download\) failed: the mirror's "
+                                              r"copy .* no longer has the sha256"):
+        run_setup(VMServerClient(server.url), plan.config, task_id="t")
+    assert not target.exists()

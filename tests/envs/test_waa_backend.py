@@ -180,3 +180,49 @@ def test_waa_tasks_are_windows_app_strata_of_the_corrected_reward(tmp_path: Path
     reward.score_batch(batch)
     assert reward.last_calibrations == [cal.for_stratum("windows", "notepad"), clock]
     assert reward.uncovered == 0
+
+
+# -- issue 25: check_tasks runs the path checks of the set-up before training -------------------
+
+
+@pytest.mark.parametrize(("step", "match"), [
+    ({"type": "download", "parameters": {"files": [
+        {"url": "https://h/%2Ftmp%2Fsecret", "path": "C:\\Users\\Docker\\x"}]}},
+     r"config\[0\] \(download\): files\[0\]\.url 'https://h/%2Ftmp%2Fsecret'"),
+    ({"type": "execute", "parameters": {"command": ["cmd"], "stderr": "C:\\x.txt"}},
+     r"config\[0\] \(execute\): stderr: 'C:\\\\x\.txt'"),
+    ({"type": "create_folder", "parameters": {"path": "Documents\\Projects"}},
+     r"config\[0\] \(create_folder\): path: 'Documents\\\\Projects' is relative"),
+])
+def test_check_tasks_refuses_paths_that_leave_their_root(tmp_path: Path, step: dict[str, Any],
+                                                         match: str) -> None:
+    (tmp_path / "mirror").mkdir()
+    write(tmp_path / "examples", "notepad", "x-WOS", task_json(id="x-WOS", config=[step]))
+    config = env_config(tmp_path, eval_tasks="examples", mirror="mirror")
+    with pytest.raises(ConfigError, match=rf"env: 2 WAA task\(s\) cannot run here: "
+                                          rf"notepad/x-WOS \(train\): {match}"):
+        WAA.check_tasks(config)
+
+
+def test_a_waa_step_that_reports_failure_fails_the_run(tmp_path: Path) -> None:
+    from cua_rl._http import Response
+    from cua_rl.envs.backends.vm_setup import SetupStepFailed
+    from cua_rl.envs.backends.waa_eval import run_waa_steps
+    from cua_rl.tasks.waa import load_waa_task
+    from cua_rl.tasks.waa_support import plan_waa
+
+    asked: list[str] = []
+
+    class Answers(WAAClient):
+        def request(self, method: str, endpoint: str, **kwargs: Any) -> Response:
+            asked.append(endpoint)
+            body = {"status": "error", "message": "Access is denied"} \
+                if endpoint == "/setup/create_folder" else {"status": "success"}
+            return Response(200, json.dumps(body).encode(), {})
+
+    task = load_waa_task(write(tmp_path, "notepad", "x-WOS", task_json(id="x-WOS")))
+    with pytest.raises(SetupStepFailed, match=r"task x-WOS: set-up step config\[0\] "
+                                              r"\(create_folder\) failed: .*status 'error' "
+                                              r"\('Access is denied'\)"):
+        run_waa_steps(Answers("http://127.0.0.1:9"), plan_waa(task).config, task_id="x-WOS")
+    assert asked == ["/setup/create_folder"]  # the launch after it did not run

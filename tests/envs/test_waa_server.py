@@ -284,3 +284,21 @@ def test_the_shipped_waa_config_trains_against_a_waa_server(
     assert main(["train", str(tmp_path / "waa.yaml"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "steps: 4, updates: 1" in out and "episodes: 2, unscorable (excluded): 0" in out
+
+
+def test_paths_outside_the_waa_home_are_refused_not_written_to_the_cwd(
+    served, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Issue 25: ``D:\\...``, ``C:\\Windows\\...`` and relative paths used to land in the
+    server's working directory (the trainer's)."""
+    server, _ = served
+    monkeypatch.chdir(tmp_path)
+    client = client_of(server, max_retries=0)
+    for path in ("D:\\evil", "C:\\Windows\\evil", "evil", "Documents\\evil"):
+        with pytest.raises(VMServerHTTPError, match=r"HTTP 400: .*path"):
+            client.create_folder(path)
+        with pytest.raises(BackendError):
+            client.upload_file(path + ".txt", b"x")
+    with pytest.raises(VMServerHTTPError, match=r"HTTP 400: .*'\.\.'"):
+        client.create_folder("C:\\Users\\Docker\\..\\..\\evil")
+    assert list(tmp_path.iterdir()) == []

@@ -83,7 +83,8 @@ def test_vm_file_time_suffix(server: ShellFakeServer, ctx: GetterContext) -> Non
 def test_dest_must_be_a_file_name(server: ShellFakeServer, ctx: GetterContext,
                                   dest: str) -> None:
     vm_path = _put(server, "x.txt", b"x")
-    with pytest.raises(TaskSpecError, match=rf"task {TASK}: .*dest must be a plain file name"):
+    with pytest.raises(TaskSpecError, match=rf"task {TASK}: .*dest: {re.escape(repr(dest))} .*"
+                                            r"allowed: a plain file name"):
         get_value(ctx, {"type": "vm_file", "path": vm_path, "dest": dest})
 
 
@@ -157,3 +158,32 @@ def test_a_server_without_terminal_is_a_backend_error(tmp_path: Path) -> None:
         ctx = GetterContext(VMServerClient(plain.url, max_retries=0), TASK, tmp_path)
         with pytest.raises(BackendError, match=r"/terminal answered HTTP 404"):
             get_value(ctx, {"type": "vm_terminal_output"})
+
+
+# -- issue 25: cache names confined to the cache after symlink resolution -----------------------
+
+
+def test_a_symlink_planted_in_the_cache_is_never_read_or_written_through(
+    server: ShellFakeServer, ctx: GetterContext, tmp_path: Path
+) -> None:
+    outside = _write(tmp_path / "host.txt", b"a host file")
+    ctx.cache_dir.mkdir(parents=True)
+    (ctx.cache_dir / "gold_copy.txt").symlink_to(outside)
+    (ctx.cache_dir / "report.xlsx").symlink_to(outside)
+    with pytest.raises(TaskSpecError, match=r"dest: 'gold_copy\.txt' leaves the folder"):
+        get_value(ctx, {"type": "cloud_file", "path": "https://files.invalid/gold.txt",
+                        "dest": "gold_copy.txt"})
+    vm_path = _put(server, "report.xlsx", b"from the VM")
+    with pytest.raises(TaskSpecError, match=r"dest: 'report\.xlsx' leaves the folder"):
+        get_value(ctx, {"type": "vm_file", "path": vm_path, "dest": "report.xlsx"})
+    assert outside.read_bytes() == b"a host file"
+    (ctx.cache_dir / "out.txt").symlink_to(outside)
+    with pytest.raises(TaskSpecError, match=r"cache_file path: 'out\.txt' leaves the folder"):
+        get_value(ctx, {"type": "cache_file", "path": "out.txt"})
+
+
+@pytest.mark.parametrize("dest", ["/tmp/x", "..", "a/b", "a\\b", "%2Fetc%2Fx", ""])
+def test_dest_must_be_a_plain_name(ctx: GetterContext, dest: str) -> None:
+    with pytest.raises(TaskSpecError, match=rf"evaluator\.result: dest: {re.escape(repr(dest))}"):
+        get_value(ctx, {"type": "cloud_file", "path": "https://files.invalid/gold.txt",
+                        "dest": dest})

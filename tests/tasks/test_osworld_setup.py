@@ -2,14 +2,20 @@
 
 from __future__ import annotations
 
+import hashlib
 import json
+import re
+import uuid
 from pathlib import Path
+from typing import Any
+from urllib.parse import quote
 
 import pytest
 
 from cua_rl.errors import ConfigError, TaskSpecError
 from cua_rl.tasks.osworld import load_osworld_task, load_osworld_tasks, to_task
 from cua_rl.tasks.osworld_setup import plan_setup
+from cua_rl.tasks.osworld_spec import parse_osworld_task
 
 CALC = "libreoffice_calc/01b269ae-2111-4a07-81fd-3fcd711993b0.json"  # download + cloud_file
 IMPRESS = "libreoffice_impress/21760ecb-8f62-40d2-8d85-0cee5725cb72.json"  # download + {SCREEN_*}
@@ -85,7 +91,8 @@ def test_a_mirror_folder_by_basename_or_index(examples: Path, tmp_path: Path) ->
     indexed.mkdir()
     (indexed / "blob").write_bytes(b"x")
     url = task.raw["config"][0]["parameters"]["files"][0]["url"]
-    (indexed / "mirror.json").write_text(json.dumps({url: "blob"}))
+    (indexed / "mirror.json").write_text(json.dumps(
+        {url: {"file": "blob", "sha256": hashlib.sha256(b"x").hexdigest()}}))
     assert plan_setup(task, mirror=indexed).config[0].parameters["files"][0]["local_path"] == str(
         indexed / "blob")
     (indexed / "blob").unlink()  # an index entry whose file is gone is no copy
@@ -118,17 +125,165 @@ def test_plan_setup_takes_a_core_task(examples: Path) -> None:
 
 def test_upload_file_and_browser_getters(examples: Path, tmp_path: Path) -> None:
     data = json.loads((examples / OS_CLICK).read_text())
-    local = tmp_path / "here.txt"
+    mirror = tmp_path / "mirror"
+    mirror.mkdir()
     data["config"] = [{"type": "upload_file", "parameters": {
-        "files": [{"local_path": str(local), "path": "/home/user/x.txt"}]}}]
+        "files": [{"local_path": "here.txt", "path": "/home/user/x.txt"}]}}]
     data["evaluator"]["result"] = {"type": "active_tab_info"}
     folder = tmp_path / "os"
     folder.mkdir()
     (folder / f"{data['id']}.json").write_text(json.dumps(data))
     task = load_osworld_task(folder / f"{data['id']}.json")
-    refused = plan_setup(task, dry_run=True).refused
+    refused = plan_setup(task, mirror=mirror, dry_run=True).refused
     assert [(r.where, r.type) for r in refused] == [
         ("config[0]", "upload_file"), ("evaluator.result[0]", "active_tab_info")]
     assert "does not exist" in refused[0].reason and "port 9222" in refused[1].reason
-    local.write_text("x")
-    assert plan_setup(task, browser=True).config[0].type == "upload_file"
+    (mirror / "here.txt").write_text("x")
+    assert plan_setup(task, mirror=mirror, browser=True).config[0].type == "upload_file"
+    assert "none was given" in plan_setup(task, dry_run=True).refused[0].reason
+
+# -- issue 25: mirror lookups confined to the mirror; an explicit manifest with sha256 ----------
+
+
+def synthetic(tmp_path: Path, downloads: list[str], clouds: list[str] = (),  # type: ignore[assignment]
+              local_paths: list[str] = (), name: str = "t") -> Any:  # type: ignore[assignment]
+    """An OSWorld task downloading ``downloads``, uploading ``local_paths`` and comparing with
+    the ``cloud_file`` getters of ``clouds``."""
+    tid = str(uuid.uuid5(uuid.NAMESPACE_URL, name))
+    config: list[dict[str, Any]] = []
+    if downloads:
+        config.append({"type": "download", "parameters": {"files": [
+            {"url": u, "path": f"/home/user/f{i}"} for i, u in enumerate(downloads)]}})
+    if local_paths:
+        config.append({"type": "upload_file", "parameters": {"files": [
+            {"local_path": p, "path": f"/home/user/u{i}"} for i, p in enumerate(local_paths)]}})
+    evaluator: dict[str, Any] = {"func": "infeasible"}
+    if clouds:
+        evaluator = {"func": "compare_table", "result": {"type": "vm_file", "path": "/x",
+                                                         "dest": "x.xlsx"},
+                     "expected": {"type": "cloud_file", "path": list(clouds), "multi": True,
+                                  "dest": [f"g{i}" for i in range(len(clouds))]}}
+    data = {"id": tid, "snapshot": "s", "instruction": "do it", "source": "test",
+            "config": config, "related_apps": [], "evaluator": evaluator}
+    return parse_osworld_task(data, f"{name!r}", domain="d")
+
+
+def manifest(folder: Path, entries: dict[str, tuple[str, bytes | None]],
+             sha: dict[str, str] | None = None) -> None:
+    """Write the files and ``mirror.json`` (``url -> (file, content)``; content None: no file)."""
+    data = {}
+    for url, (name, content) in entries.items():
+        digest = hashlib.sha256(content or b"").hexdigest()
+        if content is not None:
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(content)
+        data[url] = {"file": name, "sha256": (sha or {}).get(url, digest)}
+    (folder / "mirror.json").write_text(json.dumps(data))
+
+
+@pytest.fixture
+def secret(tmp_path: Path) -> Path:
+    path = tmp_path / "secret.txt"
+    path.write_text("a host file no task may read")
+    return path
+
+
+@pytest.fixture
+def mirror(tmp_path: Path) -> Path:
+    folder = tmp_path / "mirror"
+    folder.mkdir()
+    return folder
+
+
+def uploaded(plan: Any) -> list[str]:
+    return [f["local_path"] for s in plan.config if s.type == "upload_file"
+            for f in s.parameters["files"]]
+
+
+@pytest.mark.parametrize("tail", ["ABS", "..%2Fsecret.txt", "%2e%2e%2fsecret.txt",
+                                  "..%252Fsecret.txt", "a/..%5C..%5Csecret.txt"])
+def test_an_encoded_url_never_maps_a_host_file(tmp_path: Path, secret: Path, mirror: Path,
+                                               tail: str) -> None:
+    url = "https://h/" + (quote(str(secret), safe="") if tail == "ABS" else tail)
+    task = synthetic(tmp_path, [url], [url])
+    plan = plan_setup(task, mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [] and dict(plan.files) == {}
+    assert [(r.where, r.type) for r in plan.refused] == [
+        ("config[0]", "download"), ("evaluator.expected[0]", "cloud_file")]
+    assert f"files[0].url {url!r}" in plan.refused[0].reason
+    assert f"path[0] {url!r}" in plan.refused[1].reason
+    with pytest.raises(TaskSpecError, match=r"config\[0\] \(download\): files\[0\]\.url"):
+        plan_setup(task, mirror=mirror)
+
+
+def test_two_urls_with_one_basename_are_refused_without_a_manifest(tmp_path: Path,
+                                                                   mirror: Path) -> None:
+    (mirror / "report.xlsx").write_bytes(b"one of them")
+    (mirror / "uc").write_bytes(b"google drive")
+    a, b = "https://a.example/x/report.xlsx", "https://b.example/y/report.xlsx"
+    plan = plan_setup(synthetic(tmp_path, [a], [b]), mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [] and dict(plan.files) == {}
+    assert "ambiguous" in plan.refused[0].reason and repr(b) in plan.refused[0].reason
+    drive = ["https://drive.google.com/uc?id=1AAA&export=download",
+             "https://drive.google.com/uc?id=1BBB&export=download"]
+    plan = plan_setup(synthetic(tmp_path, drive), mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [] and "mirror.json" in plan.refused[0].reason
+    # one URL per basename is still found by its name (a folder without mirror.json)
+    plan = plan_setup(synthetic(tmp_path, [a]), mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [str((mirror / "report.xlsx").resolve())]
+
+
+def test_a_manifest_maps_each_url_to_its_own_file(tmp_path: Path, mirror: Path) -> None:
+    drive = ["https://drive.google.com/uc?id=1AAA&export=download",
+             "https://drive.google.com/uc?id=1BBB&export=download"]
+    manifest(mirror, {drive[0]: ("a/first.docx", b"first"), drive[1]: ("b/second.docx", b"2")})
+    plan = plan_setup(synthetic(tmp_path, [drive[0]], [drive[1]]), mirror=mirror)
+    assert uploaded(plan) == [str((mirror / "a/first.docx").resolve())]
+    assert dict(plan.files) == {drive[1]: str((mirror / "b/second.docx").resolve())}
+    plan = plan_setup(synthetic(tmp_path, ["https://a.example/absent.txt"]), mirror=mirror,
+                      dry_run=True)  # fmt: skip
+    assert "not listed in" in plan.refused[0].reason  # no basename guess beside a manifest
+
+
+def test_a_file_whose_sha256_does_not_match_is_refused(tmp_path: Path, mirror: Path) -> None:
+    url = "https://a.example/x/report.xlsx"
+    manifest(mirror, {url: ("report.xlsx", b"changed")}, sha={url: "0" * 64})
+    actual = hashlib.sha256(b"changed").hexdigest()
+    with pytest.raises(TaskSpecError, match=rf"files\[0\]\.url '{re.escape(url)}': the mirror's "
+                                            rf"copy .*report\.xlsx' has sha256 {actual}; "
+                                            rf"mirror\.json says 0{{64}}"):
+        plan_setup(synthetic(tmp_path, [url]), mirror=mirror)
+
+
+@pytest.mark.parametrize(("entry", "match"), [
+    ({"file": "../secret.txt", "sha256": "0" * 64}, r"\.\."),
+    ({"file": "/etc/passwd", "sha256": "0" * 64}, "absolute"),
+    ({"file": "x", "sha256": "abc"}, "sha256"),
+    ("x", r"an object \{file, sha256\}"),
+])
+def test_a_bad_manifest_entry_is_refused_naming_it(mirror: Path, secret: Path, entry: object,
+                                                   match: str) -> None:
+    (mirror / "mirror.json").write_text(json.dumps({"https://h/x": entry}))
+    with pytest.raises(ConfigError, match=rf"mirror\.json\['https://h/x'\].*{match}"):
+        plan_setup(synthetic(mirror.parent, ["https://h/x"]), mirror=mirror)
+
+
+def test_a_symlink_out_of_the_mirror_is_refused(tmp_path: Path, mirror: Path,
+                                                secret: Path) -> None:
+    (mirror / "report.xlsx").symlink_to(secret)
+    url = "https://a.example/report.xlsx"
+    plan = plan_setup(synthetic(tmp_path, [url]), mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [] and "after symlinks" in plan.refused[0].reason
+    manifest(mirror, {url: ("report.xlsx", None)})
+    plan = plan_setup(synthetic(tmp_path, [url]), mirror=mirror, dry_run=True)
+    assert uploaded(plan) == [] and "after symlinks" in plan.refused[0].reason
+
+
+def test_upload_file_reads_only_the_mirror(tmp_path: Path, mirror: Path, secret: Path) -> None:
+    (mirror / "here.txt").write_text("x")
+    plan = plan_setup(synthetic(tmp_path, [], local_paths=["here.txt"]), mirror=mirror)
+    assert uploaded(plan) == [str((mirror / "here.txt").resolve())]
+    for path in (str(secret), "../secret.txt"):
+        plan = plan_setup(synthetic(tmp_path, [], local_paths=[path]), mirror=mirror,
+                          dry_run=True)  # fmt: skip
+        assert uploaded(plan) == [] and f"files[0].local_path: {path!r}" in plan.refused[0].reason

@@ -20,8 +20,8 @@ hooks of :mod:`cua_rl.osworld_eval` (``OSWorldSetup``: the task's ``config`` ste
   the two may overlap, e.g. for a learning probe that evaluates on its training tasks).
   Without it, ``env.split.eval_fraction`` of ``tasks`` is held out at random.
 * ``examples_root``: the folder of domain folders a task list is resolved against.
-* ``mirror``: local copies of the files tasks download (a folder, see
-  :func:`cua_rl.tasks.osworld_setup.load_mirror`).
+* ``mirror``: local copies of the files tasks download (a folder with a ``mirror.json``
+  manifest: URL -> file and SHA-256, see :mod:`cua_rl.tasks.mirror`).
 * ``client_password``: the VM user's password (``CLIENT_PASSWORD`` in task configs).
 * ``placeholders``: further placeholder values (``SCREEN_WIDTH`` and ``SCREEN_HEIGHT`` come from
   ``env.screen``).
@@ -53,7 +53,7 @@ resolve against ``env.base_dir``: the config file's folder.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.envs.backends.osworld_settings import (  # noqa: F401 - re-exported
@@ -79,6 +79,7 @@ if TYPE_CHECKING:
     from cua_rl.envs.backends.base import DesktopBackend, Split
     from cua_rl.envs.backends.vm_server import VMServerClient
     from cua_rl.envs.config import EnvConfig
+    from cua_rl.tasks.mirror import Mirror
     from cua_rl.tasks.osworld import OSWorldTasks
 
 __all__ = [
@@ -132,8 +133,11 @@ def osworld_hooks(s: Settings) -> Hooks:
         raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
                           f"cua_rl.osworld_eval, which cannot be imported here ({error})"
                           ) from None  # fmt: skip
-    # one cache root shared by set-up and checker (set-up output the checker reads)
-    setup, checker = make(mirror=s.mirror, placeholders=dict(s.placeholders),
+    from cua_rl.tasks.mirror import Mirror
+
+    # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
+    # (its files are hashed once, and a basename shared by two URLs is refused in either hook)
+    setup, checker = make(mirror=Mirror.open(s.mirror), placeholders=dict(s.placeholders),
                           cache_root=s.cache_dir)  # fmt: skip
     return Hooks(setup=_CheckedSetup(setup, checker), checker=checker)
 
@@ -213,23 +217,45 @@ class _TaskFileSpec:
 
     def check_tasks(self, config: EnvConfig) -> None:
         """Refuse, before a training run starts anything, tasks whose set-up cannot run here
-        (a download with no local copy, a Google account, Chrome's debugging port, a missing
-        password): one ``ConfigError`` listing them, instead of a ``TaskSpecError`` mid-run.
+        (a download with no local copy or one the mirror refuses, a Google account, Chrome's
+        debugging port, a missing password, a path that leaves its folder: an ``stdout`` or
+        ``dest`` name, an ``upload_file`` path): one ``ConfigError`` listing them with the step
+        and field, instead of a ``TaskSpecError`` mid-run.
 
         Raises:
-            ConfigError: Naming up to five such tasks and why, and how to leave them out.
+            ConfigError: Naming up to five such tasks and why, and how to leave them out; a
+                malformed mirror.
         """
         from cua_rl.tasks.osworld_setup import plan_setup
 
         s = settings(config)
+        mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
         count, listing = refused_tasks(
             lambda split: self.tasks(config, split),
-            lambda spec: plan_setup(spec, mirror=s.mirror, placeholders=s.placeholders,
+            lambda spec: plan_setup(spec, mirror=mirror, placeholders=s.placeholders,
                                     dry_run=True))  # fmt: skip
         if count:
             raise ConfigError(f"env: {count} task(s) cannot be set up here: {listing}. Give "
                               f"local copies in {W}.mirror, or leave them out (env.families, "
                               f"or a task list without them)")  # fmt: skip
+
+
+def claimed_mirror(folder: str | None, tasks_of: Callable[[Split], Any]) -> Mirror:
+    """One :class:`~cua_rl.tasks.mirror.Mirror` of ``folder`` that knows every URL of the tasks
+    of both splits (``tasks_of(split).specs``), so a folder without ``mirror.json`` refuses a
+    file name two of them share, whichever task is planned first.
+
+    Raises:
+        ConfigError: A missing folder or a malformed ``mirror.json``.
+    """
+    from cua_rl.tasks.mirror import Mirror
+    from cua_rl.tasks.osworld_setup import mirror_urls
+
+    mirror = Mirror.open(folder)
+    for split in ("train", "eval"):
+        for spec in tasks_of(split).specs:
+            mirror.claim(mirror_urls(spec))
+    return mirror
 
 
 class _ClosesHooks:

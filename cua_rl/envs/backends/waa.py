@@ -342,8 +342,9 @@ def waa_hooks(s: WAASettings) -> Hooks:
     """WAA's set-up and scoring (:mod:`cua_rl.envs.backends.waa_eval`)."""
     from cua_rl.envs.backends.osworld import Hooks
     from cua_rl.envs.backends.waa_eval import waa_hooks as make
+    from cua_rl.tasks.mirror import Mirror
 
-    setup, checker = make(mirror=s.mirror, placeholders=dict(s.placeholders),
+    setup, checker = make(mirror=Mirror.open(s.mirror), placeholders=dict(s.placeholders),
                           cache_root=s.cache_dir)  # fmt: skip
     return Hooks(setup=setup, checker=checker)
 
@@ -410,18 +411,21 @@ class WAASpec:
 
     def check_tasks(self, config: EnvConfig) -> None:
         """Refuse, before a training run starts anything, tasks that cannot run here (a step
-        or getter type of the refused list, a download with no local copy): one
-        ``ConfigError`` naming up to five and why.
+        or getter type of the refused list, a download with no local copy or one the mirror
+        refuses, a path that leaves its folder or a relative guest path): one ``ConfigError``
+        naming up to five and why (the step and the field).
 
         Raises:
-            ConfigError: Such tasks exist.
+            ConfigError: Such tasks exist; a malformed mirror.
         """
+        from cua_rl.envs.backends.osworld import claimed_mirror
         from cua_rl.tasks.waa_support import plan_waa
 
         s = waa_settings(config)
+        mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
         count, listing = refused_tasks(
             lambda split: self.tasks(config, split),
-            lambda spec: plan_waa(spec, mirror=s.mirror, placeholders=s.placeholders,
+            lambda spec: plan_waa(spec, mirror=mirror, placeholders=s.placeholders,
                                   dry_run=True))  # fmt: skip
         if count:
             raise ConfigError(f"env: {count} WAA task(s) cannot run here: {listing}. Leave them "

@@ -22,10 +22,11 @@ from os import PathLike
 from pathlib import Path, PureWindowsPath
 from typing import Any
 
+from cua_rl._paths import confine
 from cua_rl.actions import Action
 from cua_rl.core import Task
 from cua_rl.envs.backends.vm_server import VMServerClient, VMServerHTTPError
-from cua_rl.envs.backends.vm_setup import run_setup
+from cua_rl.envs.backends.vm_setup import post_step, run_setup, step_failed
 from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.osworld_eval.getters import GetterContext, get_value
 from cua_rl.osworld_eval.runner import MetricRunner
@@ -41,6 +42,12 @@ logger = logging.getLogger(__name__)
 PathArg = str | PathLike[str]
 #: The probe WAA's ``vm_active_window_title`` getter runs (a fixed command, never model text).
 ACTIVE_TITLE = ["python", "-c", "import pyautogui; print(pyautogui.getActiveWindowTitle())"]
+#: WAA's own step types -> (endpoint, body keys from the step's parameters, idempotent).
+WAA_STEPS: Mapping[str, tuple[str, tuple[str, ...], bool]] = {
+    "create_folder": ("/setup/create_folder", ("path",), True),
+    "recycle_file": ("/setup/recycle", ("path",), False),
+    "close_all": ("/setup/close_all", (), True),
+}
 
 
 def _client(ctx: GetterContext) -> Any:
@@ -237,23 +244,21 @@ def run_waa_steps(client: VMServerClient, steps: tuple[PlannedStep, ...], *, tas
     :func:`~cua_rl.envs.backends.vm_setup.run_setup`.
 
     Raises:
-        BackendError: A step failed (naming the task, the step and why); later steps do not run.
+        SetupStepFailed: A step failed or its answer reported failure (naming the task, the
+            step and why; see :mod:`~cua_rl.envs.backends.vm_setup`); later steps do not run.
+        TaskSpecError: An ``stdout``/``stderr`` name that leaves the task cache.
     """
     for step in steps:
-        if step.type not in ("create_folder", "recycle_file", "close_all"):
+        if step.type not in WAA_STEPS:
             run_setup(client, [step], task_id=task_id, cache_dir=cache_dir)
             continue
-        waa = _client(GetterContext(client, task_id, cache_dir or Path(".")))
+        _client(GetterContext(client, task_id, cache_dir or Path(".")))  # a WAAClient
+        endpoint, body, idempotent = WAA_STEPS[step.type]
         try:
-            if step.type == "create_folder":
-                waa.create_folder(step.parameters["path"])
-            elif step.type == "recycle_file":
-                waa.recycle(step.parameters["path"])
-            else:
-                waa.close_all()
+            post_step(client, endpoint, {k: step.parameters[k] for k in body},
+                      idempotent=idempotent)  # fmt: skip
         except BackendError as error:
-            raise BackendError(f"task {task_id}: set-up step {step.phase}[{step.index}] "
-                               f"({step.source_type}) failed: {error}") from None  # fmt: skip
+            raise step_failed(task_id, step, error) from None
 
 
 class _Hook(TaskCaches):
@@ -283,7 +288,8 @@ class WAASetup(_Hook):
         spec = task_from(task)
         check_waa_task(spec, self.runner)
         plan = self.plan(spec)
-        shutil.rmtree(self.cache_root / spec.id, ignore_errors=True)
+        shutil.rmtree(confine(self.cache_root, spec.id, field="task id", plain=True),
+                      ignore_errors=True)  # fmt: skip
         run_waa_steps(client, plan.config, task_id=spec.id, cache_dir=self.cache_dir(spec.id))
 
 
