@@ -346,7 +346,7 @@ class MacOSWorldBackend:
             self.vnc = VNCClient(host, port, password=s.vnc_password, username=s.vnc_username,
                                  timeout_s=s.timeout_s, connect_timeout_s=s.connect_timeout_s,
                                  keymap=s.keymap, type_delay_s=s.type_delay_s,
-                                 encoding=s.vnc_encoding)  # fmt: skip
+                                 encoding=s.vnc_encoding, screen=self._size)  # fmt: skip
         size = self.vnc.connect()
         if size != self._size:
             raise BackendError(f"VNC {self.vnc.where}: the Mac's screen is {size[0]}x{size[1]}, "
