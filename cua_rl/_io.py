@@ -41,7 +41,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from cua_rl.errors import CuaRLError
+from cua_rl.errors import CuaRLError, DiskFullError
 
 __all__ = [
     "DiskFullError",
@@ -56,24 +56,6 @@ __all__ = [
 ]
 
 _DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
-
-
-class DiskFullError(CuaRLError, OSError):
-    """The disk (or the user's quota) filled up while writing ``path``.
-
-    An ``OSError`` too (errno ``ENOSPC`` or ``EDQUOT``), so code that handles any failed write
-    still does. The target was left as it was and the temporary removed.
-    """
-
-    def __init__(self, path: str | os.PathLike[str], cause: OSError) -> None:
-        code = cause.errno if cause.errno in _DISK_FULL else errno.ENOSPC
-        reason = "over the disk quota" if code == errno.EDQUOT else "no space left"
-        super().__init__(code, f"cannot write {str(path)!r}: disk full ({reason}); the previous "
-                               f"version, if any, is intact: free space and run again")  # fmt: skip
-        self.path = Path(path)
-
-    def __str__(self) -> str:
-        return str(self.strerror)
 
 
 def disk_full_cause(error: BaseException) -> OSError | None:

@@ -6,6 +6,10 @@ whole family at once. A message states what was received and what is allowed.
 
 from __future__ import annotations
 
+import errno
+import os
+from pathlib import Path
+
 __all__ = [
     "ActionError",
     "ActionParseError",
@@ -14,6 +18,7 @@ __all__ = [
     "ConfigError",
     "CuaRLError",
     "DependencyNotInstalled",
+    "DiskFullError",
     "GenerationError",
     "JudgeError",
     "JudgeUnavailable",
@@ -91,3 +96,21 @@ class DependencyNotInstalled(CuaRLError, ImportError):
         )
         self.package = package
         self.extra = extra
+
+
+class DiskFullError(CuaRLError, OSError):
+    """The disk (or the user's quota) filled up while writing ``path``.
+
+    An ``OSError`` too (errno ``ENOSPC`` or ``EDQUOT``), so code that handles any failed write
+    still does. The target was left as it was and the temporary removed.
+    """
+
+    def __init__(self, path: str | os.PathLike[str], cause: OSError) -> None:
+        code = cause.errno if cause.errno in (errno.ENOSPC, errno.EDQUOT) else errno.ENOSPC
+        reason = "over the disk quota" if code == errno.EDQUOT else "no space left"
+        super().__init__(code, f"cannot write {str(path)!r}: disk full ({reason}); the previous "
+                               f"version, if any, is intact: free space and run again")  # fmt: skip
+        self.path = Path(path)
+
+    def __str__(self) -> str:
+        return str(self.strerror)

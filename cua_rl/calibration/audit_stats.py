@@ -134,8 +134,8 @@ class LabelQueue:
             DiskFullError: The disk filled up (any other failure to write is logged, counted in
                 :attr:`unwritable`, and the episode stays pending).
         """
-        from cua_rl._io import DiskFullError
         from cua_rl.episode_folder import write_episode_folder
+        from cua_rl.errors import DiskFullError
 
         target = self.episodes / episode_id
         if target.is_dir():

@@ -12,8 +12,8 @@ import sys
 from pathlib import Path
 from typing import Any, NoReturn
 
-from cua_rl._io import DiskFullError, disk_full_cause
-from cua_rl.errors import CuaRLError
+from cua_rl._io import disk_full_cause
+from cua_rl.errors import CuaRLError, DiskFullError
 
 __all__ = [
     "EXIT_CODES",
@@ -33,7 +33,7 @@ EXIT_CODES = """\
 exit codes:
   0  success
   1  a test trace failed (validate only)
-  2  bad input or a refused run (one line '{prog}: error: ...' on stderr)
+  2  bad input, a refused run or a full disk (one line '{prog}: error: ...' on stderr)
   143  stopped by SIGTERM (envs, browsers and desktops closed on the way out)"""
 DTYPES = ("auto", "float32", "bfloat16", "float16")
 

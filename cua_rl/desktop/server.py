@@ -42,6 +42,7 @@ re-exported here.
 
 from __future__ import annotations
 
+import errno
 import hmac
 import io
 import json
@@ -423,8 +424,11 @@ class DesktopServer:
                 path = self.path(name.decode("utf-8", "replace"))
                 path.parent.mkdir(parents=True, exist_ok=True)
                 path.write_bytes(data)
-            except (ValueError, OSError) as exc:
-                return 500, {"error": f"cannot write {name!r}: {exc}"}, ""
+            except ValueError as exc:  # not a path the desktop has
+                return 400, {"error": f"cannot write {name!r}: {exc}"}, ""
+            except OSError as exc:  # 403: the desktop's user may not write there
+                code = 403 if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else 500
+                return code, {"error": f"cannot write {name!r}: {exc}"}, ""
             return 200, f"File Uploaded: {len(data)} bytes", "text/plain"
         try:
             body = json.loads(raw.decode("utf-8")) if raw else {}

@@ -114,8 +114,9 @@ def display_problem(session: DesktopSession) -> str | None:
     except Exception as exc:  # mss raises several types (ScreenShotError, AssertionError)
         return f"display {session.display}: a screen grab failed ({type(exc).__name__}: {exc})"
     if (width, height) != tuple(session.size) or len(raw) < width * height * 4:
+        want = f"{session.size[0]}x{session.size[1]}"
         return (f"display {session.display}: a screen grab gave {width}x{height} "
-                f"({len(raw)} bytes), not the desktop's {session.size[0]}x{session.size[1]}")  # fmt: skip
+                f"({len(raw)} bytes), not the desktop's {want}")  # fmt: skip
     return None
 
 

@@ -454,8 +454,15 @@ class DesktopSession:
             self.a11y_worker.close()
             self.a11y_worker = None
         keep = {p.pid for p in self._infra}
-        kill_pids([p for p in self._others() if p not in keep])
-        self._reap(keep=self._infra)
+        # again until none is left: a launcher of the last episode can fork between the
+        # listing and the kill (a bounded number of passes: a fork bomb is outlived by reset's
+        # caller, not here)
+        for _ in range(10):
+            left = [p for p in self._others() if p not in keep and _alive(p)]
+            if not left:
+                break
+            kill_pids(left)
+            self._reap(keep=self._infra)
         self._bus = []
 
     def close(self) -> None:

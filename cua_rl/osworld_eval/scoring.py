@@ -186,8 +186,14 @@ class TaskCaches:
             else Path(cache_root)
 
     def cache_dir(self, task_id: str) -> Path:
-        """The task's cache folder, created if missing."""
-        path = self.cache_root / task_id
+        """The task's cache folder, created if missing.
+
+        Raises:
+            TaskSpecError: ``task_id`` is not one plain name inside the cache root.
+        """
+        from cua_rl._paths import confine
+
+        path = confine(self.cache_root, task_id, field="task id", plain=True)
         path.mkdir(parents=True, exist_ok=True)
         return path
 

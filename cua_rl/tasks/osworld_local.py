@@ -27,6 +27,7 @@ from dataclasses import dataclass
 from os import PathLike
 from pathlib import Path
 
+from cua_rl._io import read_bounded
 from cua_rl._strict import load_yaml
 from cua_rl.actions import Action, Fail, action_from_dict
 from cua_rl.errors import ActionParseError, ConfigError, TaskSpecError
@@ -158,15 +159,11 @@ def solutions(root: PathArg = LOCAL_SUITE, *,
     """
     path = Path(root) / "solutions.yaml"
     where = f"{str(path)!r}"
+    data = read_bounded(path, MAX_SOLUTIONS_BYTES, what="solution files", error=TaskSpecError)
     try:
-        size = path.stat().st_size
-        if size > MAX_SOLUTIONS_BYTES:
-            raise TaskSpecError(f"{where} is {size} bytes; at most {MAX_SOLUTIONS_BYTES}")
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise TaskSpecError(f"{where}: no such file") from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise TaskSpecError(f"{where} cannot be read: {exc}") from None
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise TaskSpecError(f"{where} is not UTF-8 text: {exc}") from None
     try:
         data = load_yaml(text, where)
     except ConfigError as exc:

@@ -92,7 +92,7 @@ def save_checkpoint(
         The checkpoint's path.
 
     Raises:
-        cua_rl._io.DiskFullError: The disk filled up while writing (the previous checkpoints are
+        cua_rl.errors.DiskFullError: The disk filled up while writing (the previous checkpoints are
             intact; ``cua-rl train`` reports it in one line with exit code 2).
     """
     own = getattr(model, "checkpoint_state", None)

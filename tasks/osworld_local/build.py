@@ -217,8 +217,9 @@ def mousepad(name: str, file: str, content: str | None, instruction: str, evalua
     if content is not None:
         text(f"{name}.{file.rsplit('.', 1)[1]}", content)
         config.append(download((f"{name}.{file.rsplit('.', 1)[1]}", path)))
-    title = f"{path} - Mousepad"
-    config += [launch("mousepad", path), wait_window(title), sleep(0.5)]
+    # Mousepad titles a file under $HOME as ``~/file``, elsewhere by its full path: match the
+    # file name, which holds either way (a sandboxed desktop's HOME is /home/user, root's is not)
+    config += [launch("mousepad", path), wait_window(f"{file} - Mousepad"), sleep(0.5)]
     evaluator = {"postconfig": save_postconfig(f"{file} - Mousepad", strict=False), **evaluator}
     task(name, "mousepad", instruction, config, evaluator, ["mousepad"])
 

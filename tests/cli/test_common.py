@@ -69,7 +69,8 @@ def test_help_shows_defaults_and_exit_codes_in_plain_words(
         assert "(default: " in text
         assert "-v, --verbose" in text
     assert "exit codes:\n  0  success\n  1  a test trace failed (validate only)\n" in text
-    assert f"2  bad input or a refused run (one line '{prog}: error: ...' on stderr)" in text
+    assert f"2  bad input, a refused run or a full disk (one line '{prog}: error: ...' on stderr)" \
+        in text
     assert not SPHINX_ROLE.search(text), SPHINX_ROLE.search(text)
     assert "``" not in text
     assert "(default: None)" not in text and "(default: False)" not in text

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 
 from cua_rl.cli import main
+from cua_rl.envs.backends.vm_server import VMServerHTTPError
 from cua_rl.osworld_eval.runner import DEFAULT_VENV, WORKER
 from tests.desktop_env import desktop_and_evaluator
 
@@ -124,6 +125,16 @@ def test_the_desktop_runs_as_its_own_user_in_its_own_namespaces() -> None:
             assert out[0] == str(desk.info["sandbox"]["uid"]) and out[1] == "/home/user"
             assert int(out[2]) < 15  # its own few processes, not the host's
             assert desk.info["home_mode"] == "sandbox"
+        # /setup/upload writes as the desktop's user: its home yes, the host's files no (403)
+        desk = with_box[0]
+        desk.client.upload_file("/home/user/Desktop/in.txt", b"ok")
+        assert desk.client.get_file("/home/user/Desktop/in.txt") == b"ok"
+        for target in (REPO / "uploaded.txt", Path("/etc/cua-uploaded"), WORKER):
+            before = target.read_bytes() if target.exists() else None
+            with pytest.raises(VMServerHTTPError) as refused:
+                desk.client.upload_file(str(target), b"x = 1\n")
+            assert refused.value.status == 403, str(refused.value)
+            assert (target.read_bytes() if target.exists() else None) == before
     finally:
         for desk in with_box:
             desk.close()

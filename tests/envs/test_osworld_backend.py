@@ -61,6 +61,9 @@ def env_config(backend: str = "osworld", screen: tuple[int, int] = (640, 400),
         ("x11", {"urls": ["http://a:1"]}, r"unknown key\(s\) \['urls'\] for the x11 backend"),
         ("x11", {"desktops": 0}, r"env\.backend_kwargs\.desktops: must be an integer >= 1, got 0"),
         ("x11", {"desktops": 1.5}, r"desktops: must be an integer >= 1, got 1\.5"),
+        ("x11", {"sandbox": "no"}, r"env\.backend_kwargs\.sandbox: must be true or false"),
+        ("x11", {"network": "bridge"}, r"env\.backend_kwargs\.network: must be 'none' "),
+        ("osworld", {"sandbox": False}, r"unknown key\(s\) \['sandbox'\] for the osworld"),
         ("osworld", {"tasks": None}, r"env\.task_files: the osworld backend needs a task folder"),
         ("osworld", {"tasks": [3]}, r"env\.backend_kwargs\.tasks: .*got \[3\]"),
         ("osworld", {"timeout_s": 0}, r"env\.backend_kwargs\.timeout_s: must be a number >= "),
@@ -290,9 +293,15 @@ def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
         (kwargs,) = made
         assert kwargs["size"] == (1280, 720) and kwargs["a11y"] is False
         assert (kwargs["pause_s"], kwargs["startup_timeout_s"]) == (1.5, 30.0)
+        assert (kwargs["sandbox"], kwargs["network"]) == (True, "none")  # sandboxed by default
         assert callable(kwargs["setup"]) and callable(kwargs["checker"])
         backend.close()
         assert made[-1] == {"closed": True}
+        made.clear()
+        config = env_config("x11", screen=(1280, 720), tasks=str(suite.root), hooks=HOOKS,
+                            sandbox=False, network="host")
+        osworld_backend.X11.make_backend(config, index=0).close()
+        assert (made[0]["sandbox"], made[0]["network"]) == (False, "host")
     finally:
         osworld_backend._x11_backend_class.cache_clear()
 

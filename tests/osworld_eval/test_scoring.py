@@ -278,3 +278,14 @@ def test_runner_check_loads_without_calling(runner: MetricRunner) -> None:
     runner.check("compare_docx_files")
     with pytest.raises(MetricUnavailable, match="no metric 'nope'"):
         runner.check("nope")
+
+
+@pytest.mark.parametrize("task_id", ["../escaped", "/etc", "a/b", "..", ""])
+def test_a_task_id_cannot_place_its_cache_outside_the_root(tmp_path: Path, task_id: str) -> None:
+    from cua_rl.osworld_eval.scoring import TaskCaches
+
+    caches = TaskCaches(None, None, tmp_path / "cache")
+    with pytest.raises(TaskSpecError, match="task id"):
+        caches.cache_dir(task_id)
+    assert sorted(p.name for p in tmp_path.iterdir()) == []  # nothing made, not even the root
+    assert caches.cache_dir("1acf05c3") == (tmp_path / "cache" / "1acf05c3").resolve()

@@ -44,7 +44,9 @@ after which the server is polled until ``GET /screenshot`` answers (``ready_time
 default 300 s as OSWorld's Docker provider waits). Without it nothing is reverted: tasks run
 one after another on the same VM, as on OSWorld VMs started once by hand.
 ``x11`` only: ``desktops`` (how many desktops env indices may ask for, default 1),
-``startup_timeout_s``.
+``startup_timeout_s``, ``sandbox`` (default true: each desktop as its own user in its own
+namespaces, see docs/security.md; false only for agents and tasks you trust) and ``network``
+(a sandboxed desktop's network: ``none``, the default, or ``host``).
 
 Relative paths (``tasks``, ``examples_root``, ``mirror``, ``cache_dir``, ``env.task_files``)
 resolve against ``env.base_dir``: the config file's folder.
@@ -251,10 +253,11 @@ def claimed_mirror(folder: str | None, tasks_of: Callable[[Split], Any]) -> Mirr
     from cua_rl.tasks.mirror import Mirror
     from cua_rl.tasks.osworld_setup import mirror_urls
 
+    # the tasks first: a missing task folder is the first thing to say
+    specs = [spec for split in ("train", "eval") for spec in tasks_of(split).specs]
     mirror = Mirror.open(folder)
-    for split in ("train", "eval"):
-        for spec in tasks_of(split).specs:
-            mirror.claim(mirror_urls(spec))
+    for spec in specs:
+        mirror.claim(mirror_urls(spec))
     return mirror
 
 
@@ -346,7 +349,8 @@ class X11Spec(_TaskFileSpec):
         try:
             backend = cls(size=config.screen, setup=hooks.setup, checker=hooks.checker,
                           a11y=s.a11y, pause_s=s.pause_s,
-                          startup_timeout_s=s.startup_timeout_s)  # fmt: skip
+                          startup_timeout_s=s.startup_timeout_s, sandbox=s.sandbox,
+                          network=s.network)  # fmt: skip
         except BaseException:
             hooks.close()
             raise

@@ -30,7 +30,7 @@ TASK_KEYS = ("tasks", "eval_tasks", "examples_root", "mirror", "client_password"
 OSWORLD_KEYS = ("urls", "token", "token_file", "timeout_s", "action_timeout_s", "max_retries",
                 "revert_command", "revert_timeout_s", "ready_timeout_s")  # fmt: skip
 #: Keys only ``x11`` takes.
-X11_KEYS = ("desktops", "startup_timeout_s")
+X11_KEYS = ("desktops", "startup_timeout_s", "sandbox", "network")
 W = "env.backend_kwargs"
 
 
@@ -59,6 +59,9 @@ class Settings:
         ready_timeout_s: How long to wait for the server after a revert (osworld).
         desktops: Desktop count (x11).
         startup_timeout_s: Desktop start deadline (x11).
+        sandbox: Run each desktop in its sandbox (x11; false only for agents and tasks you
+            trust, see docs/security.md).
+        network: A sandboxed desktop's network (x11): ``"none"`` or ``"host"``.
     """
 
     backend: str
@@ -83,6 +86,8 @@ class Settings:
     ready_timeout_s: float = 300.0
     desktops: int = 1
     startup_timeout_s: float = 60.0
+    sandbox: bool = True
+    network: str = "none"
 
 
 @dataclass(frozen=True)
@@ -245,8 +250,16 @@ def settings(config: EnvConfig) -> Settings:
                         action_timeout_s=_number(kw, "action_timeout_s", None, 0.001,
                                                  optional=True),
                         max_retries=_number(kw, "max_retries", 2, 0, integer=True))  # fmt: skip
+    sandbox = kw.get("sandbox", True)
+    if not isinstance(sandbox, bool):
+        raise ConfigError(f"{W}.sandbox: must be true or false, got {sandbox!r}")
+    network = kw.get("network", "none")
+    if network not in ("none", "host"):
+        raise ConfigError(f"{W}.network: must be 'none' (loopback only) or 'host', got "
+                          f"{network!r}")  # fmt: skip
     return Settings(**common, desktops=_number(kw, "desktops", 1, 1, integer=True),
-                    startup_timeout_s=float(_number(kw, "startup_timeout_s", 60.0, 0.001)))
+                    startup_timeout_s=float(_number(kw, "startup_timeout_s", 60.0, 0.001)),
+                    sandbox=sandbox, network=network)
 
 
 def check_index(index: int, count: int, what: str) -> None:

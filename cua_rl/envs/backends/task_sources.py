@@ -43,7 +43,7 @@ def load_sources(sources: Sequence[str], examples_root: str | None, *,
             that have no file.
         ConfigError: A task list without ``examples_root``.
     """
-    from cua_rl._json import loads
+    from cua_rl.tasks.task_files import read_task_json
 
     found: list[T] = []
     for source in sources:
@@ -53,7 +53,7 @@ def load_sources(sources: Sequence[str], examples_root: str | None, *,
             continue
         if not path.is_file():
             raise TaskSpecError(f"{str(path)!r}: no such task folder, task file or task list")
-        head = loads(path.read_text(encoding="utf-8"), f"{str(path)!r}", error=TaskSpecError)
+        head = read_task_json(path)  # bounded: a symlink to /dev/zero is refused
         if isinstance(head, dict) and "evaluator" not in head and all(
             isinstance(v, list) for v in head.values()
         ):  # a task list {group: [ids]}
