@@ -27,6 +27,7 @@ import os
 import statistics
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -198,10 +199,32 @@ def main() -> None:
         Path(args.json).write_text(json.dumps(numbers, indent=1) + "\n")
 
 
+def step_rates(clients: list, seconds: float, a11y: bool) -> list[float]:
+    """Steps per second of each client (action + screenshot, + the accessibility tree with
+    ``a11y``), all stepping at once from one thread each for ``seconds``."""
+    counts = [0] * len(clients)
+    stop = threading.Event()
+
+    def run(i: int) -> None:
+        while not stop.is_set():
+            clients[i].act(Move(100 + counts[i] % 200, 300))
+            clients[i].screenshot()
+            if a11y:
+                clients[i].accessibility()
+            counts[i] += 1
+
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clients))]
+    for thread in threads:
+        thread.start()
+    time.sleep(seconds)
+    stop.set()
+    for thread in threads:
+        thread.join()
+    return [c / seconds for c in counts]
+
+
 def parallel(n: int, size: tuple[int, int], seconds: float) -> None:
     """N desktops (mousepad open) stepping at once from N threads: steps/s each, RSS."""
-    import threading
-
     backends = []
     try:
         for _ in range(n):
@@ -214,27 +237,7 @@ def parallel(n: int, size: tuple[int, int], seconds: float) -> None:
         print(f"| {n} desktops {size[0]}x{size[1]}, {seconds:g} s | steps/s per desktop "
               f"(min / median) |\n|---|---|")  # fmt: skip
         for with_a11y in (False, True):
-            counts = [0] * n
-            stop = threading.Event()
-
-            def run(i: int, client, a11y: bool = with_a11y, counts: list[int] = counts,
-                    stop: threading.Event = stop) -> None:
-                while not stop.is_set():
-                    client.act(Move(100 + counts[i] % 200, 300))
-                    client.screenshot()
-                    if a11y:
-                        client.accessibility()
-                    counts[i] += 1
-
-            threads = [threading.Thread(target=run, args=(i, b.client))
-                       for i, b in enumerate(backends)]  # fmt: skip
-            for thread in threads:
-                thread.start()
-            time.sleep(seconds)
-            stop.set()
-            for thread in threads:
-                thread.join()
-            rates = sorted(c / seconds for c in counts)
+            rates = sorted(step_rates([b.client for b in backends], seconds, with_a11y))
             label = "action + screenshot + a11y" if with_a11y else "action + screenshot"
             print(f"| {label} | {rates[0]:.1f} / {statistics.median(rates):.1f} |")
         print(f"| RSS of all desktops (with mousepad) | {rss:.0f} MB ({rss / n:.0f} MB each) |")

@@ -12,7 +12,7 @@ call) and calls per second of ``exact_match`` and of ``compare_text_file`` on tw
 (the files a call reads are staged per call when sandboxed). Prints a Markdown table with the
 sandboxed / unsandboxed ratio of each median.
 
-    scripts/offline.sh .venv/bin/python benchmarks/bench_sandbox.py [--n 100] [--rounds 2]
+    scripts/offline.sh .venv/bin/python benchmarks/bench_sandbox.py [--seconds 10] [--rounds 2]
 """
 
 from __future__ import annotations
@@ -21,20 +21,13 @@ import argparse
 import os
 import statistics
 import sys
-import threading
 import time
 
-from cua_rl.actions import Move
 from cua_rl.desktop import LocalDesktopBackend
 from cua_rl.desktop.session import MALLOC_ENV
 
-
-def wait_title(client, text: str, timeout: float = 60.0) -> None:
-    end = time.monotonic() + timeout
-    while not any(text in w for w in client.execute(["wmctrl", "-l"])["output"].splitlines()):
-        if time.monotonic() > end:
-            raise TimeoutError(f"no window titled {text!r}")
-        time.sleep(0.1)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from bench_backends import step_rates, wait_title  # noqa: E402 - a sibling script
 
 
 def desktop(sandbox: bool, size: tuple[int, int]) -> tuple[LocalDesktopBackend, float]:
@@ -48,26 +41,7 @@ def desktop(sandbox: bool, size: tuple[int, int]) -> tuple[LocalDesktopBackend, 
 
 def steps_per_s(backends: list[LocalDesktopBackend], seconds: float, a11y: bool) -> float:
     """Steps per second of each desktop, stepping all at once from one thread each (median)."""
-    counts = [0] * len(backends)
-    stop = threading.Event()
-
-    def run(i: int) -> None:
-        client = backends[i].client
-        while not stop.is_set():
-            client.act(Move(100 + counts[i] % 200, 300))
-            client.screenshot()
-            if a11y:
-                client.accessibility()
-            counts[i] += 1
-
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(backends))]
-    for thread in threads:
-        thread.start()
-    time.sleep(seconds)
-    stop.set()
-    for thread in threads:
-        thread.join()
-    return statistics.median(c / seconds for c in counts)
+    return statistics.median(step_rates([b.client for b in backends], seconds, a11y))
 
 
 def evaluator(sandbox: bool, seconds: float) -> dict[str, float]:
