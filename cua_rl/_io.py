@@ -29,7 +29,6 @@ regular file only (not ``/dev/zero``, a FIFO or a folder, whatever a symlink say
 from __future__ import annotations
 
 import contextlib
-import errno
 import io
 import itertools
 import json
@@ -41,7 +40,7 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import IO, Any
 
-from cua_rl.errors import CuaRLError, DiskFullError
+from cua_rl.errors import DISK_FULL_ERRNOS, CuaRLError, DiskFullError
 
 __all__ = [
     "DiskFullError",
@@ -55,7 +54,7 @@ __all__ = [
     "remove_stale_temporaries",
 ]
 
-_DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT})
+_DISK_FULL = DISK_FULL_ERRNOS
 
 
 def disk_full_cause(error: BaseException) -> OSError | None:

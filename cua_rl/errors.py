@@ -98,6 +98,10 @@ class DependencyNotInstalled(CuaRLError, ImportError):
         self.extra = extra
 
 
+#: The errno values of a full disk (no space, over the quota).
+DISK_FULL_ERRNOS = frozenset({errno.ENOSPC, errno.EDQUOT})
+
+
 class DiskFullError(CuaRLError, OSError):
     """The disk (or the user's quota) filled up while writing ``path``.
 
@@ -106,7 +110,7 @@ class DiskFullError(CuaRLError, OSError):
     """
 
     def __init__(self, path: str | os.PathLike[str], cause: OSError) -> None:
-        code = cause.errno if cause.errno in (errno.ENOSPC, errno.EDQUOT) else errno.ENOSPC
+        code = cause.errno if cause.errno in DISK_FULL_ERRNOS else errno.ENOSPC
         reason = "over the disk quota" if code == errno.EDQUOT else "no space left"
         super().__init__(code, f"cannot write {str(path)!r}: disk full ({reason}); the previous "
                                f"version, if any, is intact: free space and run again")  # fmt: skip
