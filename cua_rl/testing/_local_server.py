@@ -148,9 +148,14 @@ class LocalServer:
             self.bodies.append(body)
             return self.requests
 
-    def _leave(self) -> None:
+    def _release(self) -> None:
+        """A counted chat request stops being in flight (just before its answer is written: a
+        client that sends its next request on reading the answer never overlaps it)."""
         with self._lock:
             self.in_flight -= 1
+
+    def _leave(self) -> None:
+        """A chat request's handling ended (after its answer was written); a hook."""
 
     def _count_models(self) -> None:
         with self._lock:
@@ -174,6 +179,14 @@ class JSONHandler(BaseHTTPRequestHandler):
 
     protocol_version = "HTTP/1.1"
     log_name = "local server"
+    #: The server whose in-flight count this handler's current chat request holds, until the
+    #: answer starts (see :meth:`LocalServer._release`).
+    _counted: LocalServer | None = None
+
+    def _uncount(self) -> None:
+        if self._counted is not None:
+            self._counted._release()
+            self._counted = None
 
     def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 - stdlib signature
         logger.debug(self.log_name + ": " + format, *args)
@@ -185,6 +198,7 @@ class JSONHandler(BaseHTTPRequestHandler):
         content_type: str = "application/json",
         extra: dict[str, str] | None = None,
     ) -> None:
+        self._uncount()
         try:
             self.send_response(status)
             self.send_header("Content-Type", content_type)
@@ -220,6 +234,7 @@ class JSONHandler(BaseHTTPRequestHandler):
         """Answer one chat request: record it, wait ``delay_s``, fail it if injected, else answer
         :meth:`_canned` or ``server.completion(body)``."""
         number = server._enter(dict(self.headers.items()), body)
+        self._counted = server
         try:
             if server._delay():
                 return
@@ -236,4 +251,5 @@ class JSONHandler(BaseHTTPRequestHandler):
                 else:
                     self._json(200, completion)
         finally:
+            self._uncount()
             server._leave()
