@@ -15,7 +15,6 @@ import numpy as np
 
 if TYPE_CHECKING:
     from cua_rl.actions import Action
-    from cua_rl.judges.base import Verdict
 
 __all__ = [
     "SUCCESS_THRESHOLD",
@@ -25,6 +24,7 @@ __all__ = [
     "Step",
     "Task",
     "Trajectory",
+    "Verdict",
     "check_screenshot",
     "check_step_budget",
     "is_success",
@@ -218,6 +218,34 @@ def is_success(ground_truth: float | None) -> bool | None:
         (True, False, None)
     """
     return None if ground_truth is None else ground_truth >= SUCCESS_THRESHOLD
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """A judge's decision on one request.
+
+    Attributes:
+        success: The binary verdict r̃ (False when ``error`` is set; check ``error`` first).
+        p_success: The judge's probability of success where it has one (next-token
+            probabilities of the yes/no answers, or the vote share), else None.
+        raw: The judge's generated text (or the server's answer) as received.
+        judge_id: Id of the judge configuration (model + prompt version + decision rule).
+        error: Why no verdict could be produced (timeout, unparsable answer); such a verdict
+            makes the episode unscorable, never a 0 reward.
+        cached: True when the verdict came from the cache.
+    """
+
+    success: bool
+    p_success: float | None
+    raw: str
+    judge_id: str = ""
+    error: str | None = None
+    cached: bool = False
+
+    @property
+    def ok(self) -> bool:
+        """True when the verdict is usable (no error)."""
+        return self.error is None
 
 
 @dataclass(frozen=True, eq=False)

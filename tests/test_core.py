@@ -19,9 +19,9 @@ from cua_rl.core import (
     Step,
     Task,
     Trajectory,
+    Verdict,
     is_success,
 )
-from cua_rl.judges.base import Verdict
 
 
 def _obs(value: int = 0, size: tuple[int, int] = (8, 4)) -> Observation:

@@ -33,8 +33,8 @@ from cua_rl.calibration.estimators import (
     d_interval,
 )
 from cua_rl.calibration.labelled import LabelledExample, check_both_classes
+from cua_rl.core import Verdict
 from cua_rl.errors import CalibrationError
-from cua_rl.judges.base import Verdict
 
 if TYPE_CHECKING:
     from cua_rl.judges.base import Judge

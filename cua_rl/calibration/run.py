@@ -34,8 +34,9 @@ from cua_rl.calibration.labelled import (
     load_labelled,
 )
 from cua_rl.calibration.report import plot_calibration, render_markdown
+from cua_rl.core import Verdict
 from cua_rl.errors import CalibrationError, ConfigError, JudgeError
-from cua_rl.judges.base import Judge, Verdict, check_judge
+from cua_rl.judges.base import Judge, check_judge
 from cua_rl.judges.cache import CachedJudge, VerdictCache
 from cua_rl.judges.simulated import SimulatedJudge
 

@@ -20,7 +20,8 @@ from cua_rl.core import Trajectory, is_success
 
 if TYPE_CHECKING:
     from cua_rl.calibration.calibration import Calibration
-    from cua_rl.judges.base import Judge, Verdict
+    from cua_rl.core import Verdict
+    from cua_rl.judges.base import Judge
 
 __all__ = ["EvalReport", "Rate", "eval_report", "wilson_rate"]
 

@@ -12,7 +12,7 @@ from cua_rl._lazy import lazy_exports
 _EXPORTS = {
     "Judge": "cua_rl.judges.base",
     "JudgeRequest": "cua_rl.judges.base",
-    "Verdict": "cua_rl.judges.base",
+    "Verdict": "cua_rl.core",
     "CachedJudge": "cua_rl.judges.cache",
     "VerdictCache": "cua_rl.judges.cache",
     "JudgeConfig": "cua_rl.judges.config",

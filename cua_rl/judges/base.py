@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 
 import numpy as np
 
-from cua_rl.core import check_screenshot
+from cua_rl.core import Verdict, check_screenshot
 
 if TYPE_CHECKING:
     from cua_rl.core import Trajectory
@@ -60,34 +60,6 @@ class JudgeRequest:
             domain=task.domain,
             ground_truth=trajectory.ground_truth,
         )
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """A judge's decision on one request.
-
-    Attributes:
-        success: The binary verdict r̃ (False when ``error`` is set; check ``error`` first).
-        p_success: The judge's probability of success where it has one (next-token
-            probabilities of the yes/no answers, or the vote share), else None.
-        raw: The judge's generated text (or the server's answer) as received.
-        judge_id: Id of the judge configuration (model + prompt version + decision rule).
-        error: Why no verdict could be produced (timeout, unparsable answer); such a verdict
-            makes the episode unscorable, never a 0 reward.
-        cached: True when the verdict came from the cache.
-    """
-
-    success: bool
-    p_success: float | None
-    raw: str
-    judge_id: str = ""
-    error: str | None = None
-    cached: bool = False
-
-    @property
-    def ok(self) -> bool:
-        """True when the verdict is usable (no error)."""
-        return self.error is None
 
 
 @runtime_checkable

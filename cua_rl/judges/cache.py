@@ -22,8 +22,9 @@ from typing import Protocol, runtime_checkable
 
 import numpy as np
 
+from cua_rl.core import Verdict
 from cua_rl.errors import JudgeError
-from cua_rl.judges.base import Judge, JudgeRequest, Verdict, check_judge
+from cua_rl.judges.base import Judge, JudgeRequest, check_judge
 
 __all__ = ["CachedJudge", "PromptedJudge", "VerdictCache", "verdict_key"]
 

@@ -16,8 +16,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal
 
+from cua_rl.core import Verdict
 from cua_rl.errors import ConfigError
-from cua_rl.judges.base import Verdict
 from cua_rl.judges.prompts import PROMPT_VERSION, PROMPT_VERSIONS, answer_counts
 
 __all__ = [

@@ -54,8 +54,9 @@ from cua_rl._openai_client import (
     Unreachable,
     check_ints,
 )
+from cua_rl.core import Verdict
 from cua_rl.errors import ConfigError, JudgeError, JudgeUnavailable
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
     answer_of_token,

@@ -38,8 +38,9 @@ from typing import Any
 import numpy as np
 
 from cua_rl._vlm import DTYPES, load_qwen_vl, require_vlm, resolve_device
+from cua_rl.core import Verdict
 from cua_rl.errors import ConfigError, JudgeError
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.config import JudgeConfig, VoteRule, vote_verdict
 from cua_rl.judges.prompts import (
     NO_VARIANTS,

@@ -14,8 +14,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from cua_rl.core import SUCCESS_THRESHOLD
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.core import SUCCESS_THRESHOLD, Verdict
+from cua_rl.judges.base import JudgeRequest
 
 __all__ = ["SimulatedJudge", "StratumKey"]
 

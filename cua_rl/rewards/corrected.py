@@ -33,9 +33,9 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
-from cua_rl.core import Trajectory
+from cua_rl.core import Trajectory, Verdict
 from cua_rl.errors import CalibrationError
-from cua_rl.judges.base import Judge, Verdict
+from cua_rl.judges.base import Judge
 from cua_rl.rewards.judge import JudgeReward
 
 if TYPE_CHECKING:

@@ -24,8 +24,8 @@ from cua_rl.calibration.estimators import (
     wilson_interval,
     z_value,
 )
+from cua_rl.core import Verdict
 from cua_rl.errors import CalibrationError
-from cua_rl.judges.base import Verdict
 
 __all__ = ["SuccessEstimate", "estimate_success"]
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import logging
 from collections.abc import Sequence
 
-from cua_rl.core import Trajectory
+from cua_rl.core import Trajectory, Verdict
 from cua_rl.errors import JudgeError, JudgeUnavailable
-from cua_rl.judges.base import Judge, JudgeRequest, Verdict
+from cua_rl.judges.base import Judge, JudgeRequest
 
 __all__ = ["JudgeReward"]
 

@@ -15,9 +15,8 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from cua_rl.core import EpisodeEnd, Trajectory
+from cua_rl.core import EpisodeEnd, Trajectory, Verdict
 from cua_rl.errors import ConfigError, CuaRLError
-from cua_rl.judges.base import Verdict
 from cua_rl.rewards.base import RewardSource, WeightedReward
 
 __all__ = [

@@ -35,10 +35,10 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from cua_rl.core import Verdict
 from cua_rl.errors import ConfigError
-from cua_rl.judges.base import Verdict
 from cua_rl.judges.config import DecisionRule, JudgeConfig, ThresholdRule
-from cua_rl.judges.prompts import openai_image_messages, qwen_image_messages
+from cua_rl.messages import openai_image_messages, qwen_image_messages
 from cua_rl.validator.semantic import SEMANTIC_PROMPT, CachedComparer, SemanticAnswer, side_by_side
 
 if TYPE_CHECKING:

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Protocol, runtime_checkable
 import numpy as np
 from PIL import Image, ImageDraw, ImageFont
 
-from cua_rl.judges.base import Verdict
+from cua_rl.core import Verdict
 from cua_rl.judges.cache import VerdictCache, verdict_key
 from cua_rl.validator.a11y import SIMDESK_A11Y_IGNORE, a11y_key
 

@@ -23,9 +23,8 @@ from cua_rl.calibration.audit import (
     stratified_sample,
 )
 from cua_rl.calibration.estimators import ConfusionCounts
-from cua_rl.core import EpisodeEnd, Observation, Step, Task, Trajectory
+from cua_rl.core import EpisodeEnd, Observation, Step, Task, Trajectory, Verdict
 from cua_rl.errors import CalibrationError
-from cua_rl.judges.base import Verdict
 
 SHOT = Observation(np.zeros((4, 6, 3), np.uint8))
 

@@ -10,10 +10,11 @@ import pytest
 
 from cua_rl.calibration import Calibration, confusion_counts, load_labelled
 from cua_rl.calibration.run import read_task_ids, run_calibration
+from cua_rl.core import Verdict
 from cua_rl.datasets import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk import SimDeskConfig
 from cua_rl.errors import CalibrationError, ConfigError, JudgeError
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.simulated import SimulatedJudge
 
 

@@ -19,9 +19,10 @@ from PIL import Image
 from cua_rl.calibration import Calibration, confusion_counts, load_labelled
 from cua_rl.calibration.run import read_task_ids
 from cua_rl.cli import main as cua_rl
+from cua_rl.core import Verdict
 from cua_rl.datasets import build_simdesk_labelled
 from cua_rl.envs.backends.simdesk import SimDeskConfig
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.simulated import SimulatedJudge
 from cua_rl.testing.openai_server import FakeOpenAIServer
 

@@ -15,13 +15,13 @@ import pytest
 from stable_baselines3.common.vec_env import DummyVecEnv
 
 from cua_rl.actions import to_pyautogui
-from cua_rl.core import EpisodeEnd, Task, Trajectory
+from cua_rl.core import EpisodeEnd, Task, Trajectory, Verdict
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.envs.score import EPISODE_END, ScoreEpisodes, ScoreEpisodesVec, ScoreEpisodesVector
 from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.errors import ConfigError
-from cua_rl.judges.base import JudgeRequest, Verdict
+from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.simulated import SimulatedJudge
 from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.rewards.judge import JudgeReward

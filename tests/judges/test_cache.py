@@ -10,8 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from cua_rl.core import Verdict
 from cua_rl.errors import JudgeError
-from cua_rl.judges.base import Judge, JudgeRequest, Verdict
+from cua_rl.judges.base import Judge, JudgeRequest
 from cua_rl.judges.cache import CachedJudge, VerdictCache, verdict_key
 
 Image3 = Callable[..., np.ndarray]

@@ -9,9 +9,8 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from cua_rl.core import EpisodeEnd, Observation, Task, Trajectory
+from cua_rl.core import EpisodeEnd, Observation, Task, Trajectory, Verdict
 from cua_rl.errors import ConfigError, CuaRLError
-from cua_rl.judges.base import Verdict
 from cua_rl.rewards.base import GroundTruthReward, WeightedReward
 from cua_rl.rewards.scoring import component_names, score_episodes, score_trajectories
 

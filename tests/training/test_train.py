@@ -237,7 +237,7 @@ class FlakyJudge:
         self.n = 0
 
     def judge(self, requests: list) -> list:
-        from cua_rl.judges.base import Verdict
+        from cua_rl.core import Verdict
 
         out = []
         for _ in requests:

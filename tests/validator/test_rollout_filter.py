@@ -9,10 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
-from cua_rl.core import EpisodeEnd, Observation, Trajectory
+from cua_rl.core import EpisodeEnd, Observation, Trajectory, Verdict
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.errors import ConfigError
-from cua_rl.judges.base import Verdict
 from cua_rl.validator.filter import RolloutFilter
 
 
