@@ -3,7 +3,7 @@
 #   make test   set up .venv and run the test suite offline (private network namespace)
 #   make bench  set up .venv and run the benchmarks in benchmarks/ (results in benchmarks/results/)
 #   make osworld-eval  build .venv-osworld-eval: OSWorld's desktop-env (its metric functions) in a
-#               venv of its own, called across a process boundary (cua_rl/osworld_eval)
+#               venv of its own, called across a process boundary (cua_rl/envs/backends/osworld/evaluation)
 # Each target creates .venv if missing and installs what it needs; a second run installs nothing.
 
 PYTHON ?= python3
@@ -16,7 +16,7 @@ PYTEST_ARGS ?=
 
 # OSWorld's evaluator (desktop-env) pins torch~=2.5, numpy<2, ...: it never enters .venv. Its
 # own venv gets desktop-env without its dependencies plus only what the metric modules we load
-# import (osworld_eval/requirements.txt, every package pinned, --no-deps so nothing else comes).
+# import (cua_rl/envs/backends/osworld/evaluation/requirements.txt, every package pinned, --no-deps so nothing else comes).
 # numpy<2 has wheels for Python 3.9-3.12 only: OSWORLD_PYTHON may name such an interpreter.
 OSWORLD_PYTHON ?= $(PYTHON)
 OSWORLD_VENV   := .venv-osworld-eval
@@ -39,10 +39,10 @@ $(VENV)/.dev: pyproject.toml constraints.txt $(VENV)/.core
 	$(PIP) -e '.[dev,vlm,ray,x11,miniwob,macos,ocr]'
 	@touch $@
 
-$(OSWORLD_VENV)/.ready: osworld_eval/requirements.txt
+$(OSWORLD_VENV)/.ready: cua_rl/envs/backends/osworld/evaluation/requirements.txt
 	rm -rf $(OSWORLD_VENV)
 	$(OSWORLD_PYTHON) -m venv $(OSWORLD_VENV)
-	$(OSWORLD_PIP) -r osworld_eval/requirements.txt
+	$(OSWORLD_PIP) -r cua_rl/envs/backends/osworld/evaluation/requirements.txt
 	$(OSWORLD_PIP) $(DESKTOP_ENV)
 	@touch $@
 

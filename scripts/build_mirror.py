@@ -12,7 +12,7 @@ format). Every URL the tasks fetch (``download`` steps, ``cloud_file`` getters) 
 * otherwise by the URL's file name, where exactly one of the URLs has it.
 
 The URLs left unmatched are printed (their tasks will be refused, naming the URL); the exit
-status is 1 when there are any. See ``cua_rl.tasks.mirror`` and docs/osworld.md.
+status is 1 when there are any. See ``cua_rl.envs.backends.vm.mirror`` and docs/osworld.md.
 """
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ import sys
 from pathlib import Path
 
 from cua_rl.errors import CuaRLError
-from cua_rl.tasks.mirror import MANIFEST, Mirror, match_by_name, task_file_urls, write_manifest
+from cua_rl.envs.backends.vm.mirror import MANIFEST, Mirror, match_by_name, task_file_urls, write_manifest
 
 
 def main(argv: list[str]) -> int:

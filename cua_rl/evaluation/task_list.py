@@ -400,13 +400,13 @@ def load_task_file(config: EnvConfig, path: str | Path,
         ConfigError: Not an osworld/x11/waa section, or a task list with no examples root.
         TaskSpecError: A bad task or task list (the message names the file and field).
     """
-    from cua_rl.envs.backends.osworld import load_tasks, settings
+    from cua_rl.envs.backends.osworld.spec import load_tasks, settings
 
     if config.backend not in ("osworld", "x11", "waa"):
         raise ConfigError(f"--tasks: task lists run on the osworld, x11 or waa backend; the "
                           f"config's env.backend is {config.backend!r}")
     if config.backend == "waa":  # WAA's ids are file names, not uuids: its own loader
-        from cua_rl.envs.backends.waa import load_waa, waa_settings
+        from cua_rl.envs.backends.waa.spec import load_waa, waa_settings
 
         load_tasks, settings = load_waa, waa_settings  # type: ignore[assignment]
     s = settings(config)
@@ -441,7 +441,8 @@ def evaluate_task_file(
         out: The results root (default ``<logging.dir>/results``).
         n_envs: Envs in parallel (default: every URL / desktop of the config).
         model: The results' model folder name (default: the checkpoint's file stem).
-        action_space, observation_type: The results' folder names (OSWorld's).
+        action_space: The results' action-space folder name (OSWorld's).
+        observation_type: The results' observation-type folder name (OSWorld's).
         examples_root: Where a task list's domain folders are.
         use_judge: Judge the episodes when the config has a ``reward.judge``.
         deterministic: Greedy actions.
@@ -450,7 +451,7 @@ def evaluate_task_file(
         ConfigError: A bad checkpoint, backend, ``n_envs`` above what the config has.
         TaskSpecError: A bad task list.
     """
-    from cua_rl.envs.backends.osworld import env_count
+    from cua_rl.envs.backends.osworld.spec import env_count
     from cua_rl.envs.make import make_env
 
     env_config = config.env

@@ -77,7 +77,7 @@ def make_env_workers(
         BackendError: Ray cannot start or reach its cluster.
         DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
     """
-    from cua_rl.envs.backends.osworld import env_count
+    from cua_rl.envs.backends.osworld.spec import env_count
 
     limit = env_count(config.env)
     needed = envs_needed(config) + (ranks - 1) * config.ppo.n_envs

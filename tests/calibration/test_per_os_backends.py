@@ -27,7 +27,9 @@ RATES = {"ubuntu": (0.05, 0.10), "windows": (0.20, 0.05), "macos": (0.10, 0.30)}
 
 
 def _tasks() -> dict[str, object]:
-    from cua_rl.tasks import macosworld, osworld, waa
+    from cua_rl.envs.backends.macosworld import tasks as macosworld
+    from cua_rl.envs.backends.osworld import tasks as osworld
+    from cua_rl.envs.backends.waa import tasks as waa
 
     linux = osworld.to_task(osworld.load_osworld_task(
         next((REFERENCE / "osworld_examples" / "os").glob("*.json"))))

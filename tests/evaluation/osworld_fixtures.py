@@ -3,7 +3,7 @@
 Each task file is a real OSWorld task JSON (``<domain>/<uuid>.json``); the server behind it shows
 a SimDesk task stored under the same uuid. :func:`simdesk_hooks` is the ``backend_kwargs.hooks``
 seam: set-up = OSWorld's set-up plan (so a step that cannot run here is refused as
-``cua_rl.osworld_eval`` would) and SimDesk's reset; checker = OSWorld's FAIL / infeasible rule
+``cua_rl.envs.backends.osworld.evaluation`` would) and SimDesk's reset; checker = OSWorld's FAIL / infeasible rule
 (``shared/reference/osworld.md`` 5.2) over SimDesk's own checker.
 """
 
@@ -18,10 +18,10 @@ from typing import Any
 
 from cua_rl.actions import Action, Fail
 from cua_rl.core import Task
-from cua_rl.envs.backends.osworld import Hooks, Settings
+from cua_rl.envs.backends.osworld.spec import Hooks, Settings
 from cua_rl.envs.backends.simdesk.tasks import make_task
-from cua_rl.envs.backends.vm_server import VMServerClient
-from cua_rl.tasks.osworld_setup import plan_setup
+from cua_rl.envs.backends.vm.client import VMServerClient
+from cua_rl.envs.backends.osworld.setup_plan import plan_setup
 from cua_rl.testing.osworld_server import FakeOSWorldServer, simdesk_checker, simdesk_setup
 
 HOOKS = "tests.evaluation.osworld_fixtures:simdesk_hooks"

@@ -241,12 +241,12 @@ def _missing_for_x11() -> str | None:
     import importlib.util
     import shutil
 
-    for module in ("cua_rl.desktop", "cua_rl.osworld_eval", "cua_rl.tasks.osworld_local"):
+    for module in ("cua_rl.desktop", "cua_rl.envs.backends.osworld.evaluation", "cua_rl.envs.backends.osworld.local_suite"):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not importable here (another part of issue 11)"
     if shutil.which("Xvfb") is None:
         return "Xvfb is not installed (make test installs the desktop's Debian packages)"
-    from cua_rl.osworld_eval.runner import default_python  # type: ignore[import-not-found]
+    from cua_rl.envs.backends.osworld.evaluation.runner import default_python  # type: ignore[import-not-found]
 
     if not Path(default_python()).exists():
         return "the isolated OSWorld evaluator is not built (make osworld-eval)"
@@ -258,7 +258,7 @@ def test_x11_desktops_score_the_local_suite(tmp_path: Path) -> None:
     """Two local desktops side by side run the local suite's text-editor and terminal tasks with
     their scripted solutions: correct ones score 1, wrong ones 0, in OSWorld's layout."""
     from cua_rl.actions import Done
-    from cua_rl.tasks.osworld_local import LOCAL_SUITE, solutions  # type: ignore[import-not-found]
+    from cua_rl.envs.backends.osworld.local_suite import LOCAL_SUITE, solutions  # type: ignore[import-not-found]
 
     config = EnvConfig(backend="x11", screen=(1280, 720), max_steps=40, backend_kwargs={
         "desktops": 2, "tasks": str(Path(LOCAL_SUITE) / "examples"),
@@ -291,9 +291,9 @@ class _Script:
 def _no_osworld_eval() -> str | None:
     import importlib.util
 
-    if importlib.util.find_spec("cua_rl.osworld_eval") is None:
-        return "cua_rl.osworld_eval is not importable here (another part of issue 11)"
-    from cua_rl.osworld_eval.runner import default_python  # type: ignore[import-not-found]
+    if importlib.util.find_spec("cua_rl.envs.backends.osworld.evaluation") is None:
+        return "cua_rl.envs.backends.osworld.evaluation is not importable here (another part of issue 11)"
+    from cua_rl.envs.backends.osworld.evaluation.runner import default_python  # type: ignore[import-not-found]
 
     if not Path(default_python()).exists():
         return "the isolated OSWorld evaluator is not built (make osworld-eval)"
@@ -302,7 +302,7 @@ def _no_osworld_eval() -> str | None:
 
 @pytest.mark.skipif(_no_osworld_eval() is not None, reason=str(_no_osworld_eval()))
 def test_osworld_hooks_score_infeasible_and_exclude_unknown_metrics(tmp_path: Path) -> None:
-    """The default hooks (cua_rl.osworld_eval): an infeasible task scores 1 only after FAIL; a
+    """The default hooks (cua_rl.envs.backends.osworld.evaluation): an infeasible task scores 1 only after FAIL; a
     task naming a metric the evaluator does not have is excluded before its episode."""
     root = tmp_path / "examples"
     for domain, task_id, func in (("os", "00000000-0000-0000-0000-000000000001", "infeasible"),

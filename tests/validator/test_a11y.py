@@ -84,7 +84,7 @@ def test_menu_item_kinds_are_one_role() -> None:
 def _sheet(columns: str, rows: int, width: int, cap: int = 2000) -> str:
     """A spreadsheet window as the AT-SPI walker and ``linearize_a11y`` give it: A1:A3 hold
     numbers, every other visible cell is empty; ``columns`` / ``rows`` is the viewport."""
-    from cua_rl.envs.backends.vm_codec import linearize_a11y
+    from cua_rl.envs.backends.vm.codec import linearize_a11y
 
     ns = ('xmlns:st="https://accessibility.ubuntu.example.org/ns/state" '
           'xmlns:cp="https://accessibility.ubuntu.example.org/ns/component"')

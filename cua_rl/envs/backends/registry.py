@@ -16,10 +16,11 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
+from cua_rl.envs.backends.base import BackendSpec, BaseSpec
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cua_rl.envs.backends.base import BackendSpec, DesktopBackend, Split
+    from cua_rl.envs.backends.base import DesktopBackend, Split
     from cua_rl.envs.config import EnvConfig
     from cua_rl.tasks.base import TaskSet
 
@@ -34,7 +35,7 @@ __all__ = [
 ]
 
 
-class PlannedBackend:
+class PlannedBackend(BaseSpec):
     """The registry entry of a backend that is not built yet.
 
     Its configs load and get the checks below; :meth:`make_backend` and :meth:`tasks` raise a
@@ -73,13 +74,17 @@ class PlannedBackend:
         raise self._refuse()
 
 
+#: The members a spec has (:class:`~cua_rl.envs.backends.base.BackendSpec`).
+SPEC_MEMBERS = ("name", "max_envs_key", "check_config", "make_backend", "tasks", "max_envs",
+                "check_tasks")  # fmt: skip
+
 #: Backend name -> ``"module:attribute"`` of its spec.
 BACKENDS: dict[str, str] = {
     "simdesk": "cua_rl.envs.backends.simdesk.spec:SPEC",
-    "osworld": "cua_rl.envs.backends.osworld:OSWORLD",
-    "x11": "cua_rl.envs.backends.osworld:X11",
-    "waa": "cua_rl.envs.backends.waa:WAA",
-    "macosworld": "cua_rl.envs.backends.macosworld:MACOSWORLD",
+    "osworld": "cua_rl.envs.backends.osworld.spec:OSWORLD",
+    "x11": "cua_rl.envs.backends.x11.spec:X11",
+    "waa": "cua_rl.envs.backends.waa.spec:WAA",
+    "macosworld": "cua_rl.envs.backends.macosworld.spec:MACOSWORLD",
     "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
 }
 
@@ -118,10 +123,21 @@ def backend_ref(name: str, where: str = "env.backend") -> str:
 
 
 def load_backend(ref: str) -> BackendSpec:
-    """Import the spec a ``"module:attribute"`` reference names."""
+    """Import the spec a ``"module:attribute"`` reference names.
+
+    Raises:
+        ConfigError: The object lacks members of :class:`~cua_rl.envs.backends.base.BackendSpec`
+            (named; subclassing :class:`~cua_rl.envs.backends.base.BaseSpec` gives the optional
+            ones their defaults).
+    """
     module, _, attribute = ref.partition(":")
     spec: Any = getattr(importlib.import_module(module), attribute)
-    return spec  # type: ignore[no-any-return]
+    if not isinstance(spec, BackendSpec):
+        missing = [name for name in SPEC_MEMBERS if not hasattr(spec, name)]
+        raise ConfigError(f"backend {ref!r} is not a BackendSpec: it lacks {missing} (subclass "
+                          f"cua_rl.envs.backends.base.BaseSpec for max_envs_key, max_envs and "
+                          f"check_tasks)")  # fmt: skip
+    return spec
 
 
 def get_backend(name: str, where: str = "env.backend") -> BackendSpec:

@@ -1,0 +1,308 @@
+"""The ``osworld`` and ``x11`` backends: OSWorld tasks on OSWorld's in-VM server protocol.
+
+``osworld``: one env per server URL (real OSWorld VMs started by OSWorld's own providers, or
+``cua-rl desktop-server`` instances): env ``i`` of a config talks to ``backend_kwargs.urls[i]``
+through :class:`~cua_rl.envs.backends.vm.client.VMServerBackend`.
+``x11`` (its spec: :mod:`cua_rl.envs.backends.x11.spec`): one local Linux desktop per env
+(:class:`cua_rl.envs.backends.x11.backend.LocalDesktopBackend`), at most
+``backend_kwargs.desktops`` of them.
+
+Both read OSWorld task files (``<domain>/<uuid>.json``) and set up / score each task with the
+hooks of :mod:`cua_rl.envs.backends.osworld.evaluation` (``OSWorldSetup``: the task's ``config`` steps;
+``OSWorldChecker``: OSWorld's scoring, infeasible/FAIL rule included).
+
+``env.backend_kwargs`` (both backends; every key optional unless said):
+
+* ``tasks``: a folder of ``<domain>/<uuid>.json`` files, or a task list (``{domain: [ids]}``,
+  OSWorld's ``test_all.json``) resolved against ``examples_root`` (required with a list). A
+  string or a list of them. ``env.task_files`` may be used instead (not both).
+* ``eval_tasks``: held-out evaluation tasks given explicitly (same forms as ``tasks``): then
+  every task of ``tasks`` trains and ``eval_tasks`` is the evaluation split (no random split;
+  the two may overlap, e.g. for a learning probe that evaluates on its training tasks).
+  Without it, ``env.split.eval_fraction`` of ``tasks`` is held out at random.
+* ``examples_root``: the folder of domain folders a task list is resolved against.
+* ``mirror``: local copies of the files tasks download (a folder with a ``mirror.json``
+  manifest: URL -> file and SHA-256, see :mod:`cua_rl.envs.backends.vm.mirror`).
+* ``client_password``: the VM user's password (``CLIENT_PASSWORD`` in task configs).
+* ``placeholders``: further placeholder values (``SCREEN_WIDTH`` and ``SCREEN_HEIGHT`` come from
+  ``env.screen``).
+* ``cache_dir``: where the checker caches downloaded expected files.
+* ``a11y`` (bool, default true): read the accessibility tree with every observation.
+* ``pause_s``: the longest local sleep of a ``WAIT`` action.
+* ``hooks``: ``"module:attribute"`` of a function ``hooks(settings) -> Hooks`` giving the
+  set-up, checker and revert hooks; default :func:`osworld_hooks` (OSWorld's). The seam for
+  tests and for other scorers (e.g. the SimDesk hooks of
+  :class:`~cua_rl.testing.osworld_server.FakeOSWorldServer`).
+
+``osworld`` only: ``urls`` (required: a non-empty list of distinct ``http(s)://host:port``),
+``token`` (sent as a bearer token; OSWorld's server ignores it) or ``token_file`` (a file
+holding it, e.g. ``cua-rl desktop-server --token-file``'s), ``timeout_s``,
+``action_timeout_s``, ``max_retries``, and ``revert_command``: a command (a list of
+arguments, run on this host without a shell; ``{index}`` and ``{url}`` in an argument are
+replaced by the env's index and server URL) that brings server ``index`` back to a clean VM
+before every reset but the first (e.g. a script that recreates the OSWorld Docker container),
+after which the server is polled until ``GET /screenshot`` answers (``ready_timeout_s``,
+default 300 s as OSWorld's Docker provider waits). Without it nothing is reverted: tasks run
+one after another on the same VM, as on OSWorld VMs started once by hand.
+``x11`` only: ``desktops`` (how many desktops env indices may ask for, default 1),
+``startup_timeout_s``, ``sandbox`` (default true: each desktop as its own user in its own
+namespaces, see docs/security.md; false only for agents and tasks you trust) and ``network``
+(a sandboxed desktop's network: ``none``, the default, or ``host``).
+
+Relative paths (``tasks``, ``examples_root``, ``mirror``, ``cache_dir``, ``env.task_files``)
+resolve against ``env.base_dir``: the config file's folder.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from cua_rl.envs.backends.osworld.settings import (  # noqa: F401 - re-exported
+    OSWORLD_KEYS,
+    TASK_KEYS,
+    X11_KEYS,
+    Hooks,
+    Settings,
+    W,
+    _check_url,
+    _number,
+    _text,
+    check_index,
+    load_hooks,
+    read_token,
+    settings,
+)
+from cua_rl.envs.backends.base import BaseSpec
+from cua_rl.envs.backends.vm.revert import CommandRevert
+from cua_rl.envs.backends.vm.task_sources import load_sources, pick_split, refused_tasks
+from cua_rl.errors import ConfigError
+
+if TYPE_CHECKING:
+    from cua_rl.envs.backends.base import DesktopBackend, Split
+    from cua_rl.envs.backends.vm.client import VMServerClient
+    from cua_rl.envs.config import EnvConfig
+    from cua_rl.envs.backends.vm.mirror import Mirror
+    from cua_rl.envs.backends.osworld.tasks import OSWorldTasks
+
+__all__ = [
+    "OSWORLD",
+    "ClosesHooks",
+    "CommandRevert",
+    "Hooks",
+    "OSWorldSpec",
+    "Settings",
+    "TaskFileSpec",
+    "load_tasks",
+    "osworld_hooks",
+    "settings",
+]
+
+
+def load_tasks(sources: Sequence[str], examples_root: str | None, *,
+               max_steps: int | None = None) -> OSWorldTasks:  # fmt: skip
+    """Every task named by ``sources``: folders of ``<domain>/<uuid>.json``, task files, or task
+    lists (``{domain: [ids]}``, resolved against ``examples_root``).
+
+    Raises:
+        TaskSpecError: A missing path, a bad task file, a task listed twice, a list with ids
+            that have no file.
+        ConfigError: A task list without ``examples_root``.
+    """
+    from cua_rl.envs.backends.osworld.tasks import (
+        DEFAULT_MAX_STEPS,
+        OSWorldTasks,
+        load_osworld_tasks,
+        load_task_list,
+    )
+
+    found = load_sources(sources, examples_root, load_tasks=load_osworld_tasks,
+                         load_list=lambda path, root: load_task_list(path, root).tasks,
+                         group="domain")  # fmt: skip
+    return OSWorldTasks(found, max_steps=max_steps or DEFAULT_MAX_STEPS)
+
+
+def osworld_hooks(s: Settings) -> Hooks:
+    """OSWorld's set-up and scoring (``cua_rl.envs.backends.osworld.evaluation``); no revert (OSWorld's providers
+    revert a VM themselves; a local desktop reverts in its backend).
+
+    Raises:
+        ConfigError: ``cua_rl.envs.backends.osworld.evaluation`` cannot be imported.
+    """
+    try:
+        from cua_rl.envs.backends.osworld.evaluation import osworld_hooks as make
+    except ImportError as error:
+        raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
+                          f"cua_rl.envs.backends.osworld.evaluation, which cannot be imported here ({error})"
+                          ) from None  # fmt: skip
+    from cua_rl.envs.backends.vm.mirror import Mirror
+
+    # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
+    # (its files are hashed once, and a basename shared by two URLs is refused in either hook)
+    setup, checker = make(mirror=Mirror.open(s.mirror), placeholders=dict(s.placeholders),
+                          cache_root=s.cache_dir)  # fmt: skip
+    return Hooks(setup=_CheckedSetup(setup, checker), checker=checker)
+
+
+class _CheckedSetup:
+    """OSWorld's set-up, preceded by ``check_evaluator``: a task whose getters or metrics
+    cannot run here is refused (``TaskSpecError``) before its set-up, not after its episode."""
+
+    def __init__(self, setup: Any, checker: Any) -> None:
+        self.setup, self.checker = setup, checker
+
+    def __call__(self, client: VMServerClient, task: Any) -> None:
+        try:
+            from cua_rl.envs.backends.osworld.evaluation import check_evaluator
+        except ImportError:  # an osworld_eval without it: the checker refuses at the end
+            pass
+        else:
+            check_evaluator(task, self.checker.runner)
+        self.setup(client, task)
+
+    def close(self) -> None:
+        """Close the wrapped set-up hook."""
+        close = getattr(self.setup, "close", None)
+        if callable(close):
+            close()
+
+
+def make_hooks(s: Settings) -> Hooks:
+    """The hooks of the settings: ``hooks`` (a ``"module:attribute"`` factory) or OSWorld's."""
+    return load_hooks(s, osworld_hooks)
+
+
+_index = check_index  # the name waa.py and older callers import
+
+
+class TaskFileSpec(BaseSpec):
+    """Config checks and tasks shared by ``osworld`` and ``x11``."""
+
+    name = ""
+
+    def check_config(self, config: EnvConfig) -> None:
+        """Valid ``backend_kwargs`` (see the module docstring); task files are read later."""
+        settings(config)
+
+    def tasks(self, config: EnvConfig, split: Split) -> OSWorldTasks:
+        """The split's tasks: domains in ``env.families`` (empty = all), split by
+        ``env.split.eval_fraction`` and ``env.split.seed`` (stratified by domain), or, with
+        ``eval_tasks``, all of ``tasks`` for training and ``eval_tasks`` for evaluation."""
+        from cua_rl.envs.backends.osworld.tasks import OSWorldTasks
+        from cua_rl.envs.backends.osworld.tasks import split as split_tasks
+
+        s = settings(config)
+        explicit = bool(s.eval_tasks) and split == "eval"
+        every = load_tasks(s.eval_tasks if explicit else s.tasks, s.examples_root,
+                           max_steps=config.max_steps)  # fmt: skip
+        return pick_split(every.specs, config, split, explicit=bool(s.eval_tasks),
+                          group="domain", word="domain(s)", split_tasks=split_tasks,
+                          make=lambda specs: OSWorldTasks(specs, max_steps=every.max_steps))
+
+    def check_tasks(self, config: EnvConfig) -> None:
+        """Refuse, before a training run starts anything, tasks whose set-up cannot run here
+        (a download with no local copy or one the mirror refuses, a Google account, Chrome's
+        debugging port, a missing password, a path that leaves its folder: an ``stdout`` or
+        ``dest`` name, an ``upload_file`` path): one ``ConfigError`` listing them with the step
+        and field, instead of a ``TaskSpecError`` mid-run.
+
+        Raises:
+            ConfigError: Naming up to five such tasks and why, and how to leave them out; a
+                malformed mirror.
+        """
+        from cua_rl.envs.backends.osworld.setup_plan import plan_setup
+
+        s = settings(config)
+        mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
+        count, listing = refused_tasks(
+            lambda split: self.tasks(config, split),
+            lambda spec: plan_setup(spec, mirror=mirror, placeholders=s.placeholders,
+                                    dry_run=True))  # fmt: skip
+        if count:
+            raise ConfigError(f"env: {count} task(s) cannot be set up here: {listing}. Give "
+                              f"local copies in {W}.mirror, or leave them out (env.families, "
+                              f"or a task list without them)")  # fmt: skip
+
+
+def claimed_mirror(folder: str | None, tasks_of: Callable[[Split], Any]) -> Mirror:
+    """One :class:`~cua_rl.envs.backends.vm.mirror.Mirror` of ``folder`` that knows every URL of the tasks
+    of both splits (``tasks_of(split).specs``), so a folder without ``mirror.json`` refuses a
+    file name two of them share, whichever task is planned first.
+
+    Raises:
+        ConfigError: A missing folder or a malformed ``mirror.json``.
+    """
+    from cua_rl.envs.backends.vm.mirror import Mirror
+    from cua_rl.envs.backends.osworld.setup_plan import mirror_urls
+
+    # the tasks first: a missing task folder is the first thing to say
+    specs = [spec for split in ("train", "eval") for spec in tasks_of(split).specs]
+    mirror = Mirror.open(folder)
+    for spec in specs:
+        mirror.claim(mirror_urls(spec))
+    return mirror
+
+
+class ClosesHooks:
+    """Mixin: ``close()`` also closes the hooks the backend was made with."""
+
+    hooks: Hooks | None = None
+
+    def close(self) -> None:
+        try:
+            super().close()  # type: ignore[misc]
+        finally:
+            if self.hooks is not None:
+                self.hooks.close()
+
+
+@functools.cache
+def _vm_backend_class() -> type:
+    from cua_rl.envs.backends.vm.client import VMServerBackend
+
+    return type("OSWorldVMBackend", (ClosesHooks, VMServerBackend), {
+        "__doc__": "A VMServerBackend whose close() also closes its OSWorld hooks."})
+
+
+class OSWorldSpec(TaskFileSpec):
+    """The ``osworld`` backend: env ``index`` drives the server at ``urls[index]``."""
+
+    name = "osworld"
+    max_envs_key = "urls"
+
+    def max_envs(self, config: EnvConfig) -> int:
+        """One env per server URL."""
+        return len(settings(config).urls)
+
+    def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
+        """A :class:`VMServerBackend` on ``urls[index]`` with the configured hooks.
+
+        Raises:
+            ConfigError: ``index`` is not below the number of URLs; hooks not importable.
+        """
+        from cua_rl.envs.backends.vm.client import VMServerClient
+
+        s = settings(config)
+        _index(index, len(s.urls), "urls")
+        token = read_token(s)
+        hooks = make_hooks(s)
+        client = VMServerClient(s.urls[index], token=token, timeout_s=s.timeout_s,
+                                action_timeout_s=s.action_timeout_s,
+                                max_retries=s.max_retries)  # fmt: skip
+        revert = hooks.revert
+        if s.revert_command:
+            revert = CommandRevert(s.revert_command, index, s.urls[index], s.revert_timeout_s,
+                                   s.ready_timeout_s, then=hooks.revert)  # fmt: skip
+        try:
+            backend = _vm_backend_class()(client, config.screen, setup=hooks.setup,
+                                          revert=revert, checker=hooks.checker,
+                                          pause_s=s.pause_s, a11y=s.a11y)  # fmt: skip
+        except BaseException:
+            hooks.close()
+            raise
+        backend.hooks = hooks
+        return backend  # type: ignore[no-any-return]
+
+
+OSWORLD = OSWorldSpec()
