@@ -8,6 +8,7 @@ messages) and calls :func:`check_fields` in ``__post_init__``.
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import types
 import typing
 from collections.abc import Mapping
@@ -18,8 +19,8 @@ import yaml
 from cua_rl.errors import ConfigError
 
 __all__ = [
-    "MAX_YAML_NODES", "build_section", "check", "check_fields", "describe", "load_yaml",
-    "parse_yaml", "plain", "reject_unknown",
+    "MAX_YAML_NODES", "build_section", "build_sections", "check", "check_fields", "describe",
+    "did_you_mean", "load_yaml", "parse_yaml", "plain", "reject_unknown",
 ]
 
 
@@ -105,32 +106,104 @@ def plain(value: Any) -> Any:
     return value
 
 
+def did_you_mean(key: object, allowed: Any) -> str:
+    """`` (did you mean 'x'?)`` for the allowed name closest to ``key``, or ``""``.
+
+    >>> did_you_mean("lerning_rate", ["learning_rate", "n_steps"])
+    " (did you mean 'learning_rate'?)"
+    >>> did_you_mean("zzz", ["learning_rate"])
+    ''
+    """
+    close = difflib.get_close_matches(str(key), [str(a) for a in allowed], n=1, cutoff=0.6)
+    return f" (did you mean {close[0]!r}?)" if close else ""
+
+
+class _Problems:
+    """The errors found while building a config, raised together as one ConfigError."""
+
+    def __init__(self) -> None:
+        self.messages: list[str] = []
+
+    def add(self, error: ConfigError) -> None:
+        self.messages.extend(m for m in error.problems if m not in self.messages)
+
+    def raise_if_any(self) -> None:
+        if len(self.messages) == 1:
+            raise ConfigError(self.messages[0])
+        if self.messages:
+            raise ConfigError(f"{len(self.messages)} problems: " + " ".join(
+                f"({i}) {m}" for i, m in enumerate(self.messages, 1)), tuple(self.messages))
+
+
 def reject_unknown(data: Mapping[str, Any], allowed: Any, where: str) -> None:
-    """Raise ``ConfigError("<where>.<key>: unknown key; allowed: ...")`` on an unknown key."""
-    for key in data:
-        if key not in allowed:
-            what = f"{where}.{key}: unknown key" if where else f"{key}: unknown section"
-            raise ConfigError(f"{what}; allowed: {', '.join(sorted(allowed))}")
+    """Raise one ``ConfigError`` naming every unknown key of ``data``, each with the closest
+    allowed name: ``<where>.<key>: unknown key (did you mean 'x'?); allowed: ...``."""
+    unknown = [key for key in data if key not in allowed]
+    if not unknown:
+        return
+    allowed_text = ", ".join(sorted(allowed))
+    problems = _Problems()
+    for key in unknown:
+        what = f"{where}.{key}: unknown key" if where else f"{key}: unknown section"
+        problems.add(ConfigError(f"{what}{did_you_mean(key, allowed)}; allowed: {allowed_text}"))
+    problems.raise_if_any()
 
 
 def build_section(kind: type, data: Any, where: str) -> Any:
-    """A section dataclass from a mapping (None = defaults), nested sections included."""
+    """A section dataclass from a mapping (None = defaults), nested sections included.
+
+    Every problem is reported at once: unknown keys (with the closest allowed name) and the
+    errors of each nested section; the section's own checks (``__post_init__``) run when its
+    keys and nested sections are sound.
+
+    Raises:
+        ConfigError: One error naming each problem (``N problems: (1) ... (2) ...``).
+    """
     if data is None:
         data = {}
     if not isinstance(data, Mapping):
         raise ConfigError(f"{where}: expected a mapping, got {describe(data)}")
     names = [f.name for f in dataclasses.fields(kind) if f.name not in NOT_YAML]
-    reject_unknown(data, names, where)
+    problems = _Problems()
+    try:
+        reject_unknown(data, names, where)
+    except ConfigError as error:
+        problems.add(error)
     hints = typing.get_type_hints(kind)
     kwargs = {}
     for key, value in data.items():
+        if key not in names:
+            continue
         nested = [
             a for a in (hints[key], *typing.get_args(hints[key])) if dataclasses.is_dataclass(a)
         ]
         if nested and value is not None:
-            value = build_section(nested[0], value, f"{where}.{key}")
+            try:
+                value = build_section(nested[0], value, f"{where}.{key}")
+            except ConfigError as error:
+                problems.add(error)
+                continue
         kwargs[key] = value
+    problems.raise_if_any()
     return kind(**kwargs)
+
+
+def build_sections(data: Mapping[str, Any], kinds: Mapping[str, type]) -> dict[str, Any]:
+    """Every section of a config file (``{name: dataclass}``) from its top-level mapping, with
+    the problems of all sections (and unknown sections) raised together as one ConfigError."""
+    problems = _Problems()
+    try:
+        reject_unknown(data, kinds, "")
+    except ConfigError as error:
+        problems.add(error)
+    sections = {}
+    for name, kind in kinds.items():
+        try:
+            sections[name] = build_section(kind, data.get(name), name)
+        except ConfigError as error:
+            problems.add(error)
+    problems.raise_if_any()
+    return sections
 
 
 MAX_YAML_NODES = 100_000

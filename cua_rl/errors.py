@@ -57,7 +57,7 @@ class TaskSpecError(CuaRLError, ValueError):
 class GenerationError(CuaRLError):
     """A served policy could not generate (server unreachable, error status, malformed answer).
 
-    Raised by :class:`~cua_rl.policies.vlm_served.ServedGenerator`; the message names the
+    Raised by :class:`~cua_rl.policies.vlm.served.ServedGenerator`; the message names the
     server's URL and what was wrong. Generation has no "unscorable" fallback: a rollout step
     without an answer cannot be recorded, so the error stops the work that needed it.
     """
@@ -80,7 +80,16 @@ class CalibrationError(CuaRLError, ValueError):
 
 
 class ConfigError(CuaRLError, ValueError):
-    """A configuration file or object is invalid (unknown key, wrong type, out of range)."""
+    """A configuration file or object is invalid (unknown key, wrong type, out of range).
+
+    Attributes:
+        problems: Each problem's message where several were found at once (the config builders
+            report every problem of a file together); else the message alone.
+    """
+
+    def __init__(self, message: str = "", problems: tuple[str, ...] = ()) -> None:
+        super().__init__(message)
+        self.problems = tuple(problems) or (message,)
 
 
 class TraceFormatError(CuaRLError, ValueError):

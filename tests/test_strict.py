@@ -72,3 +72,38 @@ def test_a_duplicate_key_inside_an_aliased_mapping_is_found_once() -> None:
 def test_deep_nesting_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match="nested too deeply"):
         load_yaml("[" * 5000 + "]" * 5000, "deep")
+
+
+def test_every_problem_of_a_config_is_reported_at_once(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text(
+        "ppo: {lerning_rate: 0.1, n_step: 8}\n"
+        "polcy: {kind: cnn}\n"
+        "eval: {episodez: 3}\n"
+    )
+    with pytest.raises(ConfigError) as caught:
+        load_config(tmp_path / "bad.yaml")
+    message = str(caught.value)
+    assert message.startswith(f"{tmp_path / 'bad.yaml'}: 4 problems: (1) polcy: unknown section "
+                              "(did you mean 'policy'?); allowed: ")  # fmt: skip
+    for expected in ("ppo.lerning_rate: unknown key (did you mean 'learning_rate'?)",
+                     "ppo.n_step: unknown key (did you mean 'n_steps'?)",
+                     "eval.episodez: unknown key (did you mean 'episodes'?)"):  # fmt: skip
+        assert expected in message
+    assert "\n" not in message
+
+
+def test_one_problem_is_said_without_a_count(tmp_path: Path) -> None:
+    (tmp_path / "bad.yaml").write_text("ppo: {learning_rate: 0.1, zzzz: 1}\n")
+    with pytest.raises(ConfigError, match=r"bad\.yaml: ppo\.zzzz: unknown key; allowed: ") as caught:
+        load_config(tmp_path / "bad.yaml")
+    assert len(caught.value.problems) == 1
+
+
+def test_problems_are_kept_as_a_list() -> None:
+    from cua_rl._strict import build_sections
+    from cua_rl.training.config import LoggingConfig, PPOConfig
+
+    with pytest.raises(ConfigError) as caught:
+        build_sections({"ppo": {"n_step": 1}, "logging": {"dirr": "x"}},
+                       {"ppo": PPOConfig, "logging": LoggingConfig})  # fmt: skip
+    assert [p.split(":")[0] for p in caught.value.problems] == ["ppo.n_step", "logging.dirr"]

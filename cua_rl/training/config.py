@@ -29,16 +29,16 @@ from pathlib import Path
 from typing import Any, ClassVar, Literal
 
 from cua_rl._strict import (
-    build_section,
+    build_sections,
     check,
     check_fields,
     describe,
     load_yaml,
     plain,
-    reject_unknown,
 )
 from cua_rl.envs.config import EnvConfig, SplitConfig
 from cua_rl.errors import ConfigError
+from cua_rl.policies.vlm.config import VLMPolicyConfig
 from cua_rl.training.config_reward import (
     AuditConfig,
     FilterConfig,
@@ -49,74 +49,11 @@ from cua_rl.training.config_reward import (
 __all__ = [
     "AuditConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
     "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
-    "TrainConfig", "VLMPolicySection", "VLMUpdateSection", "config_hash", "load_config",
+    "TrainConfig", "VLMUpdateSection", "config_hash", "load_config",
 ]  # fmt: skip
 
 
 # -- sections --------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class VLMPolicySection:
-    """The VLM policy (``policy.kind: vlm``): a Qwen2-VL / Qwen2.5-VL actor-critic
-    (:class:`cua_rl.policies.vlm.VLMPolicyConfig`; the device is ``ppo.device``)."""
-
-    SECTION: ClassVar[str] = "policy.vlm"
-
-    #: Local checkpoint folder (relative to the config file) or hub id (offline: the local cache).
-    model: str = ""
-    #: Train LoRA adapters (peft); false = full fine-tuning of the language model.
-    lora: bool = True
-    #: LoRA rank (RL4VLM: 128).
-    lora_r: int = 128
-    #: LoRA scaling numerator (RL4VLM: 256).
-    lora_alpha: int = 256
-    #: Regex of the modules that get adapters; null = every linear layer of the language model.
-    lora_target: str | None = None
-    #: With full fine-tuning, also train the vision tower.
-    train_vision: bool = False
-    #: Hidden widths of the value MLP (RL4VLM: 1024, 512); [] = a linear head.
-    value_hidden: tuple[int, ...] = (1024, 512)
-    #: Lower bound on the screenshot's area (pixels) after resizing.
-    min_pixels: int = 256 * 28 * 28
-    #: Upper bound on the screenshot's area (pixels) after resizing.
-    max_pixels: int = 1280 * 28 * 28
-    #: Past actions listed in the prompt.
-    history_len: int = 4
-    #: Earlier screens shown as images before the current one (0 = the current screen only).
-    history_screenshots: int = 0
-    #: Leave out a past screen unless this fraction of it differs from the next (0 = keep all).
-    history_min_change: float = 0.0
-    #: Generation length limit (tokens).
-    max_new_tokens: int = 128
-    #: Temperature of the policy distribution (sampling and log-probs).
-    temperature: float = 1.0
-    #: Weight of the thought tokens' log-probs (RL4VLM: 0.2-0.5).
-    thought_factor: float = 0.5
-    #: auto (bfloat16 on CUDA, float32 on CPU), float32, bfloat16 or float16.
-    dtype: str = "auto"
-    #: Recompute activations in the backward pass (saves memory on GPU).
-    gradient_checkpointing: bool = False
-    #: Generated positions whose vocabulary-sized logits exist at once in the training pass.
-    logits_chunk: int = 16
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check(self, "model", bool(self.model), "is required (a checkpoint folder or hub id)")
-        try:
-            self.policy_config("cpu", "unchecked")
-        except ConfigError as error:
-            raise ConfigError(f"{self.SECTION}: {error}") from None
-
-    def policy_config(self, device: str, model: str | None = None) -> Any:
-        """The :class:`~cua_rl.policies.vlm.VLMPolicyConfig` (``model``: the resolved path)."""
-        from cua_rl.policies.vlm_config import VLMPolicyConfig
-
-        kwargs = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        kwargs["model"] = model if model is not None else self.model
-        if kwargs["lora_target"] is None:
-            kwargs.pop("lora_target")
-        return VLMPolicyConfig(**kwargs, device=device)
 
 
 @dataclass(frozen=True)
@@ -129,7 +66,7 @@ class PolicyConfig:
     #: Policy family: the compact CNN trained with SB3, or a Qwen2-VL policy (policy.vlm).
     kind: Literal["cnn", "vlm"] = "cnn"
     #: The VLM policy (kind vlm).
-    vlm: VLMPolicySection | None = None
+    vlm: VLMPolicyConfig | None = None
     #: (width, height) the screenshot is resized to.
     resize: tuple[int, int] = (96, 60)
     #: Resize filter (box keeps thin lines visible when shrinking a lot).
@@ -494,8 +431,7 @@ class TrainConfig:
         """
         if not isinstance(data, Mapping):
             raise ConfigError(f"expected a mapping of sections, got {describe(data)}")
-        reject_unknown(data, _SECTIONS, "")
-        sections = {name: build_section(k, data.get(name), name) for name, k in _SECTIONS.items()}
+        sections = build_sections(data, _SECTIONS)
         # the env's relative paths (task folders, mirrors) resolve against the file's folder too
         sections["env"] = dataclasses.replace(sections["env"], base_dir=str(base_dir))
         return cls(**sections, base_dir=str(base_dir), source=source)
