@@ -217,7 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     import torch
     import transformers
 
-    from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig
+    from cua_rl.policies.vlm.config import VLMPolicyConfig
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
 
     transformers.utils.logging.disable_progress_bar()
@@ -232,9 +233,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             min_pixels=28 * 28 * 4,
             max_pixels=28 * 28 * 64,
             max_new_tokens=args.new_tokens,
-            device="cpu",
         )
-        policy = VLMPolicy(config, seed=0)
+        policy = VLMPolicy(config, device="cpu", seed=0)
         n_params = sum(p.numel() for p in policy.parameters())
         n_train = sum(p.numel() for p in policy.trainable_parameters())
         rows = measure(

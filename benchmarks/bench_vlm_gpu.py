@@ -18,7 +18,7 @@ What it does, per shape:
 2. Builds ``Qwen2VLForConditionalGeneration`` from ``bench_judge_gpu.SHAPES`` (the published
    ``config.json`` sizes of Qwen/Qwen2-VL-2B-Instruct and -7B-Instruct) with random weights, in
    bf16, directly on the device. Random weights cost what real ones cost (same FLOPs, same
-   memory). The model is handed to :class:`~cua_rl.policies.vlm.VLMPolicy` in memory (its
+   memory). The model is handed to :class:`~cua_rl.policies.vlm.policy.VLMPolicy` in memory (its
    loader is swapped for the duration of the constructor) instead of a ``save_pretrained`` /
    ``from_pretrained`` round trip of 4.4 or 16.6 GB, which would measure the disk.
 3. The policy: LoRA r 128 / alpha 256 on every linear layer of the language model, the value
@@ -114,7 +114,7 @@ def build_model(shape: str, processor: Any, device: str, dtype: str) -> tuple[An
 @contextlib.contextmanager
 def _in_memory_loader(model: Any, processor: Any) -> Iterator[None]:
     """Make ``VLMPolicy`` take ``model``/``processor`` instead of loading its ``config.model``."""
-    import cua_rl.policies.vlm as vlm
+    import cua_rl.policies.vlm.policy as vlm
 
     original = vlm.load_qwen_vl
     vlm.load_qwen_vl = lambda *_a, **_k: (model, processor)
@@ -128,7 +128,8 @@ def make_policy(
     shape: str, model: Any, processor: Any, args: argparse.Namespace, dtype: str
 ) -> Any:
     """The benchmarked :class:`VLMPolicy` around ``model`` (LoRA r 128, checkpointing)."""
-    from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig
+    from cua_rl.policies.vlm.config import VLMPolicyConfig
+    from cua_rl.policies.vlm.policy import VLMPolicy
 
     config = VLMPolicyConfig(
         f"<random {shape}>",
@@ -137,12 +138,11 @@ def make_policy(
         max_pixels=args.max_pixels,
         min_pixels=min(256 * 28 * 28, args.max_pixels),
         max_new_tokens=args.new_tokens,
-        device=args.device,
         dtype=dtype,
         gradient_checkpointing=True,
     )
     with _in_memory_loader(model, copy.deepcopy(processor)):
-        return VLMPolicy(config, seed=0)
+        return VLMPolicy(config, device=args.device, seed=0)
 
 
 def _is_oom(exc: BaseException) -> bool:

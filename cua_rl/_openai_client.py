@@ -2,7 +2,7 @@
 generation): URL and key handling, bounded retries, a thread pool, the model list.
 
 :class:`OpenAICompatClient` is a base class: :class:`~cua_rl.judges.openai_compat.OpenAIJudge`
-and :class:`~cua_rl.policies.vlm_served.ServedGenerator` subclass it and keep what they do with
+and :class:`~cua_rl.policies.vlm.served.ServedGenerator` subclass it and keep what they do with
 an answer. It holds:
 
 * the API base: ``base_url`` must be an http(s) URL; ``/v1`` is appended when its path does not

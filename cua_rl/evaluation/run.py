@@ -28,6 +28,7 @@ if TYPE_CHECKING:
     from cua_rl.calibration.calibration import Calibration
     from cua_rl.judges.base import Judge
     from cua_rl.training.config import TrainConfig
+    from cua_rl.training.learner import TrainedAgent
 
 __all__ = ["TrainedPolicy", "evaluate", "evaluate_checkpoint", "held_out_tasks", "load_policy"]
 
@@ -117,12 +118,12 @@ class TrainedPolicy:
     Attributes:
         config: The run's config.
         policy: The SB3 policy network (eval mode), or the
-            :class:`~cua_rl.policies.vlm.VLMPolicy` of a VLM run.
+            :class:`~cua_rl.policies.vlm.policy.VLMPolicy` of a VLM run.
         checkpoint: The file it came from.
         updates: PPO updates the checkpoint had done.
         num_timesteps: Environment steps it had trained on.
         deterministic: Greedy actions (True) or samples.
-        agent: A VLM run's :class:`~cua_rl.training.vlm_trainer.VLMAgent` (None otherwise).
+        agent: What acts (:func:`~cua_rl.training.learner.load_trained`).
     """
 
     config: TrainConfig
@@ -130,29 +131,21 @@ class TrainedPolicy:
     checkpoint: Path
     updates: int
     num_timesteps: int
-    deterministic: bool = True
-    agent: Any = field(default=None, repr=False)
+    deterministic: bool
+    agent: TrainedAgent = field(repr=False)
 
     def __call__(self, observation: Any) -> Any:
         """The action for one observation (wrapped for the compact policy; a bare CUAEnv's
         for a VLM, whose agent remembers the episode's actions)."""
-        if self.agent is not None:
-            return self.agent(observation)
-        action, _ = self.policy.predict(observation, deterministic=self.deterministic)
-        return action
+        return self.agent(observation)
 
     def begin_episode(self) -> None:
         """Called after each reset (:func:`run_episode`): a VLM forgets the last episode."""
-        if self.agent is not None:
-            self.agent.begin_episode()
+        self.agent.begin_episode()
 
     def wrap_env(self, env: gym.Env[Any, Any]) -> gym.Env[Any, Any]:
         """A CUAEnv with the wrappers this policy needs (none for a VLM)."""
-        from cua_rl.training.envs import wrap_for_policy
-
-        if self.config.policy.kind == "vlm":
-            return env
-        return wrap_for_policy(env, self.config.policy)
+        return self.agent.wrap_env(env)
 
     def make_env(self, split: str = "eval") -> gym.Env[Any, Any]:
         """A fresh env of the config's split with the policy's wrappers (close it when done)."""
@@ -200,9 +193,9 @@ def load_policy(
         ConfigError: No checkpoint there, an unreadable one, or one written with another config
             (env, policy, reward or ppo settings differ).
     """
-    from cua_rl.policies.cnn import build_policy
     from cua_rl.training.checkpoint import latest_checkpoint, load_checkpoint
     from cua_rl.training.config import TrainConfig, config_hash
+    from cua_rl.training.learner import load_trained
 
     path = Path(checkpoint)
     if path.is_dir():
@@ -221,15 +214,8 @@ def load_policy(
             f"given config has {config_hash(config)}: env, policy, reward or ppo settings differ"
         )
     counters = (int(state["updates_done"]), int(state["num_timesteps"]), deterministic)
-    if config.policy.kind == "vlm":
-        from cua_rl.training.vlm_trainer import load_vlm_policy
-
-        vlm, agent = load_vlm_policy(config, state, device=device, greedy=deterministic)
-        return TrainedPolicy(config, vlm, path, *counters, agent=agent)
-    policy = build_policy(config, device=device)
-    policy.load_state_dict(state["policy"])
-    policy.set_training_mode(False)
-    return TrainedPolicy(config, policy, path, *counters)
+    agent = load_trained(config, state, device=device, deterministic=deterministic)
+    return TrainedPolicy(config, agent.policy, path, *counters, agent=agent)
 
 
 def evaluate_checkpoint(

@@ -232,13 +232,12 @@ TINY_POLICY: dict[str, Any] = {
     "value_hidden": (16,),
     "lora_r": 4,
     "lora_alpha": 8,
-    "device": "cpu",
 }
 
 
 def tiny_policy_config(model: str | os.PathLike[str], **overrides: Any) -> Any:
-    """A :class:`~cua_rl.policies.vlm.VLMPolicyConfig` of :data:`TINY_POLICY` for ``model``
+    """A :class:`~cua_rl.policies.vlm.policy.VLMPolicyConfig` of :data:`TINY_POLICY` for ``model``
     (a tiny checkpoint folder), with ``overrides``."""
-    from cua_rl.policies.vlm_config import VLMPolicyConfig
+    from cua_rl.policies.vlm.config import VLMPolicyConfig
 
     return VLMPolicyConfig(str(model), **{**TINY_POLICY, **overrides})

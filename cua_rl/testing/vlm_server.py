@@ -2,7 +2,7 @@
 
 :class:`VLLMTestServer` is a stdlib ``ThreadingHTTPServer`` on 127.0.0.1 (ephemeral port,
 background thread, context manager) implementing the subset of vLLM's OpenAI-compatible API
-that :class:`~cua_rl.policies.vlm_served.ServedGenerator` uses, backed by a real Qwen2-VL loaded
+that :class:`~cua_rl.policies.vlm.served.ServedGenerator` uses, backed by a real Qwen2-VL loaded
 with transformers from a local folder (the tiny random one in tests) and peft adapters:
 
 * ``GET /v1/models``: the base model and the loaded adapters (``parent`` = the base), as vLLM

@@ -1,7 +1,9 @@
 """Callbacks of the run loop: progress bar, metrics, evaluation, checkpoints.
 
-They are SB3 callbacks with one more hook, :meth:`RunCallback.on_update_end`, which
-:meth:`cua_rl.training.ppo_sb3.WeightedPPO.learn` calls after every update (rollout + train).
+Each is a :class:`RunCallback`: the events of SB3's callbacks (training start, rollout start,
+each vector step, rollout end, training end) plus :meth:`RunCallback.on_update_end`, which every
+:class:`~cua_rl.training.learner.Learner` calls after each update (rollout + train); they read
+the learner through that protocol only.
 Metrics go through the one logging seam (:class:`cua_rl.logger.Logger`) under the fixed
 namespaces: ``rollout/`` (episodes, exclusions), ``reward/<component>``, ``train/``, ``time/``,
 ``env/``, ``judge/`` and ``eval/``; the logger step is the number of environment steps.
@@ -14,21 +16,24 @@ import sys
 import time
 from collections import Counter, defaultdict, deque
 from collections.abc import Callable
-from typing import Any
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
-from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.vec_env import VecEnvWrapper
 
 from cua_rl.core import is_success
 from cua_rl.envs.make import make_env
-from cua_rl.envs.score import EpisodeScorer
 from cua_rl.errors import BackendError
 from cua_rl.evaluation.run import evaluate, held_out_tasks
 from cua_rl.logger import Logger
 from cua_rl.training.build import RunParts
 from cua_rl.training.config import TrainConfig
-from cua_rl.training.envs import eval_env_index, wrap_for_policy
+from cua_rl.training.envs import eval_env_index
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from cua_rl.training.learner import EpisodeSummary, Learner
 
 __all__ = [
     "RunCallback",
@@ -42,15 +47,66 @@ __all__ = [
 logger = logging.getLogger(__name__)
 
 
-class RunCallback(BaseCallback):
-    """An SB3 callback that is also told when each update has finished."""
+class RunCallback:
+    """A hook into the run loop of any :class:`~cua_rl.training.learner.Learner`.
 
-    def _on_step(self) -> bool:
-        return True
+    A learner calls :meth:`init_callback` with itself before training (it is then
+    :attr:`model`), and the public ``on_*`` methods at each event; subclasses override the
+    ``_on_*`` hooks (as with SB3's callbacks) and :meth:`on_update_end`.
+
+    Attributes:
+        model: The learner (after :meth:`init_callback`).
+    """
+
+    model: Learner
+
+    def init_callback(self, model: Learner) -> None:
+        """Attach to a learner."""
+        self.model = model
+
+    @property
+    def num_timesteps(self) -> int:
+        """The learner's environment steps so far."""
+        return int(self.model.num_timesteps)
+
+    def on_training_start(self) -> None:
+        """Called once when ``learn`` starts."""
+        self._on_training_start()
+
+    def on_rollout_start(self) -> None:
+        """Called before each rollout."""
+        self._on_rollout_start()
+
+    def on_step(self) -> bool:
+        """Called after each vector step; False stops training."""
+        return self._on_step()
+
+    def on_rollout_end(self) -> None:
+        """Called after each rollout, before the update."""
+        self._on_rollout_end()
+
+    def on_training_end(self) -> None:
+        """Called once when ``learn`` ends."""
+        self._on_training_end()
 
     def on_update_end(self) -> bool:
         """Called after each update; return False to stop training."""
         return True
+
+    def _on_training_start(self) -> None:
+        pass
+
+    def _on_rollout_start(self) -> None:
+        pass
+
+    def _on_step(self) -> bool:
+        return True
+
+    def _on_rollout_end(self) -> None:
+        pass
+
+    def _on_training_end(self) -> None:
+        pass
 
 
 class StopOnUnscorable(RunCallback):
@@ -124,20 +180,6 @@ class TrackProgress(RunCallback):
             self.bar.close()
 
 
-def _scorer(model: Any) -> EpisodeScorer | None:
-    """The model's episode scorer (for its judge batch sizes): the VLM learner's own, or the
-    scoring wrapper in its VecEnv stack."""
-    own = getattr(model, "scorer", None)
-    if isinstance(own, EpisodeScorer):
-        return own
-    env: Any = model.get_env()
-    while isinstance(env, VecEnvWrapper):
-        if isinstance(env, EpisodeScorer):
-            return env
-        env = env.venv
-    return None
-
-
 class LogMetrics(RunCallback):
     """Records rollout, reward, train, time, env and judge metrics every ``interval`` updates.
 
@@ -152,7 +194,7 @@ class LogMetrics(RunCallback):
         self.log = log
         self.interval = interval
         self.parts = parts
-        self.episodes: list[dict[str, Any]] = []
+        self.episodes: list[EpisodeSummary] = []
         self.last_step = 0
         self._t0 = self._t_rollout = self._t_update = time.perf_counter()
         self._steps0 = 0
@@ -174,8 +216,8 @@ class LogMetrics(RunCallback):
     def on_update_end(self) -> bool:
         """Accumulate this update's episodes; dump when the interval is reached."""
         self._times["update_s"] += time.perf_counter() - self._t_update
-        self.episodes.extend({k: v for k, v in e.items() if k != "episode_end"}
-                             for e in self.model.pop_finished())  # fmt: skip
+        for summary in self.model.pop_finished():  # the trajectories are not kept
+            self.episodes.append({**summary, "episode_end": None})
         if self.model.updates_done % self.interval == 0:
             self.dump()
         return True
@@ -212,7 +254,7 @@ class LogMetrics(RunCallback):
             log.record(f"reward/{name}", float(np.mean(values)))
         for key, value in m.train_metrics.items():
             log.record(key, value)
-        batcher = _scorer(m)
+        batcher = m.scorer
         judged = self.parts is not None and self.parts.judge is not None
         if judged and batcher is not None and len(batcher.batches) > self._batches_seen:
             new = batcher.batches[self._batches_seen :]
@@ -246,19 +288,14 @@ class EvaluateHeldOut(RunCallback):
         self.parts = parts
         self.log = log
         self.history: list[tuple[int, int, dict[str, float]]] = []
-        self.env: Any = None
+        self.env: gym.Env[object, object] | None = None
 
     def run(self) -> dict[str, float]:
         """Evaluate now, record and dump the metrics, and remember them."""
-        agent = getattr(self.model, "evaluation_agent", None)
         if self.env is None:
             env = make_env(self.config.env, "eval", index=eval_env_index(self.config))
-            self.env = env if callable(agent) else wrap_for_policy(env, self.config.policy)
-        deterministic = self.config.eval.deterministic
-        if callable(agent):  # the VLM learner: bare CUAEnv, action texts, episode history
-            policy = agent(deterministic)
-        else:
-            policy = lambda o: self.model.predict(o, deterministic=deterministic)[0]  # noqa: E731
+            self.env = self.model.wrap_eval_env(env)
+        policy = self.model.evaluation_agent(self.config.eval.deterministic)
         start = time.perf_counter()
         report = evaluate(
             policy,
@@ -297,7 +334,7 @@ class SaveCheckpoints(RunCallback):
         every: Updates between checkpoints (0 = never periodically).
     """
 
-    def __init__(self, save: Callable[[], Any], every: int) -> None:
+    def __init__(self, save: Callable[[], Path], every: int) -> None:
         super().__init__()
         self.save = save
         self.every = every

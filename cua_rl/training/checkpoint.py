@@ -32,6 +32,7 @@ import torch
 
 from cua_rl._io import atomic_write
 from cua_rl.errors import ConfigError
+from cua_rl.training.learner import Learner
 
 __all__ = [
     "FORMAT",
@@ -68,7 +69,7 @@ def latest_checkpoint(run_dir: str | os.PathLike[str]) -> Path | None:
 
 
 def save_checkpoint(
-    model: Any,
+    model: Learner,
     run_dir: str | os.PathLike[str],
     *,
     logger_step: int,
@@ -76,12 +77,12 @@ def save_checkpoint(
     config_hash: str,
     keep_last: int = 3,
 ) -> Path:
-    """Write the state of a :class:`~cua_rl.training.ppo_sb3.WeightedPPO` (or of a
-    :class:`~cua_rl.training.vlm_trainer.VLMLearner`: its ``checkpoint_state``, the trainable
-    parameters only) atomically.
+    """Write the state of a learner atomically: its
+    :meth:`~cua_rl.training.learner.Learner.checkpoint_state` (a VLM learner's holds the
+    trainable parameters only), counters, RNG states and config.
 
     Args:
-        model: The model (after an update).
+        model: The learner (after an update).
         run_dir: The run folder.
         logger_step: The step of the last logger dump.
         config: The run's config as plain data.
@@ -95,15 +96,7 @@ def save_checkpoint(
         cua_rl.errors.DiskFullError: The disk filled up while writing (the previous checkpoints are
             intact; ``cua-rl train`` reports it in one line with exit code 2).
     """
-    own = getattr(model, "checkpoint_state", None)
-    if callable(own):  # the VLM learner: trainable parameters only, its own optimizer
-        parts = own()
-    else:
-        parts = {
-            "policy": model.policy.state_dict(),
-            "optimizer": model.policy.optimizer.state_dict(),
-            "n_updates": int(model._n_updates),
-        }
+    parts = model.checkpoint_state()
     state = {
         "format": FORMAT,
         **parts,
@@ -173,7 +166,7 @@ def load_checkpoint(path: str | os.PathLike[str]) -> dict[str, Any]:
     return state
 
 
-def restore_checkpoint(model: Any, state: dict[str, Any], expected_hash: str) -> None:
+def restore_checkpoint(model: Learner, state: dict[str, Any], expected_hash: str) -> None:
     """Put a checkpoint's state into a freshly built model (same config).
 
     Raises:
@@ -185,13 +178,7 @@ def restore_checkpoint(model: Any, state: dict[str, Any], expected_hash: str) ->
             f"{expected_hash}: env, policy, reward or ppo settings changed (only total_timesteps, "
             f"vec_env, ray, device, logging, checkpoint and eval may change on resume)"
         )
-    own = getattr(model, "load_checkpoint_state", None)
-    if callable(own):
-        own(state)
-    else:
-        model.policy.load_state_dict(state["policy"])
-        model.policy.optimizer.load_state_dict(state["optimizer"])
-        model._n_updates = state["n_updates"]
+    model.load_checkpoint_state(state)
     model.num_timesteps = state["num_timesteps"]
     model.updates_done = state["updates_done"]
     model.stats.clear()

@@ -41,67 +41,42 @@ loss clipping (#9: the blog finds it does not help; SB3's default ``clip_range_v
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable, Iterator
-from typing import Any, NamedTuple
+from collections.abc import Iterator, Mapping, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 import numpy as np
 import torch
 from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer
-from stable_baselines3.common.callbacks import BaseCallback, CallbackList
+from stable_baselines3.common.callbacks import BaseCallback
 from stable_baselines3.common.logger import configure as configure_logger
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
-from stable_baselines3.common.vec_env import VecEnv
+from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
-from cua_rl.core import EpisodeEnd
+from cua_rl.envs.score import EpisodeScorer
 from cua_rl.errors import ConfigError
+from cua_rl.training.episodes import count_episode, episode_summary, episode_weight
 from cua_rl.training.gae import compute_gae
+from cua_rl.training.learner import (
+    Action,
+    CheckpointState,
+    EpisodeSummary,
+    EvalObservation,
+    EvaluationAgent,
+)
+
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from cua_rl.training.callbacks import RunCallback
+    from cua_rl.training.config import PolicyConfig, TrainConfig
 
 __all__ = [
-    "WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "episode_summary",
-    "episode_weight",
+    "CompactAgent", "WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "build_model",
+    "load_compact_agent",
 ]  # fmt: skip
-
-
-def episode_weight(info: dict[str, Any]) -> float:
-    """The weight of an ended episode's steps from its final-step info.
-
-    ``info["episode_end"].effective_weight`` (0 when unscorable, else the filter's weight); an
-    env that emits no :class:`~cua_rl.core.EpisodeEnd` (not a CUAEnv) weighs 1.
-    """
-    end = info.get("episode_end")
-    return end.effective_weight if isinstance(end, EpisodeEnd) else 1.0
-
-
-def episode_summary(info: dict[str, Any], reward: float) -> dict[str, Any]:
-    """The record of an ended episode that the run's callbacks log (both trainers).
-
-    Args:
-        info: The episode's final-step info (with ``episode_end`` for a CUAEnv).
-        reward: The reward the env returned on that step (ignored when unscorable).
-
-    Returns:
-        ``reward`` (None when unscorable), ``weight``, ``length``, ``ground_truth``,
-        ``components``, ``end_reason``, ``unscorable_reason``, ``action_error``, and
-        ``episode_end`` (the record itself, for the judge audits; :class:`LogMetrics` drops it
-        when it takes the summaries, so trajectories are not kept between dumps).
-    """
-    end = info.get("episode_end")
-    end = end if isinstance(end, EpisodeEnd) else None
-    scorable = end is None or end.scorable
-    return {
-        "reward": reward if scorable else None,
-        "weight": episode_weight(info),
-        "length": end.length if end is not None and end.trajectory is not None
-        else int(info.get("step", 0)),
-        "ground_truth": None if end is None or end.env_error else end.ground_truth,
-        "components": {} if end is None else dict(end.components),
-        "end_reason": None if end is None else end.end_reason,
-        "unscorable_reason": None if end is None else end.unscorable_reason,
-        "action_error": info.get("action_error") is not None,
-        "episode_end": end,
-    }  # fmt: skip
 
 
 class WeightedBatch(NamedTuple):
@@ -197,9 +172,12 @@ class WeightedPPO(PPO):
 
     Each ended episode's steps get :func:`episode_weight` of its final-step info.
 
+    It is the compact policy's :class:`~cua_rl.training.learner.Learner`.
+
     Args:
         policy: ``"MultiInputPolicy"`` or a policy class (Dict observations only).
         env: The training VecEnv (``VecMonitor(ScoreEpisodesVec(...))`` in :mod:`.rollouts`).
+        policy_config: The run's ``policy`` section (the wrappers of an evaluation env).
         **kwargs: SB3 ``PPO`` arguments.
 
     Attributes:
@@ -218,6 +196,8 @@ class WeightedPPO(PPO):
         self,
         policy: Any,
         env: VecEnv,
+        *,
+        policy_config: PolicyConfig | None = None,
         **kwargs: Any,
     ) -> None:
         if not isinstance(env.observation_space, spaces.Dict):
@@ -228,9 +208,10 @@ class WeightedPPO(PPO):
             raise ConfigError("WeightedPPO sets its own rollout buffer and has no clip_range_vf")
         super().__init__(policy, env, rollout_buffer_class=WeightedDictRolloutBuffer, **kwargs)
         self.set_logger(configure_logger(None, []))  # silent: metrics go through cua_rl.logger
+        self.policy_config = policy_config
         self.stats: Counter[str] = Counter()
         self.updates_done = 0
-        self.finished: list[dict[str, Any]] = []
+        self.finished: list[EpisodeSummary] = []
         self.train_metrics: dict[str, float] = {}
 
     # -- rollouts ----------------------------------------------------------------------------------
@@ -276,24 +257,16 @@ class WeightedPPO(PPO):
     def _end_episode(
         self, buffer: WeightedDictRolloutBuffer, env: int, info: dict[str, Any], reward: float
     ) -> None:
-        end = info.get("episode_end")
-        end = end if isinstance(end, EpisodeEnd) else None
-        scorable = end is None or end.scorable
         weight = episode_weight(info)
         stale = buffer.end_episode(env, weight)
-        self.stats["episodes"] += 1
-        if not scorable:
-            self.stats["unscorable"] += 1
-        elif weight == 0.0:
-            self.stats["dropped"] += 1
-        elif weight < 1.0:
-            self.stats["downweighted"] += 1
+        summary = episode_summary(info, reward)
+        count_episode(self.stats, summary)
         if weight != 1.0 and stale > 0:
             self.stats["stale_episodes"] += 1
             self.stats["stale_steps"] += stale
-        self.finished.append(episode_summary(info, reward))
+        self.finished.append(summary)
 
-    def pop_finished(self) -> list[dict[str, Any]]:
+    def pop_finished(self) -> list[EpisodeSummary]:
         """The episode summaries collected since the last call (and forget them)."""
         out, self.finished = self.finished, []
         return out
@@ -394,17 +367,21 @@ class WeightedPPO(PPO):
     def learn(  # type: ignore[override]
         self,
         total_timesteps: int,
-        callback: BaseCallback | list[BaseCallback] | None = None,
+        callback: Sequence[RunCallback] = (),
         reset_num_timesteps: bool = True,
     ) -> WeightedPPO:
         """Collect and update until ``total_timesteps`` more steps were taken.
 
-        After each update, every callback with an ``on_update_end() -> bool`` method is called
+        The callbacks see every SB3 event (training start, rollout start, each vector step,
+        rollout end, training end); after each update every callback's ``on_update_end`` runs
         (checkpoints, evaluation, logging); False stops training.
         """
+        callbacks = list(callback)
         total, sb3_callback = self._setup_learn(
-            total_timesteps, callback, reset_num_timesteps, "WeightedPPO", False
+            total_timesteps, _RunHooks(callbacks), reset_num_timesteps, "WeightedPPO", False
         )
+        for item in callbacks:
+            item.init_callback(self)
         sb3_callback.on_training_start(locals(), globals())
         while self.num_timesteps < total:
             if not self.collect_rollouts(self.env, sb3_callback, self.rollout_buffer, self.n_steps):
@@ -412,15 +389,156 @@ class WeightedPPO(PPO):
             self._update_current_progress_remaining(self.num_timesteps, total)
             self.train()
             self.updates_done += 1
-            if not all(hook() for hook in _update_hooks(sb3_callback)):
+            if not all([item.on_update_end() for item in callbacks]):
                 break
         sb3_callback.on_training_end()
         return self
 
+    # -- the rest of the Learner protocol ----------------------------------------------------------
 
-def _update_hooks(callback: BaseCallback) -> list[Callable[[], bool]]:
-    """Every ``on_update_end`` method in a callback tree, in order."""
-    if isinstance(callback, CallbackList):
-        return [h for c in callback.callbacks for h in _update_hooks(c)]
-    hook = getattr(callback, "on_update_end", None)
-    return [hook] if callable(hook) else []
+    @property
+    def scorer(self) -> EpisodeScorer | None:
+        """The scoring wrapper in the training VecEnv stack (None without one)."""
+        env = self.get_env()
+        while isinstance(env, VecEnvWrapper):
+            if isinstance(env, EpisodeScorer):
+                return env
+            env = env.venv
+        return None
+
+    def evaluation_agent(self, deterministic: bool = True) -> EvaluationAgent:
+        """The policy as an evaluation agent for envs wrapped by :meth:`wrap_eval_env`."""
+        return CompactAgent(self.policy, self._policy_config(), deterministic)
+
+    def wrap_eval_env(self, env: gym.Env[object, object]) -> gym.Env[object, object]:
+        """A bare evaluation CUAEnv with the compact policy's wrappers."""
+        from cua_rl.training.envs import wrap_for_policy
+
+        return wrap_for_policy(env, self._policy_config())  # type: ignore[arg-type,return-value]
+
+    def _policy_config(self) -> PolicyConfig:
+        if self.policy_config is None:
+            raise ConfigError("WeightedPPO was built without policy_config: it cannot wrap "
+                              "an evaluation env (build it with build_model(config, venv))")
+        return self.policy_config
+
+    def checkpoint_state(self) -> CheckpointState:
+        """The policy and optimizer state and SB3's gradient-step count."""
+        return {
+            "policy": self.policy.state_dict(),
+            "optimizer": self.policy.optimizer.state_dict(),
+            "n_updates": int(self._n_updates),
+        }
+
+    def load_checkpoint_state(self, state: Mapping[str, object]) -> None:
+        """Put a checkpoint's policy, optimizer state and gradient-step count back."""
+        self.policy.load_state_dict(state["policy"])  # type: ignore[arg-type]
+        self.policy.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
+        self._n_updates = int(state["n_updates"])  # type: ignore[call-overload]
+
+    def reseed(self) -> None:
+        """Reseed the training envs from the seed and the update count."""
+        self.get_env().seed(int(self.seed or 0) + 100_003 * self.updates_done)  # type: ignore[union-attr]
+
+    def close(self) -> None:
+        """Close the training envs."""
+        env = self.get_env()
+        if env is not None:
+            env.close()
+
+
+class _RunHooks(BaseCallback):
+    """The run's callbacks as one SB3 callback: each SB3 event goes to every one of them."""
+
+    def __init__(self, callbacks: Sequence[RunCallback]) -> None:
+        super().__init__()
+        self.callbacks = list(callbacks)
+
+    def _on_training_start(self) -> None:
+        for item in self.callbacks:
+            item.on_training_start()
+
+    def _on_rollout_start(self) -> None:
+        for item in self.callbacks:
+            item.on_rollout_start()
+
+    def _on_step(self) -> bool:
+        return all([item.on_step() for item in self.callbacks])  # every one sees the step
+
+    def _on_rollout_end(self) -> None:
+        for item in self.callbacks:
+            item.on_rollout_end()
+
+    def _on_training_end(self) -> None:
+        for item in self.callbacks:
+            item.on_training_end()
+
+
+def build_model(config: TrainConfig, venv: VecEnv) -> WeightedPPO:
+    """The :class:`WeightedPPO` of a config over ``venv``."""
+    from cua_rl.policies.cnn import policy_kwargs
+
+    ppo = config.ppo
+    return WeightedPPO(
+        "MultiInputPolicy",
+        venv,
+        policy_config=config.policy,
+        learning_rate=ppo.learning_rate,
+        n_steps=ppo.n_steps,
+        batch_size=ppo.batch_size,
+        n_epochs=ppo.n_epochs,
+        gamma=ppo.gamma,
+        gae_lambda=ppo.gae_lambda,
+        clip_range=ppo.clip_range,
+        ent_coef=ppo.ent_coef,
+        vf_coef=ppo.vf_coef,
+        max_grad_norm=ppo.max_grad_norm,
+        normalize_advantage=ppo.normalize_advantage,
+        target_kl=ppo.target_kl,
+        policy_kwargs=policy_kwargs(config.policy),
+        seed=ppo.seed,
+        device=ppo.device,
+        verbose=0,
+    )
+
+
+@dataclass
+class CompactAgent:
+    """The compact policy as an evaluation agent (observations of the wrapped env).
+
+    Attributes:
+        policy: SB3's actor-critic network.
+        policy_config: The run's ``policy`` section (the env's wrappers).
+        deterministic: Greedy actions instead of samples.
+    """
+
+    policy: Any
+    policy_config: PolicyConfig
+    deterministic: bool = True
+
+    def __call__(self, observation: EvalObservation) -> Action:
+        """The action for one wrapped-env observation."""
+        action, _ = self.policy.predict(observation, deterministic=self.deterministic)
+        return action
+
+    def begin_episode(self) -> None:
+        """Nothing to forget: the compact policy has no memory."""
+
+    def wrap_env(self, env: gym.Env[object, object]) -> gym.Env[object, object]:
+        """A bare CUAEnv with the compact policy's wrappers."""
+        from cua_rl.training.envs import wrap_for_policy
+
+        return wrap_for_policy(env, self.policy_config)  # type: ignore[arg-type,return-value]
+
+
+def load_compact_agent(
+    config: TrainConfig, state: Mapping[str, object], *, device: str = "cpu",
+    deterministic: bool = True,
+) -> CompactAgent:
+    """The compact policy of a checkpoint (its ``policy`` state) as an evaluation agent."""
+    from cua_rl.policies.cnn import build_policy
+
+    policy = build_policy(config, device=device)
+    policy.load_state_dict(state["policy"])
+    policy.set_training_mode(False)
+    return CompactAgent(policy, config.policy, deterministic)

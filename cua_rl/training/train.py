@@ -29,7 +29,7 @@ import os
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import yaml
 
@@ -53,8 +53,12 @@ from cua_rl.training.checkpoint import (
     save_checkpoint,
 )
 from cua_rl.training.config import TrainConfig, config_hash
+from cua_rl.training.learner import Learner, check_data_parallel, make_learner
 
-__all__ = ["TrainResult", "build_model", "train"]
+if TYPE_CHECKING:
+    from cua_rl.training.distributed import DistContext
+
+__all__ = ["TrainResult", "train"]
 
 logger = logging.getLogger(__name__)
 
@@ -86,34 +90,6 @@ class TrainResult:
     resumed_from: Path | None = None
     skipped_checkpoints: list[str] = field(default_factory=list)
     audit: Any = None
-
-
-def build_model(config: TrainConfig, venv: Any) -> Any:
-    """The :class:`~cua_rl.training.ppo_sb3.WeightedPPO` of a config over ``venv``."""
-    from cua_rl.policies.cnn import policy_kwargs
-    from cua_rl.training.ppo_sb3 import WeightedPPO
-
-    ppo = config.ppo
-    return WeightedPPO(
-        "MultiInputPolicy",
-        venv,
-        learning_rate=ppo.learning_rate,
-        n_steps=ppo.n_steps,
-        batch_size=ppo.batch_size,
-        n_epochs=ppo.n_epochs,
-        gamma=ppo.gamma,
-        gae_lambda=ppo.gae_lambda,
-        clip_range=ppo.clip_range,
-        ent_coef=ppo.ent_coef,
-        vf_coef=ppo.vf_coef,
-        max_grad_norm=ppo.max_grad_norm,
-        normalize_advantage=ppo.normalize_advantage,
-        target_kl=ppo.target_kl,
-        policy_kwargs=policy_kwargs(config.policy),
-        seed=ppo.seed,
-        device=ppo.device,
-        verbose=0,
-    )
 
 
 def _wandb_id(run_dir: Path) -> str:
@@ -153,7 +129,7 @@ def train(
     total_timesteps: int | None = None,
     callbacks: Sequence[RunCallback] = (),
     parts: RunParts | None = None,
-    dist: Any = None,
+    dist: DistContext | None = None,
 ) -> TrainResult:
     """Train the config's policy: the compact one with PPO (SB3), or a VLM with PPO or
     group-relative updates (:class:`~cua_rl.training.vlm_trainer.VLMLearner`).
@@ -194,10 +170,9 @@ def train(
     total = total_timesteps if total_timesteps is not None else config.ppo.total_timesteps
     own_dist = dist is None and int(os.environ.get("WORLD_SIZE", "1")) > 1
     if own_dist:
-        if config.policy.kind != "vlm":
-            raise ConfigError("a data-parallel learner (torchrun, WORLD_SIZE > 1) needs "
-                              "policy.kind: vlm; the compact policy trains in one process")
         from cua_rl.training.distributed import DistContext
+
+        check_data_parallel(config)
 
         dist = DistContext.from_env()
     main = dist is None or dist.is_main
@@ -218,25 +193,12 @@ def train(
         resume_step = None if state is None else int(state["logger_step"])
         log = Logger(_writers(config, run_dir, resume_step) if main else [])
         closers.append(log)
-        if config.policy.kind == "vlm":
-            from cua_rl.training.vlm_trainer import VLMLearner
-
-            model = VLMLearner(config, parts, dist=dist)
-            closers.append(model)
-        else:
-            from cua_rl.training.rollouts import make_vec_env
-
-            venv = make_vec_env(config, parts.reward, parts.extra_rewards, parts.filter)
-            closers.append(venv)
-            model = build_model(config, venv)
+        model = make_learner(config, parts, dist=dist)
+        closers.append(model)
         digest = config_hash(config)
         if state is not None:
             restore_checkpoint(model, state, digest)
-            # fresh envs: new task draws rather than a replay of the first ones
-            if config.policy.kind == "vlm":
-                model.collector.reseed(model._seed(model.updates_done))
-            else:
-                model.get_env().seed(config.ppo.seed + 100_003 * model.updates_done)
+            model.reseed()  # fresh envs: new task draws rather than a replay of the first ones
             logger.info("resumed %s at update %d", found, model.updates_done)
         result = _run(config, model, parts, log, closers, total, callbacks,
                       found if resume else None, main)  # fmt: skip
@@ -279,7 +241,7 @@ def _load_newest_readable(run_dir: Path) -> tuple[Path, dict[str, Any], list[str
 
 def _run(
     config: TrainConfig,
-    model: Any,
+    model: Learner,
     parts: RunParts,
     log: Logger,
     closers: list[Any],

@@ -1,4 +1,5 @@
-"""Updates of a :class:`~cua_rl.policies.vlm.VLMPolicy`: PPO with a value head, or group-relative.
+"""Updates of a :class:`~cua_rl.policies.vlm.policy.VLMPolicy`: PPO with a value head, or
+group-relative.
 
 One code path for both algorithms (read top to bottom):
 
@@ -167,7 +168,7 @@ class VLMStep:
     """One env step of a rollout, as the learner needs it.
 
     Attributes:
-        prompt: The prompt (a :class:`~cua_rl.policies.vlm.VLMPrompt`).
+        prompt: The prompt (a :class:`~cua_rl.policies.vlm.policy.VLMPrompt`).
         token_ids: The exact generated ids.
         n_thought: How many leading ids are thought tokens.
         log_prob: The weighted action log-prob under the rollout policy.
@@ -200,7 +201,8 @@ class VLMStep:
 
     @classmethod
     def from_generation(cls, generation: Any, **rest: Any) -> VLMStep:
-        """A step from a :class:`~cua_rl.policies.vlm.Generation` plus reward, ids, weight."""
+        """A step from a :class:`~cua_rl.policies.vlm.policy.Generation` plus reward, ids and
+        weight."""
         return cls(
             prompt=generation.prompt,
             token_ids=tuple(generation.token_ids),
@@ -425,7 +427,7 @@ def vlm_update(
     per rank: an episode, and a group of :func:`build_group_batch`, must lie on one rank.
 
     Args:
-        policy: The :class:`~cua_rl.policies.vlm.VLMPolicy`.
+        policy: The :class:`~cua_rl.policies.vlm.policy.VLMPolicy`.
         optimizer: A torch optimizer over ``policy.trainable_parameters()``.
         batch: From :func:`build_ppo_batch` or :func:`build_group_batch`.
         config: The settings (``algorithm`` says whether the value loss is used).

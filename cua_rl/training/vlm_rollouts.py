@@ -20,19 +20,25 @@ import time
 from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from cua_rl.core import Task
 from cua_rl.envs.score import EPISODE_END, EpisodeScorer, reward_of
 from cua_rl.errors import ConfigError, DependencyNotInstalled
-from cua_rl.training.ppo_sb3 import episode_summary
+from cua_rl.training.episodes import episode_summary
+from cua_rl.training.learner import EpisodeSummary, Generator
 
 try:
     import torch
 except ImportError as exc:  # pragma: no cover - torch is in every test environment
     raise DependencyNotInstalled("torch", "vlm") from exc
+
+if TYPE_CHECKING:
+    from cua_rl.policies.vlm.policy import VLMPolicy
+    from cua_rl.tasks.base import TaskSource
+    from cua_rl.training.workers import RestartingVecEnv
 
 __all__ = ["EpisodeCollector", "Rollout"]
 
@@ -64,7 +70,7 @@ class Rollout:
     Attributes:
         steps: Every step of the finished episodes, as the learner needs them.
         finished: One summary per finished episode
-            (:func:`~cua_rl.training.ppo_sb3.episode_summary`).
+            (:func:`~cua_rl.training.episodes.episode_summary`).
         n_steps: Environment steps taken.
         gen_tokens: Tokens generated.
         gen_s: Seconds spent generating (and scoring values on the learner).
@@ -73,7 +79,7 @@ class Rollout:
     """
 
     steps: list[Any] = field(default_factory=list)
-    finished: list[dict[str, Any]] = field(default_factory=list)
+    finished: list[EpisodeSummary] = field(default_factory=list)
     n_steps: int = 0
     gen_tokens: int = 0
     gen_s: float = 0.0
@@ -100,11 +106,11 @@ class EpisodeCollector:
 
     def __init__(
         self,
-        venv: Any,
+        venv: RestartingVecEnv,
         scorer: EpisodeScorer,
-        tasks: Any,
-        policy: Any,
-        generator: Any,
+        tasks: TaskSource,
+        policy: VLMPolicy,
+        generator: Generator,
         *,
         group_size: int = 1,
         generation_batch: int = 8,

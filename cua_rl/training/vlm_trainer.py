@@ -1,5 +1,5 @@
 """The VLM trainer (``policy.kind: vlm``): rollouts of whole episodes, then a PPO or
-group-relative update of a :class:`~cua_rl.policies.vlm.VLMPolicy`.
+group-relative update of a :class:`~cua_rl.policies.vlm.policy.VLMPolicy`.
 
 One iteration (:meth:`VLMLearner.learn`):
 
@@ -12,7 +12,7 @@ One iteration (:meth:`VLMLearner.learn`):
    with ``group`` the k slots of a group (``ppo.vlm.group_size``) share one task (the same task
    start: a SimDesk task's seed fixes its screen). Idle envs take the next slot; every env
    waiting for an action is answered in one batched generation (``ppo.vlm.generation_batch``
-   prompts at a time) from the prompt :meth:`~cua_rl.policies.vlm.VLMPolicy.build_prompt`
+   prompts at a time) from the prompt :meth:`~cua_rl.policies.vlm.policy.VLMPolicy.build_prompt`
    makes (instruction, screenshot, the episode's past actions). The env receives the generated
    action text; an unparseable one is an invalid step there (``info["action_error"]``), never
    a crash. New slots start while fewer than ``ppo.n_envs * ppo.n_steps`` steps were taken in
@@ -30,13 +30,12 @@ One iteration (:meth:`VLMLearner.learn`):
    the new adapter).
 
 Generation is in-process (transformers) by default; ``ppo.vlm.generation: served`` sends it to
-an OpenAI-compatible server (vLLM) through :class:`cua_rl.policies.vlm_served.ServedGenerator`.
+an OpenAI-compatible server (vLLM) through :class:`cua_rl.policies.vlm.served.ServedGenerator`.
 The learner computes the values (and, with ``recompute_log_probs``, the old log-probs) itself on
 the exact generated ids.
 
-The learner has the surface the run's callbacks read (``num_timesteps``, ``updates_done``,
-``stats``, ``finished``, ``pop_finished``, ``train_metrics``, ``get_env``), so ``cua-rl train``
-logs, evaluates, checkpoints and stops on unscorable episodes the same way for both policies.
+The learner implements :class:`~cua_rl.training.learner.Learner`, so ``cua-rl train`` logs,
+evaluates, checkpoints and stops on unscorable episodes the same way for both policies.
 
 torch is needed to import this module; transformers, qwen_vl_utils and peft when a policy is
 built.
@@ -44,17 +43,27 @@ built.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import threading
 import time
 from collections import Counter
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
 from cua_rl.envs.score import EpisodeScorer
 from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.training.episodes import count_episode
+from cua_rl.training.learner import (
+    CheckpointState,
+    EpisodeSummary,
+    EvalObservation,
+    EvaluationAgent,
+    Generator,
+)
 from cua_rl.training.vlm_rollouts import EpisodeCollector, Rollout
 
 try:
@@ -62,15 +71,25 @@ try:
 except ImportError as exc:  # pragma: no cover - torch is in every test environment
     raise DependencyNotInstalled("torch", "vlm") from exc
 
+if TYPE_CHECKING:
+    import gymnasium as gym
+
+    from cua_rl.policies.vlm.policy import VLMPolicy
+    from cua_rl.training.build import RunParts
+    from cua_rl.training.callbacks import RunCallback
+    from cua_rl.training.config import TrainConfig
+    from cua_rl.training.distributed import DistContext
+    from cua_rl.training.vlm import VLMTrainConfig
+
 __all__ = [
-    "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "load_trainable", "load_vlm_policy",
-    "resolve_model", "train_config_of",
+    "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "build_vlm_policy", "load_trainable",
+    "load_vlm_agent", "resolve_model", "train_config_of",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
 
-def train_config_of(config: Any) -> Any:
+def train_config_of(config: TrainConfig) -> VLMTrainConfig:
     """The :class:`~cua_rl.training.vlm.VLMTrainConfig` of a run's ``ppo`` section."""
     from cua_rl.training.vlm import VLMTrainConfig
 
@@ -103,17 +122,22 @@ class VLMAgent:
     history (:func:`cua_rl.evaluation.run.run_episode` calls :meth:`begin_episode`).
 
     Args:
-        policy: The :class:`~cua_rl.policies.vlm.VLMPolicy` (prompts).
+        policy: The :class:`~cua_rl.policies.vlm.policy.VLMPolicy` (prompts).
         generator: Generates (default the policy).
         greedy: Argmax decoding (evaluation) instead of sampling.
         seed: Seed of the sampling when not greedy.
     """
 
     def __init__(
-        self, policy: Any, generator: Any = None, *, greedy: bool = True, seed: int = 0
+        self,
+        policy: VLMPolicy,
+        generator: Generator | None = None,
+        *,
+        greedy: bool = True,
+        seed: int = 0,
     ) -> None:
         self.policy = policy
-        self.generator = generator if generator is not None else policy
+        self.generator: Generator = generator if generator is not None else policy
         self.greedy = greedy
         self.rng = np.random.default_rng(seed)
         self._episode = threading.local()  # parallel runners: one episode per env thread
@@ -130,7 +154,7 @@ class VLMAgent:
         self._episode.history = []
         self._episode.screens = []
 
-    def __call__(self, observation: Any) -> str:
+    def __call__(self, observation: EvalObservation) -> str:
         """The action text for a CUAEnv observation."""
         history, screens = self.history, self._episode.screens
         prompt = self.policy.build_prompt(
@@ -139,33 +163,45 @@ class VLMAgent:
         seed = None if self.greedy else int(self.rng.integers(2**31 - 1))
         generation = self.generator.generate([prompt], greedy=self.greedy, seed=seed)[0]
         history.append(generation.action_text)
-        keep = int(getattr(self.policy.config, "history_screenshots", 0))
+        keep = self.policy.config.history_screenshots
         if keep:
             screens.append(observation["screenshot"])
             del screens[:-keep]
         return str(generation.action_text)
 
+    def wrap_env(self, env: gym.Env[object, object]) -> gym.Env[object, object]:
+        """The env as it is: a VLM acts on bare CUAEnvs."""
+        return env
 
-def load_vlm_policy(
-    config: Any, state: dict[str, Any], *, device: str = "cpu", greedy: bool = True
-) -> tuple[Any, VLMAgent]:
+
+def build_vlm_policy(config: TrainConfig, device: str) -> VLMPolicy:
+    """A fresh :class:`~cua_rl.policies.vlm.policy.VLMPolicy` of a config's ``policy.vlm``
+    (its ``model`` resolved against the config's folder) on ``device``."""
+    from cua_rl.policies.vlm.policy import VLMPolicy
+
+    section = config.policy.vlm
+    if section is None:
+        raise ConfigError("policy.vlm: is needed with kind vlm")
+    resolved = dataclasses.replace(section, model=resolve_model(config, section.model))
+    return VLMPolicy(resolved, device=device, seed=config.ppo.seed)
+
+
+def load_vlm_agent(
+    config: TrainConfig, state: Mapping[str, object], *, device: str = "cpu", greedy: bool = True
+) -> VLMAgent:
     """The policy of a VLM checkpoint (base from ``policy.vlm.model`` plus the stored
-    trainable parameters) and its evaluation agent (in-process generation).
+    trainable parameters) as an evaluation agent (in-process generation).
 
     Raises:
         ConfigError: The checkpoint's parameters do not fit the config's policy.
     """
-    from cua_rl.policies.vlm import VLMPolicy
-
-    section = config.policy.vlm
-    model = resolve_model(config, section.model)
-    policy = VLMPolicy(section.policy_config(device, model), seed=config.ppo.seed)
-    load_trainable(policy, state["policy"])
+    policy = build_vlm_policy(config, device)
+    load_trainable(policy, state["policy"])  # type: ignore[arg-type]
     policy.eval()
-    return policy, VLMAgent(policy, greedy=greedy, seed=config.ppo.seed)
+    return VLMAgent(policy, greedy=greedy, seed=config.ppo.seed)
 
 
-#: ``ppo.vlm.server`` keys (the :class:`~cua_rl.policies.vlm_served.ServedGenerator` arguments).
+#: ``ppo.vlm.server`` keys (the :class:`~cua_rl.policies.vlm.served.ServedGenerator` arguments).
 SERVER_KEYS = (
     "base_url", "model", "adapter_dir", "adapter_name", "timeout_s", "sync_timeout_s",
     "max_retries", "backoff_s", "max_backoff_s", "max_concurrency", "max_response_bytes",
@@ -173,13 +209,13 @@ SERVER_KEYS = (
 )  # fmt: skip
 
 
-def _make_generator(config: Any, policy: Any, run_dir: Any) -> Any:
+def _make_generator(config: TrainConfig, policy: VLMPolicy, run_dir: Path) -> Generator:
     """The policy itself (``generation: local``) or a served model (``ppo.vlm.server``; the
     adapters go to ``<run folder>/adapters`` unless ``adapter_dir`` says otherwise)."""
     v = config.vlm_update
     if v.generation == "local":
         return policy
-    from cua_rl.policies.vlm_served import ServedGenerator
+    from cua_rl.policies.vlm.served import ServedGenerator
 
     kwargs = dict(v.server)
     unknown = sorted(set(kwargs) - set(SERVER_KEYS))
@@ -194,7 +230,7 @@ def _make_generator(config: Any, policy: Any, run_dir: Any) -> Any:
 
 
 class VLMLearner:
-    """A :class:`~cua_rl.policies.vlm.VLMPolicy`, its optimizer, env workers and collector.
+    """A :class:`~cua_rl.policies.vlm.policy.VLMPolicy`, its optimizer, env workers and collector.
 
     Args:
         config: The run's config (``policy.kind: vlm``).
@@ -215,10 +251,13 @@ class VLMLearner:
     """
 
     def __init__(
-        self, config: Any, parts: Any, *, dist: Any = None, policy: Any = None
+        self,
+        config: TrainConfig,
+        parts: RunParts,
+        *,
+        dist: DistContext | None = None,
+        policy: VLMPolicy | None = None,
     ) -> None:
-        from stable_baselines3.common.logger import configure as configure_logger
-
         from cua_rl.envs.make import make_tasks
         from cua_rl.training.rollouts import make_env_workers
         from cua_rl.training.vlm import SuccessBuffer
@@ -231,12 +270,8 @@ class VLMLearner:
         world = 1 if dist is None else dist.world_size
         self.train_config = train_config_of(config)
         if policy is None:
-            from cua_rl.policies.vlm import VLMPolicy
-
-            section = config.policy.vlm
-            model = resolve_model(config, section.model)
-            device = config.ppo.device if dist is None else str(dist.device)
-            policy = VLMPolicy(section.policy_config(device, model), seed=config.ppo.seed)
+            policy = build_vlm_policy(config, config.ppo.device if dist is None
+                                      else str(dist.device))  # fmt: skip
         self.policy = policy
         if dist is not None:  # the base weights come from the same checkpoint on every rank
             dist.broadcast_parameters(policy.trainable_parameters())
@@ -244,11 +279,10 @@ class VLMLearner:
             policy.trainable_parameters(), lr=config.ppo.learning_rate
         )
         self.successes = SuccessBuffer(config.vlm_update.replay_per_task)
-        self.logger = configure_logger(None, [])  # SB3 callbacks read it; metrics go elsewhere
         self.num_timesteps = 0
         self.updates_done = 0
         self.stats: Counter[str] = Counter()
-        self.finished: list[dict[str, Any]] = []
+        self.finished: list[EpisodeSummary] = []
         self.train_metrics: dict[str, float] = {}
         self.generator = _make_generator(config, policy, config.run_dir)
         try:
@@ -260,11 +294,11 @@ class VLMLearner:
             self._close_generator()
             raise
         try:
-            self.scorer = EpisodeScorer(parts.reward, parts.extra_rewards, parts.filter)
+            self._scorer = EpisodeScorer(parts.reward, parts.extra_rewards, parts.filter)
             group = self.train_config.algorithm == "group"
             self.collector = EpisodeCollector(
                 self.venv,
-                self.scorer,
+                self._scorer,
                 make_tasks(config.env, "train"),
                 policy,
                 self.generator,
@@ -284,59 +318,69 @@ class VLMLearner:
 
     # -- what the callbacks read --------------------------------------------------------------
 
-    def get_env(self) -> Any:
-        """The env workers."""
-        return self.venv
+    @property
+    def scorer(self) -> EpisodeScorer:
+        """The scorer of the training episodes."""
+        return self._scorer
 
-    def pop_finished(self) -> list[dict[str, Any]]:
+    def pop_finished(self) -> list[EpisodeSummary]:
         """The episode summaries collected since the last call (and forget them)."""
         out, self.finished = self.finished, []
         return out
 
-    def evaluation_agent(self, deterministic: bool = True) -> VLMAgent:
-        """The policy as an evaluation policy for bare CUAEnvs."""
+    def evaluation_agent(self, deterministic: bool = True) -> EvaluationAgent:
+        """The policy as an evaluation agent for bare CUAEnvs."""
         return VLMAgent(self.policy, self.generator, greedy=deterministic, seed=self._seed(0))
+
+    def wrap_eval_env(self, env: gym.Env[object, object]) -> gym.Env[object, object]:
+        """The env as it is: a VLM acts on bare CUAEnvs."""
+        return env
+
+    def reseed(self) -> None:
+        """Reseed the collector's task draws and sampling from the seed and the update count."""
+        self.collector.reseed(self._seed(self.updates_done))
 
     # -- the loop -------------------------------------------------------------------------------
 
     def learn(
         self,
         total_timesteps: int,
-        callback: Sequence[Any] = (),
+        callback: Sequence[RunCallback] = (),
         reset_num_timesteps: bool = True,
     ) -> VLMLearner:
         """Collect and update until ``total_timesteps`` more steps were taken.
 
-        The callbacks are SB3 callbacks (:class:`~cua_rl.training.callbacks.RunCallback`):
+        The callbacks (:class:`~cua_rl.training.callbacks.RunCallback`) get
         ``on_training_start``, ``on_rollout_start``, ``on_step`` after each vector step,
         ``on_rollout_end``, then ``on_update_end`` after each update (False stops).
         """
-        from stable_baselines3.common.callbacks import CallbackList
-
-        from cua_rl.training.ppo_sb3 import _update_hooks
         from cua_rl.training.vlm import build_group_batch, build_ppo_batch, vlm_update
 
         if reset_num_timesteps:
             self.num_timesteps = 0
         total = self.num_timesteps + total_timesteps
-        callbacks = CallbackList(list(callback))
-        callbacks.init_callback(self)  # type: ignore[arg-type]
-        callbacks.on_training_start(locals(), globals())
+        callbacks = list(callback)
+        for item in callbacks:
+            item.init_callback(self)
+        for item in callbacks:
+            item.on_training_start()
         size = self.config.ppo.rollout_size
         stop = False
 
         def on_step(n: int) -> bool:
             nonlocal stop
             self.num_timesteps += n  # this rank's steps; made global after the rollout
-            if not callbacks.on_step():
+            if not all([item.on_step() for item in callbacks]):  # every one sees the step
                 stop = True
             return not stop
 
         while self.num_timesteps < total and not stop:
             before = self.num_timesteps
-            callbacks.on_rollout_start()
+            for item in callbacks:
+                item.on_rollout_start()
             rollout = self.collector.collect(size, on_step)
-            callbacks.on_rollout_end()
+            for item in callbacks:
+                item.on_rollout_end()
             if self.dist is not None:  # every rank counts every rank's steps
                 self.num_timesteps = before + int(self.dist.all_reduce_sum(float(rollout.n_steps)))
             self._count(rollout)
@@ -360,9 +404,10 @@ class VLMLearner:
             update_s = time.perf_counter() - t0
             metrics.update(self._rollout_metrics(rollout, update_s))
             self.train_metrics = metrics
-            if not self._after_update(_update_hooks(callbacks)):
+            if not self._after_update([item.on_update_end for item in callbacks]):
                 break
-        callbacks.on_training_end()
+        for item in callbacks:
+            item.on_training_end()
         return self
 
     def _after_update(self, hooks: Sequence[Callable[[], bool]]) -> bool:
@@ -385,18 +430,11 @@ class VLMLearner:
     def generator_sync(self) -> None:
         """Give the generator the policy after ``updates_done`` updates (a served model loads
         the new adapter; in-process generation needs nothing)."""
-        if self.generator is not self.policy:
-            self.generator.sync(self.policy, self.updates_done)
+        self.generator.sync(self.policy, self.updates_done)
 
     def _count(self, rollout: Rollout) -> None:
         for summary in rollout.finished:
-            self.stats["episodes"] += 1
-            if summary["reward"] is None:
-                self.stats["unscorable"] += 1
-            elif summary["weight"] == 0.0:
-                self.stats["dropped"] += 1
-            elif summary["weight"] < 1.0:
-                self.stats["downweighted"] += 1
+            count_episode(self.stats, summary)
         self.finished.extend(rollout.finished)
 
     def _rollout_metrics(self, rollout: Rollout, update_s: float) -> dict[str, float]:
@@ -419,21 +457,21 @@ class VLMLearner:
 
     # -- checkpoints ----------------------------------------------------------------------------
 
-    def checkpoint_state(self) -> dict[str, Any]:
+    def checkpoint_state(self) -> CheckpointState:
         """The trainable parameters (adapters or the language model, and the value head) and
         the optimizer state, for :func:`~cua_rl.training.checkpoint.save_checkpoint`."""
         names = {n for n, p in self.policy.named_parameters() if p.requires_grad}
         policy = {k: v.detach().cpu() for k, v in self.policy.state_dict().items() if k in names}
         return {"policy": policy, "optimizer": self.optimizer.state_dict(), "n_updates": 0}
 
-    def load_checkpoint_state(self, state: dict[str, Any]) -> None:
+    def load_checkpoint_state(self, state: Mapping[str, object]) -> None:
         """Put the trainable parameters and optimizer state of a checkpoint back.
 
         Raises:
             ConfigError: The checkpoint's parameters are not this policy's trainable ones.
         """
-        load_trainable(self.policy, state["policy"])
-        self.optimizer.load_state_dict(state["optimizer"])
+        load_trainable(self.policy, state["policy"])  # type: ignore[arg-type]
+        self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
         self.generator_sync()
 
     def close(self) -> None:
@@ -444,12 +482,10 @@ class VLMLearner:
             self._close_generator()
 
     def _close_generator(self) -> None:
-        close = getattr(self.generator, "close", None)
-        if self.generator is not self.policy and callable(close):
-            close()
+        self.generator.close()
 
 
-def load_trainable(policy: Any, params: dict[str, Any]) -> None:
+def load_trainable(policy: VLMPolicy, params: Mapping[str, torch.Tensor]) -> None:
     """Load a checkpoint's trainable parameters into a freshly built policy (same config).
 
     Raises:
@@ -469,7 +505,7 @@ def load_trainable(policy: Any, params: dict[str, Any]) -> None:
             param.copy_(params[name].to(param.device, param.dtype))
 
 
-def resolve_model(config: Any, model: str) -> str:
+def resolve_model(config: TrainConfig, model: str) -> str:
     """``policy.vlm.model`` as a path when it names an existing folder (relative to the
     config's folder), else as it is (a hub id, read from the local cache when offline)."""
     path = config.resolve(model)

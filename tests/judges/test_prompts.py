@@ -20,14 +20,13 @@ from cua_rl.judges.prompts import (
     YES_VARIANTS,
     answer_counts,
     answer_of_token,
-    fit_pixels,
     openai_messages,
     parse_answer,
-    png_data_url,
     prompt_text,
     qwen_messages,
     select_screenshots,
 )
+from cua_rl.messages import fit_pixels, png_data_url
 
 Image3 = Callable[..., np.ndarray]
 

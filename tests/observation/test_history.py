@@ -54,7 +54,8 @@ def test_changed_screens_rules() -> None:
 
 def test_vlm_prompt_drops_unchanged_past_screens(tiny_path: Path) -> None:
     pytest.importorskip("torch")
-    from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig
+    from cua_rl.policies.vlm.config import VLMPolicyConfig
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.testing.tiny_qwen import TINY_POLICY
 
     def make(**kw):

@@ -19,10 +19,10 @@ import torch  # noqa: E402
 
 from cua_rl.actions import Click, Done  # noqa: E402
 from cua_rl.errors import ConfigError  # noqa: E402
-from cua_rl.policies.vlm import (  # noqa: E402
+from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
+from cua_rl.policies.vlm.policy import (  # noqa: E402
     ACTION_MARKER,
     VLMPolicy,
-    VLMPolicyConfig,
     parse_answer,
     thought_token_count,
 )
@@ -34,8 +34,8 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 TINY = {**TINY_POLICY, "max_pixels": 28 * 28 * 16, "max_new_tokens": 10}
 
 
-def make_policy(path: Path, **overrides: Any) -> VLMPolicy:
-    return VLMPolicy(VLMPolicyConfig(str(path), **{**TINY, **overrides}), seed=0)
+def make_policy(path: Path, device: str = "cpu", **overrides: Any) -> VLMPolicy:
+    return VLMPolicy(VLMPolicyConfig(str(path), **{**TINY, **overrides}), device=device, seed=0)
 
 
 @pytest.fixture(scope="module")
@@ -268,13 +268,15 @@ def test_gradient_steps_raise_the_log_prob_of_a_fixed_action(tiny_path: Path) ->
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"lora_r": 0}, "lora_r must be an integer >= 1, got 0"),
-        ({"history_len": -1}, "history_len must be an integer >= 0, got -1"),
-        ({"min_pixels": 10_000, "max_pixels": 100}, r"min_pixels \(10000\) must be <="),
-        ({"value_hidden": (0,)}, r"value_hidden must hold integers >= 1, got \(0,\)"),
-        ({"temperature": 0.0}, "temperature must be > 0, got 0.0"),
-        ({"thought_factor": 1.5}, r"thought_factor must be in \[0, 1\], got 1.5"),
-        ({"dtype": "float64"}, "dtype must be one of .* got 'float64'"),
+        ({"lora_r": 0}, "policy.vlm.lora_r: must be >= 1, got 0"),
+        ({"lora_r": 2.5}, "policy.vlm.lora_r: expected an integer, got 2.5"),
+        ({"history_len": -1}, "policy.vlm.history_len: must be >= 0, got -1"),
+        ({"min_pixels": 10_000, "max_pixels": 100},
+         r"policy.vlm.min_pixels: must be <= max_pixels \(100\), got 10000"),
+        ({"value_hidden": (0,)}, r"policy.vlm.value_hidden: must be >= 1 each, got \(0,\)"),
+        ({"temperature": 0.0}, "policy.vlm.temperature: must be > 0, got 0.0"),
+        ({"thought_factor": 1.5}, r"policy.vlm.thought_factor: must be in \[0, 1\], got 1.5"),
+        ({"dtype": "float64"}, "policy.vlm.dtype: must be one of .* got 'float64'"),
     ],
 )
 def test_bad_config_is_refused(overrides: dict[str, Any], match: str) -> None:

@@ -24,8 +24,9 @@ pytest.importorskip("peft")
 import torch  # noqa: E402
 
 from cua_rl.errors import ConfigError, GenerationError  # noqa: E402
-from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig, VLMPrompt  # noqa: E402
-from cua_rl.policies.vlm_served import ServedGenerator, _parse_choice  # noqa: E402
+from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
+from cua_rl.policies.vlm.policy import VLMPolicy, VLMPrompt  # noqa: E402
+from cua_rl.policies.vlm.served import ServedGenerator, _parse_choice  # noqa: E402
 from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 from cua_rl.testing.vlm_server import VLLMTestServer  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402

@@ -14,7 +14,8 @@ from stable_baselines3.common.vec_env import DummyVecEnv
 from cua_rl.errors import ConfigError
 from cua_rl.policies.cnn import ScreenInstructionExtractor
 from cua_rl.training.callbacks import RunCallback
-from cua_rl.training.ppo_sb3 import WeightedBatch, WeightedPPO, episode_weight
+from cua_rl.training.episodes import episode_weight
+from cua_rl.training.ppo_sb3 import WeightedBatch, WeightedPPO
 
 POLICY_KWARGS = {
     "features_extractor_class": ScreenInstructionExtractor,

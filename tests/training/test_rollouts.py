@@ -24,8 +24,8 @@ from cua_rl.rewards.base import GroundTruthReward
 from cua_rl.training.callbacks import RunCallback
 from cua_rl.training.config import TrainConfig
 from cua_rl.training.envs import EnvFactory
+from cua_rl.training.ppo_sb3 import build_model
 from cua_rl.training.rollouts import make_vec_env
-from cua_rl.training.train import build_model
 from tests.training.conftest import needs_netns
 
 

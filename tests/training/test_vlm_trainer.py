@@ -133,7 +133,7 @@ class _Choices:
         self.synced: list[int] = []
 
     def generate(self, prompts: Any, *, greedy: bool = False, seed: int | None = None) -> Any:
-        from cua_rl.policies.vlm import Generation, parse_answer
+        from cua_rl.policies.vlm.policy import Generation, parse_answer
 
         tok = self.policy.tokenizer
         texts = [self.answers[int(self.rng.integers(len(self.answers)))] for _ in prompts]
@@ -163,7 +163,7 @@ def test_one_iteration_end_to_end_then_resume(
     rewarded by the task's own checker, so its group has a reward spread.
     """
     from cua_rl.evaluation.run import load_policy
-    from cua_rl.policies.vlm import VLMPolicy
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training import vlm_trainer
     from cua_rl.training.build import prepare_run
 
@@ -246,7 +246,7 @@ class _Echo:
         self.calls: list[int] = []
 
     def generate(self, prompts: Any, *, greedy: bool = False, seed: int | None = None) -> Any:
-        from cua_rl.policies.vlm import Generation, parse_answer
+        from cua_rl.policies.vlm.policy import Generation, parse_answer
 
         self.calls.append(len(prompts))
         out = []
@@ -266,7 +266,7 @@ def test_collector_groups_whole_episodes_and_marks_invalid_actions(
     tmp_path: Path, tiny_path: Path
 ) -> None:
     from cua_rl.envs.make import make_tasks
-    from cua_rl.policies.vlm import VLMPolicy
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
     from cua_rl.training.vlm_rollouts import EpisodeCollector
 
@@ -309,7 +309,7 @@ def test_a_worker_that_dies_loses_its_episode_with_weight_zero(
     tmp_path: Path, tiny_path: Path
 ) -> None:
     from cua_rl.envs.make import make_tasks
-    from cua_rl.policies.vlm import VLMPolicy
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
     from cua_rl.training.vlm_rollouts import EpisodeCollector
 
@@ -343,7 +343,8 @@ def test_a_worker_that_dies_loses_its_episode_with_weight_zero(
 
 
 def test_the_agent_keeps_one_history_per_episode(tiny_path: Path) -> None:
-    from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig
+    from cua_rl.policies.vlm.config import VLMPolicyConfig
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training.vlm_trainer import VLMAgent
 
     policy = VLMPolicy(VLMPolicyConfig(str(tiny_path), lora_r=4, lora_alpha=8, value_hidden=(16,),
@@ -392,7 +393,7 @@ def test_rollouts_through_process_and_ray_workers_survive_a_killed_worker(
     import signal
 
     from cua_rl.envs.make import make_tasks
-    from cua_rl.policies.vlm import VLMPolicy
+    from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training.rollouts import make_env_workers
     from cua_rl.training.vlm_rollouts import EpisodeCollector
 

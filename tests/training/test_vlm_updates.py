@@ -23,7 +23,8 @@ pytest.importorskip("peft")
 import torch  # noqa: E402
 
 from cua_rl.errors import ConfigError  # noqa: E402
-from cua_rl.policies.vlm import VLMPolicy, VLMPolicyConfig  # noqa: E402
+from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
+from cua_rl.policies.vlm.policy import VLMPolicy  # noqa: E402
 from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     SuccessBuffer,

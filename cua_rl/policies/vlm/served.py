@@ -1,8 +1,8 @@
 """Generation through a vLLM-style OpenAI-compatible server, with the LoRA adapter pushed to it.
 
 :class:`ServedGenerator` is a *generator* (``generate(prompts, *, greedy, seed)`` and
-``sync(policy, version)``) like :class:`~cua_rl.policies.vlm.VLMPolicy` itself, for users who run
-rollouts on a vLLM server while the learner trains in-process. See ``docs/vlm.md``, section
+``sync(policy, version)``) like :class:`~cua_rl.policies.vlm.policy.VLMPolicy` itself, for users
+who run rollouts on a vLLM server while the learner trains in-process. See ``docs/vlm.md``, section
 "Generation through a server (vLLM)", for how to start the server.
 
 Requests. One ``POST {base_url}/chat/completions`` per prompt, at most ``max_concurrency`` in
@@ -26,10 +26,11 @@ vLLM keeps the end-of-turn token it stopped on as the last generated id (its tex
 its log-prob kept), which is what :meth:`VLMPolicy.generate` keeps; the client checks it:
 ``finish_reason`` ``stop`` must end on one of the policy's end-of-turn ids, ``length`` must be
 ``max_new_tokens`` ids, and no end-of-turn id may come earlier. ``skip_special_tokens`` only
-changes ``message.content``, which is not used. Each :class:`~cua_rl.policies.vlm.Generation`
+changes ``message.content``, which is not used. Each :class:`~cua_rl.policies.vlm.policy.Generation`
 is built as :meth:`VLMPolicy.generate` builds it (text decoded from the ids with the local
 tokenizer, special tokens skipped; thought split with
-:func:`~cua_rl.policies.vlm.thought_token_count`; weighted log-prob; :func:`parse_answer`), with
+:func:`~cua_rl.policies.vlm.policy.thought_token_count`; weighted log-prob;
+:func:`parse_answer`), with
 ``value = nan``: the trainer computes values (and, when asked, the old log-probs) with
 :meth:`VLMPolicy.evaluate_actions` on the exact ids.
 
@@ -79,8 +80,8 @@ from cua_rl._http import TooLarge, describe
 from cua_rl._io import atomic_folder
 from cua_rl._openai_client import Aborted, GaveUp, OpenAICompatClient
 from cua_rl.errors import ConfigError, GenerationError
-from cua_rl.judges.prompts import png_data_url
-from cua_rl.policies.vlm import Generation, VLMPrompt, generation_from_ids
+from cua_rl.messages import png_data_url
+from cua_rl.policies.vlm.policy import Generation, VLMPrompt, generation_from_ids
 
 __all__ = ["ServedGenerator"]
 

@@ -51,9 +51,9 @@ import numpy as np
 from cua_rl._vlm import load_qwen_vl, require_vlm, resolve_device
 from cua_rl.actions import Action
 from cua_rl.errors import ConfigError, DependencyNotInstalled
-from cua_rl.judges.prompts import qwen_image_messages
-from cua_rl.policies.vlm_config import VLMPolicyConfig
-from cua_rl.policies.vlm_text import (
+from cua_rl.messages import qwen_image_messages
+from cua_rl.policies.vlm.config import VLMPolicyConfig
+from cua_rl.policies.vlm.text import (
     ACTION_FORMAT,
     ACTION_MARKER,
     action_start,
@@ -76,7 +76,6 @@ __all__ = [
     "Evaluation",
     "Generation",
     "VLMPolicy",
-    "VLMPolicyConfig",
     "VLMPrompt",
     "action_start",
     "action_text_of",
@@ -207,7 +206,8 @@ class VLMPolicy(nn.Module):
     """A Qwen2-VL / Qwen2.5-VL actor-critic (see the module docstring).
 
     Args:
-        config: The settings.
+        config: The settings (a config's ``policy.vlm`` section).
+        device: ``"cpu"``, ``"cuda[:N]"`` or ``"auto"`` (CUDA when available).
         seed: Seed of the initial weights of the adapters and the value head.
 
     Attributes:
@@ -222,12 +222,12 @@ class VLMPolicy(nn.Module):
         DependencyNotInstalled: If transformers, qwen_vl_utils or peft is missing.
     """
 
-    def __init__(self, config: VLMPolicyConfig, *, seed: int = 0) -> None:
+    def __init__(self, config: VLMPolicyConfig, *, device: str = "cpu", seed: int = 0) -> None:
         super().__init__()
         _, _, qwen_vl_utils = require_vlm()
         self.config = config
         self._process_vision_info = qwen_vl_utils.process_vision_info
-        self.device = resolve_device(torch, config.device)
+        self.device = resolve_device(torch, device)
         dtype = config.dtype
         if dtype == "auto":
             dtype = "bfloat16" if self.device.type == "cuda" else "float32"
@@ -247,7 +247,7 @@ class VLMPolicy(nn.Module):
                 r=config.lora_r,
                 lora_alpha=config.lora_alpha,
                 lora_dropout=0.0,
-                target_modules=config.lora_target,
+                target_modules=config.target_modules,
                 bias="none",
             )
             with torch.random.fork_rng(devices=[]):  # the adapters' init is seeded too
@@ -576,6 +576,10 @@ class VLMPolicy(nn.Module):
     def sync(self, policy: VLMPolicy, version: int) -> None:
         """The generator interface's hook after an update: in-process generation already uses
         the trained weights, so there is nothing to do."""
+
+    def close(self) -> None:
+        """The generator interface's release: in-process generation holds nothing to release
+        (the policy stays usable)."""
 
     def trainable_parameters(self) -> list[Any]:
         """The parameters an optimizer should update (adapters or the LM, and the value head)."""
