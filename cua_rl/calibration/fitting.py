@@ -292,6 +292,18 @@ def estimate_calibration(
             n_judge_errors=s_errors,
             children={},
         )
+    fell_back = [c for c in children.values() if c.fallback_to is not None]
+    if fell_back:
+        logger.warning(
+            "%d of %d calibration strata have fewer than min_per_class=%d positives or negatives "
+            "and use an enclosing stratum's estimate (%s); label more items per stratum to give "
+            "them their own",
+            len(fell_back),
+            len(children),
+            min_per_class,
+            ", ".join(stratum_label(c.stratum) for c in fell_back[:5])
+            + (", ..." if len(fell_back) > 5 else ""),
+        )
     return dataclasses.replace(pooled, children=children)
 
 

@@ -175,6 +175,12 @@ def _print_summary(result: CalibrationRun) -> None:
             f"e_neg={c.e_neg:.3f} [{c.e_neg_interval[0]:.3f}, {c.e_neg_interval[1]:.3f}] "
             f"D={c.D:.3f} [{c.D_interval[0]:.3f}, {c.D_interval[1]:.3f}]{note}"
         )
+    fell_back = [c for c in cal.children.values() if c.fell_back]
+    if fell_back:
+        print(f"warning: {len(fell_back)} of {len(cal.children)} strata fell back to an "
+              f"enclosing stratum's estimate (fewer than {cal.min_per_class} positives or "
+              f"negatives of their own): label more items per stratum, or calibrate without "
+              f"--per-app")  # fmt: skip
     print(
         f"({cal.confidence:.0%} intervals) wrote {result.calibration_json}, calibration.md, "
         f"calibration.png"

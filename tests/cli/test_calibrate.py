@@ -127,6 +127,18 @@ def test_per_app_strata_and_fallbacks(
         assert cal.children[key].fell_back is not enough
     stdout = capsys.readouterr().out
     assert "simdesk/editor_find" in stdout
+    assert "warning:" not in stdout  # every stratum had enough
+
+
+def test_fallen_back_strata_are_warned_about(
+    labelled: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(_simulated(labelled, tmp_path, "--per-app", "--min-per-class", "1000")) == 0
+    cal = Calibration.load(tmp_path / "calibration.json")
+    n = len(cal.children)
+    assert n == len(FAMILIES) + 1 and all(c.fell_back for c in cal.children.values())
+    assert (f"warning: {n} of {n} strata fell back to an enclosing stratum's estimate (fewer "
+            "than 1000 positives or negatives") in capsys.readouterr().out  # fmt: skip
 
 
 def test_no_cache_judges_everything_again(
