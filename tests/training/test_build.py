@@ -137,7 +137,8 @@ def test_missing_calibration_file(tiny_config: Callable[..., TrainConfig]) -> No
         reward={"primary": "corrected", "judge": JUDGE, "calibration": {"all": "nope.json"}}
     )
     with pytest.raises(
-        ConfigError, match=r"reward\.calibration\.all: calibration file .*nope\.json' not found"
+        ConfigError, match=r"reward\.calibration\.all: calibration file .*nope\.json' not found; "
+        r"make one with `cua-rl calibrate --labelled LABELLED\.jsonl --judge KIND --out FOLDER`"
     ):
         prepare_run(config)
 
