@@ -29,7 +29,7 @@ from typing import Any
 import numpy as np
 
 from cua_rl.actions import Click
-from cua_rl.envs.backends.miniwob import browser_pids
+from cua_rl.envs.backends.miniwob.backend import browser_pids
 from cua_rl.envs.make import make_env
 from cua_rl.training.config import TrainConfig, load_config
 

@@ -1,12 +1,12 @@
 """What the desktop sandbox costs: the x11 desktop's throughput sandboxed vs unsandboxed.
 
-Starts :class:`~cua_rl.desktop.LocalDesktopBackend` desktops with ``sandbox=True`` (bubblewrap:
-own uid, PID/mount/network namespaces; :mod:`cua_rl.desktop.sandboxed`) and ``sandbox=False``
+Starts :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` desktops with ``sandbox=True`` (bubblewrap:
+own uid, PID/mount/network namespaces; :mod:`cua_rl.envs.backends.x11.sandbox`) and ``sandbox=False``
 (the previous way: the server as this user in a private mount namespace), alternately, ``--rounds``
 times each, in this one process, and measures with mousepad open: start-up, steps per second
 (action + PPM screenshot) with one desktop and with ``--parallel`` desktops stepping at once,
 steps per second with the accessibility tree, ``/cua/reset``; and the OSWorld metric worker
-(:class:`~cua_rl.osworld_eval.runner.MetricRunner`, ``sandbox=True``: bubblewrap as its own uid,
+(:class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner`, ``sandbox=True``: bubblewrap as its own uid,
 files copied into a scratch folder per call; ``False``: as this user): its start (the first
 call) and calls per second of ``exact_match`` and of ``compare_text_file`` on two cached files
 (the files a call reads are staged per call when sandboxed). Prints a Markdown table with the
@@ -23,8 +23,8 @@ import statistics
 import sys
 import time
 
-from cua_rl.desktop import LocalDesktopBackend
-from cua_rl.desktop.session import MALLOC_ENV
+from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
+from cua_rl.envs.backends.x11.session import MALLOC_ENV
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from bench_backends import step_rates, wait_title  # noqa: E402 - a sibling script
@@ -49,7 +49,7 @@ def evaluator(sandbox: bool, seconds: float) -> dict[str, float]:
     import tempfile
     from pathlib import Path
 
-    from cua_rl.osworld_eval.runner import MetricRunner
+    from cua_rl.envs.backends.osworld.evaluation.runner import MetricRunner
 
     out: dict[str, float] = {}
     with tempfile.TemporaryDirectory() as folder, MetricRunner(sandbox=sandbox) as runner:

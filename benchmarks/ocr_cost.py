@@ -39,7 +39,7 @@ UI = ["File", "Edit", "Search", "View", "Document", "Help", "Match", "case", "Re
 
 def mousepad_screens() -> dict[str, np.ndarray]:
     """Mousepad screens on a fresh local desktop (empty when the desktop cannot start)."""
-    from cua_rl.desktop.session import DesktopSession, missing_programs
+    from cua_rl.envs.backends.x11.session import DesktopSession, missing_programs
 
     if missing_programs() or shutil.which("mousepad") is None:
         return {}

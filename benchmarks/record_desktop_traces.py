@@ -5,7 +5,7 @@
         --out /work/data/desktop_traces            # ~100 traces; resumable (finished runs kept)
     # --tasks mousepad-replace --runs-per-category 1 --out /tmp/t for a smoke run
 
-**The desktop.** One :class:`~cua_rl.desktop.LocalDesktopBackend` (backend ``x11``: Xvfb,
+**The desktop.** One :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` (backend ``x11``: Xvfb,
 openbox, AT-SPI, a ``cua-rl desktop-server`` on 127.0.0.1), 1024x768, reset (apps killed, a fresh
 HOME) before every run. Every agent action goes through the backend's client exactly as
 ``CUAEnv`` sends it (OSWorld's pyautogui wrapper, ``VMServerClient.act``), and every screen is
@@ -256,7 +256,7 @@ class Recorder:
     """Drives one LocalDesktopBackend through the runs (see the module docstring)."""
 
     def __init__(self, a11y: bool = True) -> None:
-        from cua_rl.desktop import LocalDesktopBackend
+        from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
 
         self.backend = LocalDesktopBackend(size=SIZE, pause_s=5.0, a11y=a11y,
                                            startup_timeout_s=120.0, request_timeout_s=120.0)

@@ -16,7 +16,7 @@ script measures that, the "per family" line). So for each task and each *instanc
 passing traces are solver runs of that one page, made different by the **policy seed**: idle
 pointer moves and short waits between actions (hesitation, 0-2 per action), and on
 click-checkboxes the boxes ticked in another order (an alternative path). Failing runs play
-every failure mode of :data:`cua_rl.datasets.miniwob.FAILURE_MODES` on the same page, with the
+every failure mode of :data:`cua_rl.envs.backends.miniwob.oracle.FAILURE_MODES` on the same page, with the
 same hesitation. The label is the task's own reward (ground truth 1.0 = pass), never the mode:
 a random click that happens to solve the task is a passing run.
 
@@ -58,7 +58,8 @@ from pathlib import Path
 import numpy as np
 
 from cua_rl.actions import Action, Done, Move, Wait
-from cua_rl.datasets.miniwob import FAILURE_MODES, failure_plan, parse_dom_text, solve
+from cua_rl.envs.backends.miniwob.dom import parse_dom_text
+from cua_rl.envs.backends.miniwob.oracle import FAILURE_MODES, failure_plan, solve
 from cua_rl.errors import BackendError, TraceFormatError
 from cua_rl.provenance import commit_label, cpu_model, replace_section
 from cua_rl.validator import EquivalenceConfig, ReferenceModel, Trace, ValidatorConfig
@@ -122,7 +123,7 @@ def run_episode(env, task: str, instance: int, mode: str, policy_seed: int,  # t
                 max_steps: int) -> Episode:
     """Play ``mode`` (``solve`` or a failure mode) on ``miniwob/<task>/<instance>``, varied by
     ``policy_seed``; the plan ends with ``Done()`` unless the page ends the episode first."""
-    from cua_rl.tasks.miniwob import make_task
+    from cua_rl.envs.backends.miniwob.tasks import make_task
 
     obs, info = env.reset(options={"task": make_task(task, instance, max_steps)})
     height, width = obs["screenshot"].shape[:2]
@@ -218,7 +219,7 @@ def per_family(condition: str, episodes: Sequence[Episode]) -> str:
 def record(env, args: argparse.Namespace, task: str) -> tuple[list[Episode], int]:  # type: ignore[no-untyped-def]
     """Every episode of ``task``: per instance, train + test solver runs and the failure
     modes (after one unrecorded episode that loads the page)."""
-    from cua_rl.tasks.miniwob import make_task
+    from cua_rl.envs.backends.miniwob.tasks import make_task
 
     env.reset(options={"task": make_task(task, 0, args.max_steps)})
     episodes, skipped = [], 0

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Install the Debian packages of the local desktop (cua_rl.desktop, `cua-rl desktop-server`) and
-# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob.py), of
+# Install the Debian packages of the local desktop (cua_rl.envs.backends.x11, `cua-rl desktop-server`) and
+# of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob/), of
 # the macOSWorld transport tests (x11vnc, openssh-server: real VNC and SSH servers on 127.0.0.1;
 # the tests run their own sshd with its own config and keys, never the system one), and
 # Tesseract's English model for the validator's OCR tier (cua_rl/validator/ocr.py).

@@ -4,7 +4,7 @@
     scripts/offline.sh env PYTHONPATH=$PWD .venv/bin/python scripts/make_labelled_miniwob.py \\
         --out runs/miniwob-labelled --episodes-per-task 40 --success-share 0.5
 
-Runs :func:`cua_rl.datasets.miniwob.build_miniwob_labelled`: for each task one ``miniwob`` env
+Runs :func:`cua_rl.datasets.from_env.build_miniwob_labelled`: for each task one ``miniwob`` env
 on held-out (``eval``) seeds, the scripted solver on ``--success-share`` of the episodes and a
 failure mode (random clicks, stopping one step short, a wrong but plausible element, a typo...)
 on the rest; every episode labelled by the task's reward. Writes ``labelled.jsonl``,
@@ -23,7 +23,8 @@ import logging
 import sys
 
 from cua_rl.datasets import format_class_balance
-from cua_rl.datasets.miniwob import SOLVERS, build_miniwob_labelled
+from cua_rl.datasets.from_env import build_miniwob_labelled
+from cua_rl.envs.backends.miniwob.oracle import SOLVERS
 from cua_rl.errors import CuaRLError
 
 DEFAULT_TASKS = ("click-test", "click-button", "click-dialog", "click-link", "enter-text",

@@ -5,8 +5,8 @@
         --seeds 20 [--tasks click-test enter-text] [--modes solve typo]
 
 A thin adapter, not the library's backend: it renders the raw env's ``dom_elements`` into the
-agreed DOM text (:func:`dom_text`, the grammar of :mod:`cua_rl.datasets.miniwob`), plays the
-plans of :func:`cua_rl.datasets.miniwob.solve` / ``failure_plan`` with ``CLICK_COORDS`` and
+agreed DOM text (:func:`dom_text`, the grammar of :mod:`cua_rl.envs.backends.miniwob.dom`), plays the
+plans of :func:`cua_rl.envs.backends.miniwob.oracle.solve` / ``failure_plan`` with ``CLICK_COORDS`` and
 ``TYPE_TEXT`` and reads the raw reward (``get_raw_reward``: -1 failure, 1 success, 0 not
 ended, a fraction for partial credit on click-checkboxes; success = raw reward 1.0, as the
 backend's ground truth (r + 1) / 2 = 1.0). Seeds 0..N-1. It prints one line per (task, mode):
@@ -29,13 +29,8 @@ from typing import Any
 import numpy as np
 
 from cua_rl.actions import Click, Done, Type
-from cua_rl.datasets.miniwob import (
-    FAILURE_MODES,
-    SOLVERS,
-    failure_plan,
-    parse_dom_text,
-    solve,
-)
+from cua_rl.envs.backends.miniwob.dom import parse_dom_text
+from cua_rl.envs.backends.miniwob.oracle import FAILURE_MODES, SOLVERS, failure_plan, solve
 
 
 def _quote(text: str) -> str:

@@ -115,7 +115,7 @@ def _token(args: argparse.Namespace) -> str | None:
 
 def _reexec_private(args: argparse.Namespace) -> None:
     """Re-execute under ``unshare -m`` (root only) so /home/user can be bound privately."""
-    from cua_rl.desktop.session import MALLOC_ENV, PRIVATE_NS_ENV, mount_namespace
+    from cua_rl.envs.backends.x11.session import MALLOC_ENV, PRIVATE_NS_ENV, mount_namespace
 
     if (args.home_mode == "alias" or os.environ.get(PRIVATE_NS_ENV) or os.geteuid() != 0
             or shutil.which("unshare") is None or not mount_namespace()):  # fmt: skip
@@ -152,7 +152,7 @@ def _inner_args(args: argparse.Namespace, apps_env: dict[str, str]) -> list[str]
 
 def _run_sandboxed(args: argparse.Namespace, token: str | None, apps_env: dict[str, str]) -> int:
     """Start the desktop in its sandbox, print its ready line, wait for a signal or its end."""
-    from cua_rl.desktop.sandboxed import DesktopSandbox
+    from cua_rl.envs.backends.x11.sandbox import DesktopSandbox
     from cua_rl.sandbox import SandboxUnavailable
 
     parent = os.getppid()
@@ -180,8 +180,8 @@ def _run_sandboxed(args: argparse.Namespace, token: str | None, apps_env: dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from cua_rl.desktop.server import DesktopServer, check_host
-    from cua_rl.desktop.session import DesktopSession
+    from cua_rl.envs.backends.x11.server import DesktopServer, check_host
+    from cua_rl.envs.backends.x11.session import DesktopSession
 
     check_host(args.host, args.allow_remote)
     token = _token(args)

@@ -19,6 +19,9 @@ the build arguments, the class balance, what was skipped and why, and one record
   resumable: every finished episode is appended to ``<out_dir>/journal.jsonl``, and a re-run
   with the same arguments skips the episodes already there (a larger ``n_episodes`` extends a
   set).
+* :func:`~cua_rl.datasets.from_env.build_miniwob_labelled` runs MiniWoB++'s oracle policy
+  (solvers and failure plans: :mod:`cua_rl.envs.backends.miniwob.oracle`) through it, one env
+  per task.
 
 Held-out task seeds. :class:`~cua_rl.envs.backends.simdesk.SimDeskTasks` (training) draws task
 seeds in ``[0, 2**31 - 1)``; the SimDesk builder uses seeds from :data:`CALIBRATION_SEED_START`

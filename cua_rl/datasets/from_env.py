@@ -1,10 +1,12 @@
-"""The labelled-set builder for any backend with a checker (resumable through a journal).
+"""The labelled-set builder for any backend with a checker (resumable through a journal), and
+the MiniWoB++ one built on it (the benchmark's oracle policy, one env per task).
 
 See :mod:`cua_rl.datasets` for the files it writes.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import os
@@ -27,6 +29,7 @@ from cua_rl.datasets.common import (
     EnvPolicy,
     _check_int,
     _check_knobs,
+    _check_rate,
     _json_bytes,
     _safe_name,
     _warn_stale_images,
@@ -37,12 +40,21 @@ from cua_rl.datasets.common import (
 from cua_rl.errors import BackendError, CalibrationError, ConfigError
 
 if TYPE_CHECKING:
+    from cua_rl.envs.config import EnvConfig
     from cua_rl.envs.cua_env import CUAEnv
 
 
-__all__ = ["build_labelled_from_env", "simdesk_expert_policy"]
+__all__ = [
+    "MINIWOB_SOURCE",
+    "build_labelled_from_env",
+    "build_miniwob_labelled",
+    "simdesk_expert_policy",
+]
 
 logger = logging.getLogger(__name__)
+
+MINIWOB_SOURCE = "miniwob-reward"
+"""``source`` prefix of MiniWoB++ rows (``miniwob-reward-<task>``): labelled by the task reward."""
 
 
 # -- any backend with a checker -----------------------------------------------------------------
@@ -277,3 +289,137 @@ def _episode_record(entry: Mapping[str, Any]) -> dict[str, Any]:
 
 def _images_exist(out: Path, images: Sequence[str]) -> bool:
     return all((out / p).is_file() for p in images)
+
+
+# -- the builder --------------------------------------------------------------------------------
+
+
+def build_miniwob_labelled(
+    out_dir: str | os.PathLike[str],
+    tasks: Sequence[str],
+    episodes_per_task: int,
+    success_share: float = 0.5,
+    seed: int = 0,
+    *,
+    config: EnvConfig | None = None,
+    failure_modes: Mapping[str, Sequence[str]] | None = None,
+    last_k: int = 1,
+    threshold: float = 1.0,
+    resume: bool = True,
+    require_both_classes: bool = True,
+) -> list[LabelledExample]:
+    """Build a labelled set from MiniWoB++ episodes: solver and failure episodes, each labelled
+    by the task's own reward.
+
+    For each task, one env (``make_env(config with families=[task], "eval")``: held-out seeds)
+    runs ``episodes_per_task`` episodes of a
+    :class:`~cua_rl.envs.backends.miniwob.oracle.MiniWoBPolicy` through
+    :func:`build_labelled_from_env` into ``<out_dir>/tasks/<task>/``
+    (resumable there); the rows of every task are then written to ``<out_dir>/labelled.jsonl``
+    and ``<out_dir>/manifest.json`` (class balance per task, and per mode how many episodes
+    succeeded: a failure mode's successes are labelled 1, as the reward says).
+
+    Args:
+        out_dir: Output folder.
+        tasks: MiniWoB task names (each must have a solver:
+            :data:`~cua_rl.envs.backends.miniwob.oracle.SOLVERS`).
+        episodes_per_task: Episodes per task (skipped ones included).
+        success_share: Share of episodes that play the solver.
+        seed: Seed of the episode seeds, the mode draws and the failure plans.
+        config: The env section (default: backend ``miniwob``, screen 160 x 210, 10 steps);
+            its ``families`` is replaced per task.
+        failure_modes: Task name -> modes (default the oracle's ``FAILURE_MODES``).
+        last_k: Screenshots kept per episode.
+        threshold: A ground truth at or above it is a success (1.0: the backend maps the raw
+            reward -1/1 to 0/1).
+        resume: Continue a build found in ``out_dir``.
+        require_both_classes: Raise if the merged set lacks a class.
+
+    Returns:
+        The examples, task by task in episode order.
+
+    Raises:
+        ConfigError: Bad counts, share or task list; a task without a solver.
+        CalibrationError: A class is missing (with ``require_both_classes``).
+    """
+    from cua_rl.envs.backends.miniwob.oracle import SOLVERS, MiniWoBPolicy, choose_mode
+    from cua_rl.envs.config import EnvConfig
+    from cua_rl.envs.make import make_env
+
+    _check_int("episodes_per_task", episodes_per_task, 1)
+    _check_rate("success_share", success_share)
+    if isinstance(tasks, str) or not tasks or len(set(tasks)) != len(tasks):
+        raise ConfigError(f"tasks must be a non-empty list of distinct task names, got {tasks!r}")
+    unknown = [t for t in tasks if t not in SOLVERS]
+    if unknown:
+        raise ConfigError(f"tasks {unknown} have no solver; solved: {sorted(SOLVERS)}")
+    base = config or EnvConfig(
+        backend="miniwob", screen=(160, 210), families=tuple(tasks), max_steps=10
+    )
+    out = Path(out_dir)
+    examples: list[LabelledExample] = []
+    per_task: dict[str, Any] = {}
+    for task in tasks:
+        sub = out / "tasks" / task
+        policy = MiniWoBPolicy(success_share=success_share, seed=seed, failure_modes=failure_modes)
+        env = make_env(dataclasses.replace(base, families=(task,)), "eval")
+        try:
+            rows = build_labelled_from_env(
+                env,
+                policy,
+                episodes_per_task,
+                sub,
+                seed=seed,
+                source=f"{MINIWOB_SOURCE}-{task}",
+                last_k=last_k,
+                threshold=threshold,
+                resume=resume,
+                require_both_classes=False,
+            )
+        finally:
+            env.close()
+        examples.extend(rows)
+        manifest = json.loads((sub / MANIFEST_FILE).read_text(encoding="utf-8"))
+        by_mode: Counter[tuple[str, int]] = Counter()
+        for ep in manifest["episodes"]:
+            if "label" in ep:
+                mode = choose_mode(
+                    seed, ep["task_id"], success_share, policy.failure_modes.get(task, ())
+                )
+                by_mode[(mode, ep["label"])] += 1
+        per_task[task] = {
+            "skipped": manifest["skipped"],
+            "modes": {
+                m: {"pos": by_mode[(m, 1)], "neg": by_mode[(m, 0)]}
+                for m in sorted({m for m, _ in by_mode})
+            },
+        }
+    save_labelled(examples, out / LABELLED_FILE)
+    balance = class_balance(examples)
+    _write_if_changed(
+        out / MANIFEST_FILE,
+        _json_bytes(
+            {
+                "builder": "build_miniwob_labelled",
+                "args": {
+                    "tasks": list(tasks),
+                    "episodes_per_task": episodes_per_task,
+                    "success_share": success_share,
+                    "seed": seed,
+                    "last_k": last_k,
+                    "threshold": threshold,
+                },
+                "n_examples": len(examples),
+                "class_balance": balance,
+                "tasks": per_task,
+            }
+        ),
+    )
+    pos, neg = balance["all"]["pos"], balance["all"]["neg"]
+    logger.info("MiniWoB labelled set %s: %d positives, %d negatives", out, pos, neg)
+    if require_both_classes and (pos == 0 or neg == 0):
+        raise CalibrationError(
+            f"the MiniWoB labelled set in {str(out)!r} has {pos} positives "
+            f"and {neg} negatives; calibration needs both classes"
+        )
+    return examples

@@ -35,7 +35,7 @@ from cua_rl.core import (
     Trajectory,
     check_step_budget,
 )
-from cua_rl.envs.backends.base import DesktopBackend
+from cua_rl.envs.backends.base import BACKEND_MEMBERS, DesktopBackend
 from cua_rl.errors import ActionError, BackendError, ConfigError
 from cua_rl.tasks.base import TaskSource
 
@@ -105,16 +105,16 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
     Episode flow:
         * ``reset`` draws the task (``tasks.sample(self.np_random)``, or ``options={"task": t}``)
           and calls ``backend.reset``; a ``BackendError`` there propagates to the caller. A
-          backend with a non-empty ``instruction`` attribute after reset (an instruction the
-          desktop made itself: MiniWoB++'s utterance) replaces the task's instruction with it,
-          and a non-empty ``vocabulary`` tuple beside it the task's vocabulary.
+          non-empty ``backend.instruction`` after reset (an instruction the desktop made
+          itself: MiniWoB++'s utterance) replaces the task's instruction, and a non-empty
+          ``backend.vocabulary`` beside it the task's vocabulary.
         * A step whose action cannot be parsed, or that the desktop rejects (``ActionError``),
           still counts: the observation is ``backend.observe()`` and ``info["action_error"]`` holds
           the message. ``WAIT`` is always valid.
         * ``DONE`` / ``FAIL`` end the episode (``terminated=True``); they are not sent to the
-          backend (one with a ``last_action`` attribute gets them there, for its checker).
-          A backend whose ``task_done`` attribute is True after a step (the task ended itself:
-          a MiniWoB++ page) ends it there too, as ``"done"``.
+          backend, but assigned to ``backend.last_action`` for its checker.
+          ``backend.task_done`` True after a step (the task ended itself: a MiniWoB++ page)
+          ends it there too, as ``"done"``.
           The step budget (``max_steps`` or ``task.max_steps``) truncates it
           (``truncated=True``, end reason ``"max_steps"``).
         * A ``BackendError`` (the VM died) truncates the episode: ``episode_end.env_error`` holds
@@ -144,13 +144,16 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         final step's trajectory is copied once per episode.
 
     Args:
-        backend: The desktop.
+        backend: The desktop: a :class:`~cua_rl.envs.backends.base.DesktopBackend`, methods
+            and attributes (:class:`~cua_rl.envs.backends.base.BaseBackend` gives the
+            attributes their defaults).
         tasks: Where each episode's task comes from.
         max_steps: Step budget overriding every task's ``max_steps``.
         render_mode: None or ``"rgb_array"`` (``render()`` returns the last screenshot).
 
     Raises:
-        ConfigError: ``max_steps`` < 1 or an unknown render mode.
+        ConfigError: ``max_steps`` < 1, an unknown render mode, or a backend that lacks a
+            member of :class:`~cua_rl.envs.backends.base.DesktopBackend` (named).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 1}
@@ -164,6 +167,11 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         render_mode: str | None = None,
     ) -> None:
         check_step_budget(max_steps, "CUAEnv max_steps", optional=True)
+        if not isinstance(backend, DesktopBackend):
+            missing = [name for name in BACKEND_MEMBERS if not hasattr(backend, name)]
+            raise ConfigError(f"CUAEnv backend {type(backend).__name__} is not a DesktopBackend: "
+                              f"it lacks {missing} (subclass cua_rl.envs.backends.base."
+                              f"BaseBackend for the attributes' defaults)")  # fmt: skip
         if render_mode is not None and render_mode not in self.metadata["render_modes"]:
             raise ConfigError(
                 f"CUAEnv render_mode must be None or one of {self.metadata['render_modes']}, "
@@ -255,12 +263,12 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self._task = task
         self._steps = []
         observation = self._checked(self.backend.reset(task))
-        given = getattr(self.backend, "instruction", None)
-        if isinstance(given, str) and given and given != task.instruction:
+        given = self.backend.instruction
+        if given and given != task.instruction:
             # the desktop made the instruction itself at reset (MiniWoB++'s utterance), and the
             # strings to type with it
-            words = getattr(self.backend, "vocabulary", None)
-            more = {"vocabulary": tuple(words)} if isinstance(words, tuple) and words else {}
+            words = self.backend.vocabulary
+            more = {"vocabulary": tuple(words)} if words else {}
             task = self._task = dataclasses.replace(task, instruction=given, **more)
         self._instruction = _to_charset(task.instruction, INSTRUCTION_MAX_LENGTH)
         self._initial = self._last = observation
@@ -311,7 +319,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
             end_reason = "done"
         elif isinstance(parsed, Fail) and action_error is None:
             end_reason = "fail"
-        elif getattr(self.backend, "task_done", False) is True:
+        elif self.backend.task_done:
             end_reason = "done"  # the task ended itself (a MiniWoB++ page)
         elif len(self._steps) >= (self.step_budget or 0):
             end_reason = "max_steps"
@@ -400,7 +408,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         """
         try:
             if parsed is None or isinstance(parsed, (Done, Fail)):
-                if parsed is not None and hasattr(self.backend, "last_action"):
+                if parsed is not None:
                     # DONE/FAIL are not sent, but a checker that reads the episode's last
                     # action (OSWorld's FAIL rule, VMServerBackend.last_action) must see them
                     self.backend.last_action = parsed

@@ -451,14 +451,15 @@ def evaluate_task_file(
         ConfigError: A bad checkpoint, backend, ``n_envs`` above what the config has.
         TaskSpecError: A bad task list.
     """
-    from cua_rl.envs.backends.osworld.spec import env_count
+    from cua_rl.envs.backends.registry import get_backend
     from cua_rl.envs.make import make_env
 
     env_config = config.env
     tasks = load_task_file(env_config, tasks_file, examples_root)
-    limit = env_count(env_config)
+    spec = get_backend(env_config.backend)
+    limit = spec.max_envs(env_config)
     assert limit is not None  # load_task_file refused other backends
-    what = "desktops" if env_config.backend == "x11" else "urls"
+    what = spec.max_envs_key
     if n_envs is None:
         n_envs = limit
     elif not 1 <= n_envs <= limit:

@@ -45,6 +45,7 @@ from cua_rl.actions import (
     Wait,
 )
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.base import BaseBackend
 from cua_rl.errors import ActionError, BackendError, ConfigError, TaskSpecError
 
 __all__ = [
@@ -202,7 +203,7 @@ def fake_oracle(task: Task, screen_size: tuple[int, int] = (320, 200)) -> tuple[
     return (Type(spec.target), Hotkey(("enter",)), Done())
 
 
-class FakeBackend:
+class FakeBackend(BaseBackend):
     """A deterministic in-process :class:`~cua_rl.envs.backends.base.DesktopBackend`.
 
     Args:

@@ -77,12 +77,13 @@ def make_env_workers(
         BackendError: Ray cannot start or reach its cluster.
         DependencyNotInstalled: ``vec_env: ray`` without Ray installed.
     """
-    from cua_rl.envs.backends.osworld.spec import env_count
+    from cua_rl.envs.backends.registry import get_backend
 
-    limit = env_count(config.env)
+    spec = get_backend(config.env.backend)
+    limit = spec.max_envs(config.env)
     needed = envs_needed(config) + (ranks - 1) * config.ppo.n_envs
     if limit is not None and needed > limit:
-        what = {"x11": "desktops", "macosworld": "hosts"}.get(config.env.backend, "urls")
+        what = spec.max_envs_key
         per = f" on each of {ranks} ranks" if ranks > 1 else ""
         also = (" plus 1 for the evaluation while training (its own, so that it never resets a "
                 "training env's desktop mid-episode; or set eval.every: 0, at_start and at_end: "

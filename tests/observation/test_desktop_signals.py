@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
+from tests.desktop.conftest import MISSING, needs_desktop, needs_mousepad
 
 from cua_rl.actions import Hotkey, Type, Wait
 from cua_rl.core import Task
-from tests.desktop.conftest import MISSING, needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop, needs_mousepad]
 
@@ -53,7 +53,7 @@ class _Settled:
 
 def test_mousepad_search_bar_is_new_elements_and_typing_is_not() -> None:
     assert not MISSING
-    from cua_rl.desktop import LocalDesktopBackend
+    from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
     from cua_rl.observation import SignalDrivenObservation
 
     backend = _Settled(LocalDesktopBackend(size=(640, 400), setup=_open_editor, pause_s=0.2))

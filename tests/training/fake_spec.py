@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from cua_rl.envs.backends.base import BaseSpec
 from cua_rl.errors import ConfigError
 from cua_rl.tasks.base import FixedTasks
 from cua_rl.testing.fake_backend import FakeBackend, fake_tasks
@@ -18,7 +19,7 @@ from cua_rl.testing.fake_backend import FakeBackend, fake_tasks
 N_TASKS, N_TRAIN = 8, 6
 
 
-class FakeSpec:
+class FakeSpec(BaseSpec):
     """The spec of the fake desktop: ``backend_kwargs`` may set ``fail_at_step``."""
 
     name = "fake"

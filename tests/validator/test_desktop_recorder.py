@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.desktop.session import AT_SPI_LAUNCHER, missing_programs
+from cua_rl.envs.backends.x11.session import AT_SPI_LAUNCHER, missing_programs
 from cua_rl.validator import read_trace, read_traces
 
 pytestmark = pytest.mark.desktop

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.actions import Action, Done, Move
-from cua_rl.datasets.miniwob import failure_plan, parse_dom_text, solve
+from cua_rl.envs.backends.miniwob.dom import parse_dom_text
+from cua_rl.envs.backends.miniwob.oracle import failure_plan, solve
 from cua_rl.validator import ReferenceModel, Trace, ValidatorConfig, ValidatorWarning
 from cua_rl.validator.run import load_validator_config
 
@@ -53,7 +54,7 @@ def episode(env, mode: str, prefix: Sequence[Action] = (),  # type: ignore[no-un
     """Play the solver (``mode="solve"``) or a failure mode on the instance, then Done."""
     import numpy as np
 
-    from cua_rl.tasks.miniwob import make_task
+    from cua_rl.envs.backends.miniwob.tasks import make_task
 
     obs, info = env.reset(options={"task": make_task(task, SEED, 10)})
     nodes = parse_dom_text(info["a11y"])

@@ -294,7 +294,7 @@ def desk() -> Iterator[object]:
     if MISSING or shutil.which("mousepad") is None or shutil.which("xmessage") is None:
         pytest.skip(f"real desktop unavailable: {', '.join(MISSING) or 'mousepad or xmessage'} "
                     f"missing (scripts/apt-deps.sh)")
-    from cua_rl.desktop import DesktopSession
+    from cua_rl.envs.backends.x11.session import DesktopSession
 
     session = DesktopSession((640, 400), a11y=False)
     yield session

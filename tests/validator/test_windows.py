@@ -134,7 +134,7 @@ def _settled(session, pause: float = 0.6) -> np.ndarray:
 @needs_desktop
 @needs_mousepad
 def test_real_mousepad_moved_resized_same_and_typed_word_different() -> None:
-    from cua_rl.desktop import DesktopSession
+    from cua_rl.envs.backends.x11.session import DesktopSession
 
     with DesktopSession((800, 600), a11y=False) as s:
         (s.home / "notes.txt").write_text("alpha beta\ngamma delta\n")

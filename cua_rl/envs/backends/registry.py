@@ -6,9 +6,11 @@ is built and worker processes (subprocesses, Ray actors) can import it from the 
 A backend that is planned but not built yet has a :class:`PlannedBackend` entry: its configs load
 and are checked, and building an env refuses with a clear message.
 
-Adding a backend: write ``cua_rl/envs/backends/<name>.py`` (the DesktopBackend and a spec
-object), add one line to :data:`BACKENDS`, a config in ``configs/`` and tests. Code outside the
-package registers one at run time with :func:`register_backend`.
+Adding a backend: write ``cua_rl/envs/backends/<name>/`` (``backend.py``: the DesktopBackend,
+``spec.py``: a spec object, subclasses of :class:`~cua_rl.envs.backends.base.BaseBackend` and
+:class:`~cua_rl.envs.backends.base.BaseSpec`), add one line to :data:`BACKENDS`, a config in
+``configs/`` and tests. Code outside the package registers one at run time with
+:func:`register_backend`.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ from __future__ import annotations
 import importlib
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.envs.backends.base import BackendSpec, BaseSpec
+from cua_rl.envs.backends.base import SPEC_MEMBERS, BackendSpec, BaseSpec
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -74,10 +76,6 @@ class PlannedBackend(BaseSpec):
         raise self._refuse()
 
 
-#: The members a spec has (:class:`~cua_rl.envs.backends.base.BackendSpec`).
-SPEC_MEMBERS = ("name", "max_envs_key", "check_config", "make_backend", "tasks", "max_envs",
-                "check_tasks")  # fmt: skip
-
 #: Backend name -> ``"module:attribute"`` of its spec.
 BACKENDS: dict[str, str] = {
     "simdesk": "cua_rl.envs.backends.simdesk.spec:SPEC",
@@ -85,7 +83,7 @@ BACKENDS: dict[str, str] = {
     "x11": "cua_rl.envs.backends.x11.spec:X11",
     "waa": "cua_rl.envs.backends.waa.spec:WAA",
     "macosworld": "cua_rl.envs.backends.macosworld.spec:MACOSWORLD",
-    "miniwob": "cua_rl.envs.backends.miniwob:MINIWOB",
+    "miniwob": "cua_rl.envs.backends.miniwob.spec:MINIWOB",
 }
 
 

@@ -9,6 +9,7 @@ import numpy as np
 
 from cua_rl.actions import Action
 from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.base import BaseBackend
 from cua_rl.envs.backends.simdesk.compositor import Compositor
 from cua_rl.envs.backends.simdesk.config import SimDeskConfig
 from cua_rl.envs.backends.simdesk.desktop import Desktop
@@ -20,7 +21,7 @@ from cua_rl.errors import BackendError, TaskSpecError
 __all__ = ["SimDeskBackend"]
 
 
-class SimDeskBackend:
+class SimDeskBackend(BaseBackend):
     """A deterministic simulated desktop rendered with Pillow.
 
     Args:

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import TYPE_CHECKING
 
+from cua_rl.envs.backends.base import BaseSpec
 from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
 from cua_rl.envs.backends.simdesk.config import SIMDESK_KNOBS, SimDeskConfig
 from cua_rl.envs.backends.simdesk.registry import FAMILIES
@@ -22,11 +23,12 @@ if TYPE_CHECKING:
 __all__ = ["SPEC", "SimDeskSpec"]
 
 
-class SimDeskSpec:
+class SimDeskSpec(BaseSpec):
     """The :class:`~cua_rl.envs.backends.base.BackendSpec` of SimDesk.
 
     ``env.backend_kwargs``: SimDeskConfig fields other than ``width``/``height`` (those come from
-    ``env.screen``).
+    ``env.screen``). Any number of envs (each its own in-process desktop); tasks are generated, so
+    there is nothing for ``check_tasks`` to refuse.
     """
 
     name = "simdesk"

@@ -13,7 +13,7 @@ import pytest
 
 from cua_rl.actions import Fail, Hotkey
 from cua_rl.envs.backends.osworld import spec as osworld_backend
-from cua_rl.envs.backends.osworld.spec import env_count, load_tasks, settings
+from cua_rl.envs.backends.osworld.spec import OSWORLD, load_tasks, settings
 from cua_rl.envs.backends.vm.client import VMServerBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env, make_tasks
@@ -100,9 +100,8 @@ def test_settings_placeholders_and_defaults() -> None:
                               "SCREEN_WIDTH_HALF": 3}  # fmt: skip
     assert (s.a11y, s.timeout_s, s.max_retries, s.token) == (True, 30.0, 2, "t0k")
     assert "t0k" not in repr(s)
-    assert env_count(env_config(urls=["http://a:1", "http://b:2", "http://c:3"])) == 3
-    assert env_count(env_config("x11", desktops=4)) == 4
-    assert env_count(EnvConfig()) is None
+    assert OSWORLD.max_envs(env_config(urls=["http://a:1", "http://b:2", "http://c:3"])) == 3
+    assert OSWORLD.max_envs_key == "urls"
 
 
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
@@ -214,17 +213,6 @@ def test_default_hooks_need_osworld_eval(suite: Suite, monkeypatch: pytest.Monke
         make_env(config, "train")
 
 
-def test_x11_needs_the_local_desktop(suite: Suite, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setitem(sys.modules, "cua_rl.desktop", None)
-    osworld_backend._x11_backend_class.cache_clear()
-    config = env_config("x11", tasks=str(suite.root), hooks=HOOKS, desktops=2)
-    with pytest.raises(ConfigError, match=r"the x11 backend needs cua_rl\.desktop"):
-        make_env(config, "train", index=1)
-    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.desktops has 2 entries"):
-        make_env(config, "train", index=2)
-    osworld_backend._x11_backend_class.cache_clear()
-
-
 def test_revert_command_runs_before_every_reset_but_the_first(
     suite: Suite, servers: list[FakeOSWorldServer], tmp_path: Path
 ) -> None:
@@ -265,45 +253,6 @@ def test_closing_the_env_closes_the_hooks(suite: Suite, servers: list[FakeOSWorl
     object.__setattr__(hooks.checker, "close", lambda: closed.append("checker"))
     env.close()
     assert closed == ["checker"]
-
-
-def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
-    suite: Suite, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """Agreed interface 1: LocalDesktopBackend(*, size, setup, checker, a11y, pause_s,
-    startup_timeout_s); a stand-in records what the x11 spec passes."""
-    import types
-
-    made: list[dict[str, Any]] = []
-
-    class LocalDesktopBackend:
-        def __init__(self, **kwargs: Any) -> None:
-            made.append(kwargs)
-
-        def close(self) -> None:
-            made.append({"closed": True})
-
-    monkeypatch.setitem(sys.modules, "cua_rl.desktop",
-                        types.SimpleNamespace(LocalDesktopBackend=LocalDesktopBackend))
-    osworld_backend._x11_backend_class.cache_clear()
-    try:
-        config = env_config("x11", screen=(1280, 720), tasks=str(suite.root), hooks=HOOKS,
-                            desktops=2, a11y=False, pause_s=1.5, startup_timeout_s=30)
-        backend = osworld_backend.X11.make_backend(config, index=1)
-        (kwargs,) = made
-        assert kwargs["size"] == (1280, 720) and kwargs["a11y"] is False
-        assert (kwargs["pause_s"], kwargs["startup_timeout_s"]) == (1.5, 30.0)
-        assert (kwargs["sandbox"], kwargs["network"]) == (True, "none")  # sandboxed by default
-        assert callable(kwargs["setup"]) and callable(kwargs["checker"])
-        backend.close()
-        assert made[-1] == {"closed": True}
-        made.clear()
-        config = env_config("x11", screen=(1280, 720), tasks=str(suite.root), hooks=HOOKS,
-                            sandbox=False, network="host")
-        osworld_backend.X11.make_backend(config, index=0).close()
-        assert (made[0]["sandbox"], made[0]["network"]) == (False, "host")
-    finally:
-        osworld_backend._x11_backend_class.cache_clear()
 
 
 def test_token_file(suite: Suite, servers: list[FakeOSWorldServer], tmp_path: Path) -> None:

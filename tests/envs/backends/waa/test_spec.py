@@ -11,8 +11,9 @@ from typing import Any
 import pytest
 
 from cua_rl.envs.backends import registry
-from cua_rl.envs.backends.osworld.spec import env_count
-from cua_rl.envs.backends.waa.spec import WAA, WAAClient, WAASpec, waa_settings
+from cua_rl.envs.backends.waa.backend import WAAClient
+from cua_rl.envs.backends.waa.settings import waa_settings
+from cua_rl.envs.backends.waa.spec import WAA, WAASpec
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_tasks
 from cua_rl.errors import BackendError, ConfigError
@@ -51,12 +52,12 @@ def test_config_errors_name_the_key(kwargs: dict[str, Any], match: str) -> None:
         env_config(**kwargs)
 
 
-def test_settings_defaults_registry_and_env_count() -> None:
+def test_settings_defaults_registry_and_max_envs() -> None:
     s = waa_settings(env_config(urls=["http://a:5000", "http://b:5000/"]))
     assert (s.a11y_backend, s.a11y_timeout_s, s.ready_timeout_s, s.urls) == (
         "uia", 300.0, 100.0, ("http://a:5000", "http://b:5000"))
     assert registry.get_backend("waa") is WAA and isinstance(WAA, WAASpec)
-    assert env_count(env_config(urls=["http://a:1", "http://a:2"])) == 2
+    assert WAA.max_envs(env_config(urls=["http://a:1", "http://a:2"])) == 2
     with pytest.raises(ConfigError, match=r"env index 2 is out of range: env\.backend_kwargs\.urls "
                                           r"has 2 entries"):
         WAA.make_backend(env_config(urls=["http://a:1", "http://a:2"]), index=2)
@@ -111,7 +112,7 @@ def test_task_list_needs_examples_root(tmp_path: Path) -> None:
 
 
 def test_waa_accessibility_xml_is_linearised_with_its_namespaces() -> None:
-    from cua_rl.envs.backends.waa.spec import linearize_waa_a11y
+    from cua_rl.envs.backends.waa.backend import linearize_waa_a11y
 
     ns = ('xmlns:st="uri:deskat:state.at-spi.gnome.org" '
           'xmlns:cp="uri:deskat:component.at-spi.gnome.org" '

@@ -1,0 +1,102 @@
+"""The host side of the AT-SPI walker: a long-lived ``/usr/bin/python3`` child per desktop.
+
+pyatspi imports only under Debian's system interpreter, so the walk runs there
+(:mod:`cua_rl.envs.backends.x11.a11y_walker`, stdlib + pyatspi) and the XML crosses a pipe as one
+JSON line. Keeping the child alive saves its start-up (import of pyatspi and GI) on every
+observation. A walk that passes its deadline kills the child; the next walk starts a new one.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import select
+import subprocess
+import time
+from collections.abc import Mapping
+from pathlib import Path
+
+from cua_rl.errors import BackendError
+
+__all__ = ["SYSTEM_PYTHON", "WALKER", "A11yWorker"]
+
+#: Debian's interpreter, the one that can import pyatspi.
+SYSTEM_PYTHON = "/usr/bin/python3"
+WALKER = Path(__file__).with_name("a11y_walker.py")
+
+
+class A11yWorker:
+    """Runs :data:`WALKER` under :data:`SYSTEM_PYTHON` with the desktop's environment.
+
+    Args:
+        env: The desktop's environment (``DISPLAY``, ``DBUS_SESSION_BUS_ADDRESS``).
+        timeout_s: Deadline of the first walk's start-up.
+    """
+
+    def __init__(self, env: Mapping[str, str], timeout_s: float = 30.0) -> None:
+        self.env = dict(env)
+        self.timeout_s = timeout_s
+        self._proc: subprocess.Popen | None = None
+        self._buffer = b""
+
+    def _start(self) -> subprocess.Popen:
+        if not os.path.exists(SYSTEM_PYTHON):
+            raise BackendError(f"accessibility: {SYSTEM_PYTHON} not found (Debian python3 with "
+                               "python3-pyatspi)")  # fmt: skip
+        self._proc = subprocess.Popen([SYSTEM_PYTHON, "-u", str(WALKER)], env=self.env,
+                                      stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                                      stderr=subprocess.DEVNULL,
+                                      start_new_session=True)  # fmt: skip
+        self._buffer = b""
+        return self._proc
+
+    def walk(self, timeout_s: float = 60.0) -> str:
+        """The tree as OSWorld's XML.
+
+        Raises:
+            BackendError: The walker failed, died, or took longer than ``timeout_s``.
+        """
+        proc = self._proc if self._proc is not None and self._proc.poll() is None else None
+        proc = proc or self._start()
+        assert proc.stdin is not None and proc.stdout is not None
+        try:
+            proc.stdin.write(b"walk\n")
+            proc.stdin.flush()
+        except OSError as exc:
+            self.close()
+            raise BackendError(f"accessibility walker died: {exc}") from None
+        end = time.monotonic() + timeout_s
+        fd = proc.stdout.fileno()
+        while b"\n" not in self._buffer:
+            left = end - time.monotonic()
+            ready = select.select([fd], [], [], max(0.0, left))[0] if left > 0 else []
+            if not ready:
+                self.close()
+                raise BackendError(f"accessibility walk took more than {timeout_s:g} s "
+                                   "(walker killed)")  # fmt: skip
+            chunk = os.read(fd, 1 << 20)
+            if not chunk:
+                status = proc.poll()
+                self.close()
+                raise BackendError(f"accessibility walker exited (status {status}); is "
+                                   "python3-pyatspi installed?")  # fmt: skip
+            self._buffer += chunk
+        line, self._buffer = self._buffer.split(b"\n", 1)
+        answer = json.loads(line)
+        if "error" in answer:
+            raise BackendError(f"accessibility walk failed: {answer['error']}")
+        return answer["xml"]
+
+    def close(self) -> None:
+        """Kill the walker (idempotent)."""
+        proc, self._proc = self._proc, None
+        if proc is None:
+            return
+        with contextlib.suppress(OSError):
+            proc.kill()
+        with contextlib.suppress(OSError, subprocess.TimeoutExpired):
+            proc.wait(timeout=2)
+        for stream in (proc.stdin, proc.stdout):
+            with contextlib.suppress(OSError):
+                stream.close()  # type: ignore[union-attr]
