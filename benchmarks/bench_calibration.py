@@ -410,7 +410,7 @@ def section_d(
     from cua_rl.cli import main as cua_rl
     from cua_rl.datasets.simdesk_config import load_simdesk_labelled_config
 
-    config = load_simdesk_labelled_config(REPO / "calibration" / "simdesk" / "config.yaml")
+    config = load_simdesk_labelled_config(REPO / "data" / "calibration" / "simdesk" / "config.yaml")
     data = out_dir / "labelled"
     t0 = time.perf_counter()
     examples = build_simdesk_labelled(
@@ -458,7 +458,7 @@ def section_d(
     lines = [
         "## (d) `cua-rl calibrate` end to end (SIMULATED judge)",
         "",
-        f"Labelled set: `calibration/simdesk/config.yaml` with n_per_family = {n_per_family}: "
+        f"Labelled set: `data/calibration/simdesk/config.yaml` with n_per_family = {n_per_family}: "
         f"{len(examples)} episodes over {n_families} families "
         f"({config.simdesk_config().width}x{config.simdesk_config().height}), {n_pos} "
         f"successes and {len(examples) - n_pos} failures, built in {build_s:.1f} s "

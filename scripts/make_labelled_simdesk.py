@@ -4,11 +4,11 @@
     .venv/bin/python scripts/make_labelled_simdesk.py                      # config defaults
     .venv/bin/python scripts/make_labelled_simdesk.py --n-per-family 20 --out /tmp/simdesk-labelled
 
-Reads ``calibration/simdesk/config.yaml`` (strict: an unknown key is an error), runs SimDesk's
+Reads ``data/calibration/simdesk/config.yaml`` (strict: an unknown key is an error), runs SimDesk's
 scripted expert with its noise knobs and injected bugs
 (:func:`cua_rl.datasets.build_simdesk_labelled`), labels every episode with the
 ground-truth checker and writes ``labelled.jsonl``, ``images/`` and ``manifest.json`` into the
-output folder (default: the config's ``out_dir``, ``calibration/simdesk/data/``, which is
+output folder (default: the config's ``out_dir``, ``data/calibration/simdesk/data/``, which is
 generated data and not committed). It prints the class balance.
 
 Held-out seeds: task seeds start at ``task_seed_start`` (2**31 by default; the config refuses
@@ -29,7 +29,8 @@ from pathlib import Path
 from cua_rl.datasets import format_class_balance, load_simdesk_labelled_config
 from cua_rl.errors import CuaRLError
 
-DEFAULT_CONFIG = Path(__file__).resolve().parent.parent / "calibration" / "simdesk" / "config.yaml"
+DEFAULT_CONFIG = (Path(__file__).resolve().parent.parent / "data" / "calibration" / "simdesk"
+                  / "config.yaml")
 
 
 def main(argv: list[str] | None = None) -> int:

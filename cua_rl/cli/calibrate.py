@@ -41,7 +41,7 @@ The simulated judge flips the labels with known rates (--e-pos, --e-neg): it tes
 and the estimators, never a real judge, and says SIMULATED in its output and report.
 
 example:
-  cua-rl calibrate --labelled calibration/simdesk/data/labelled.jsonl --judge qwen_vl \\
+  cua-rl calibrate --labelled data/calibration/simdesk/data/labelled.jsonl --judge qwen_vl \\
       --judge-model /models/Qwen2-VL-2B-Instruct --out runs/calibration/qwen2b --per-app
 """
 

@@ -1,4 +1,4 @@
-"""The config of ``scripts/make_labelled_simdesk.py`` (``calibration/simdesk/config.yaml``)."""
+"""The config of ``scripts/make_labelled_simdesk.py`` (``data/calibration/simdesk/config.yaml``)."""
 
 from __future__ import annotations
 
@@ -23,7 +23,7 @@ __all__ = ["SimDeskLabelledConfig", "load_simdesk_labelled_config"]
 
 @dataclass(frozen=True)
 class SimDeskLabelledConfig:
-    """How to build the held-out SimDesk labelled set (``calibration/simdesk/config.yaml``).
+    """How to build the held-out SimDesk labelled set (``data/calibration/simdesk/config.yaml``).
 
     Attributes:
         out_dir: Output folder; a relative path is relative to the config file's folder.

@@ -302,7 +302,7 @@ def test_env_builder_bad_arguments(tmp_path: Path) -> None:
 
 
 def test_shipped_config_loads() -> None:
-    path = REPO / "calibration" / "simdesk" / "config.yaml"
+    path = REPO / "data" / "calibration" / "simdesk" / "config.yaml"
     cfg = load_simdesk_labelled_config(path)
     assert cfg.task_seed_start >= CALIBRATION_SEED_START
     assert cfg.resolved_out_dir(path) == path.parent / "data"
