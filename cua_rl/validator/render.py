@@ -11,8 +11,9 @@
   looks like a layout or a content change, the terminal state, the agent's own claim), the
   test trace as a strip of thumbnails with the matched essential states marked, the essential
   chain with where each state was found, and the missing states shown from the reference. Every
-  thumbnail links to the full-size screen. Images are inlined as base64 (one self-contained
-  file) or written in a ``<name>_files/`` folder.
+  thumbnail links to the full-size screen. Images are written as PNG files in a
+  ``<name>_files/`` folder beside the page (a page stays a few kB), or inlined as base64 on
+  request (one self-contained file, several hundred kB).
 """
 
 from __future__ import annotations
@@ -203,7 +204,7 @@ def render_report_html(
     report: ValidationReport,
     path: str | os.PathLike[str],
     *,
-    inline: bool = True,
+    inline: bool = False,
     thumb_width: int = 200,
 ) -> Path:
     """Write an HTML report of one validation (atomically).
@@ -213,7 +214,8 @@ def render_report_html(
         trace: The validated trace.
         report: ``model.validate(trace)``.
         path: The HTML file to write.
-        inline: Inline images as base64; otherwise write them to ``<stem>_files/`` beside it.
+        inline: Inline images as base64 (one self-contained file); by default they are PNG
+            files in ``<stem>_files/`` beside it.
         thumb_width: Thumbnail width in pixels.
 
     Returns:

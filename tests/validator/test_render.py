@@ -28,16 +28,17 @@ def test_dominator_tree_png(model_sim: ReferenceModel, tmp_path: Path) -> None:
 def test_html_report_inline_and_beside(model_pixels: ReferenceModel, tmp_path: Path) -> None:
     bug = simdesk_trace(replace(CLEAN, bugs=frozenset({"search_empty"})), name="bug<1>")
     report = model_pixels.validate(bug)
-    page = render_report_html(model_pixels, bug, report, tmp_path / "r.html")
+    page = render_report_html(model_pixels, bug, report, tmp_path / "r.html", inline=True)
     html = page.read_text()
     assert html.count("<figure") == len(bug) + len(report.missing)
     assert "FAIL" in html and "bug&lt;1&gt;" in html and "missing" in html
     uris = re.findall(r"data:image/png;base64,([A-Za-z0-9+/=]+)", html)
     assert len(uris) >= len(bug) and base64.b64decode(uris[0])[:4] == b"\x89PNG"
     assert html.count("class='m") == len(report.matched)
-    page2 = render_report_html(model_pixels, bug, report, tmp_path / "r2.html", inline=False)
+    page2 = render_report_html(model_pixels, bug, report, tmp_path / "r2.html")  # the default
     files = sorted((tmp_path / "r2_files").iterdir())
     assert "data:image" not in page2.read_text() and len(files) >= len(bug)
+    assert page2.stat().st_size < 20_000 < page.stat().st_size
     assert f"r2_files/{files[0].name}" in page2.read_text()
 
 
