@@ -19,17 +19,13 @@ HOMES = {
 }
 
 
-def package_files() -> list[Path]:
-    """Every file and folder under cua_rl (caches and compiled files left out)."""
-    return [p for p in PACKAGE.rglob("*")
-            if "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")]  # fmt: skip
-
-
-def misplaced(name: str, home: str) -> list[str]:
-    """Paths under cua_rl whose own name mentions ``name`` but that are outside ``home``."""
-    folder = PACKAGE / home
-    return sorted(str(p.relative_to(ROOT)) for p in package_files()
-                  if name in p.name.lower() and p != folder
+def misplaced(name: str, home: str, package: Path = PACKAGE) -> list[str]:
+    """Paths under ``package`` whose own name mentions ``name`` but that are outside ``home``
+    (caches and compiled files left out)."""
+    folder = package / home
+    return sorted(str(p.relative_to(package.parent)) for p in package.rglob("*")
+                  if "__pycache__" not in p.parts and p.suffix not in (".pyc", ".pyo")
+                  and name in p.name.lower() and p != folder
                   and folder not in p.parents)  # fmt: skip
 
 
@@ -44,12 +40,12 @@ def test_the_local_desktop_is_not_a_package_of_its_own() -> None:
 
 
 def test_misplaced_finds_a_module_outside_its_home(tmp_path: Path) -> None:
-    stray = PACKAGE / "datasets" / "miniwob_stray_probe.py"
-    stray.write_text("")
-    try:
-        assert misplaced("miniwob", HOMES["miniwob"]) == ["cua_rl/datasets/miniwob_stray_probe.py"]
-    finally:
-        stray.unlink()
+    package = tmp_path / "cua_rl"
+    for name in ("envs/backends/miniwob/dom.py", "datasets/miniwob_dom.py", "tasks/web.py"):
+        (package / name).parent.mkdir(parents=True, exist_ok=True)
+        (package / name).write_text("")
+    assert misplaced("miniwob", "envs/backends/miniwob", package) == [
+        "cua_rl/datasets/miniwob_dom.py"]
 
 
 # -- the import graph between top-level packages ------------------------------------------------
