@@ -17,13 +17,21 @@ import threading
 from collections.abc import Sequence
 from types import FrameType
 
-from cua_rl.cli import calibrate, demo, desktop_server, evaluate, train, validate
+from cua_rl.cli import (
+    calibrate,
+    demo,
+    desktop_server,
+    evaluate,
+    make_tiny_model,
+    train,
+    validate,
+)
 from cua_rl.cli._common import EXIT_CODES, HelpFormatter, Parser, run_command
 
 __all__ = ["build_parser", "main"]
 
 #: The subcommand modules, in the order ``--help`` lists them; a new one is one more entry.
-COMMANDS = (demo, calibrate, validate, train, evaluate, desktop_server)
+COMMANDS = (demo, calibrate, validate, train, evaluate, make_tiny_model, desktop_server)
 DESCRIPTION = """\
 Reinforcement learning for computer-use agents: calibrate a judge, validate and filter
 trajectories, train a policy, or run the whole pipeline on the simulated desktop. Every
