@@ -41,11 +41,11 @@ def test_the_local_desktop_is_not_a_package_of_its_own() -> None:
 
 def test_misplaced_finds_a_module_outside_its_home(tmp_path: Path) -> None:
     package = tmp_path / "cua_rl"
-    for name in ("envs/backends/miniwob/dom.py", "datasets/miniwob_dom.py", "tasks/web.py"):
+    for name in ("envs/backends/miniwob/dom.py", "calibration/miniwob_set.py", "tasks/web.py"):
         (package / name).parent.mkdir(parents=True, exist_ok=True)
         (package / name).write_text("")
     assert misplaced("miniwob", "envs/backends/miniwob", package) == [
-        "cua_rl/datasets/miniwob_dom.py"]
+        "cua_rl/calibration/miniwob_set.py"]
 
 
 # -- the import graph between top-level packages ------------------------------------------------

@@ -460,8 +460,9 @@ class MiniWoBBackend(BaseBackend):
         if name not in miniwob_task_names() or isinstance(seed, bool) or not isinstance(
                 seed, int) or seed < 0:
             raise TaskSpecError(
-                f"task {task.id!r} is not a MiniWoB++ task: its config needs 'task' (a name of "
-                f"cua_rl.envs.backends.miniwob.tasks.miniwob_task_names()) and 'seed' (int >= 0), "
+                f"task {task.id!r} is not a MiniWoB++ task: its config needs 'task' (a name "
+                f"miniwob_task_names() of cua_rl.envs.backends.miniwob.tasks lists) and 'seed' "
+                f"(int >= 0), "
                 f"got {dict(task.config)!r:.200}")
         return name, seed
 

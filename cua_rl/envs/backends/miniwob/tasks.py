@@ -68,8 +68,8 @@ def make_task(name: str, seed: int, max_steps: int | None = None) -> Task:
     if name not in miniwob_task_names():
         raise TaskSpecError(
             f"unknown MiniWoB++ task {name!r}; {len(miniwob_task_names())} are known, e.g. "
-            f"{', '.join(miniwob_task_names()[:5])} (see "
-            f"cua_rl.envs.backends.miniwob.tasks.miniwob_task_names)")
+            f"{', '.join(miniwob_task_names()[:5])} (see miniwob_task_names() in "
+            f"cua_rl.envs.backends.miniwob.tasks)")
     if isinstance(seed, bool) or not isinstance(seed, (int, np.integer)) or seed < 0:
         raise TaskSpecError(f"MiniWoB++ task seed must be an int >= 0, got {seed!r}")
     return Task(
