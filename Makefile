@@ -2,6 +2,8 @@
 #   make demo   set up .venv and run the main job on SimDesk
 #   make test   set up .venv and run the test suite offline (private network namespace)
 #   make bench  set up .venv and run the benchmarks in benchmarks/ (results in benchmarks/results/)
+#   make docs   set up .venv and build the documentation site into site/ (mkdocs build --strict;
+#               make test runs the same build in tests/test_docs.py)
 #   make osworld-eval  build .venv-osworld-eval: OSWorld's desktop-env (its metric functions) in a
 #               venv of its own, called across a process boundary (cua_rl/envs/backends/osworld/evaluation)
 # Each target creates .venv if missing and installs what it needs; a second run installs nothing.
@@ -12,7 +14,7 @@ BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt
 PYTEST_ARGS ?=
 
-.PHONY: demo test bench lint clean-venv osworld-eval
+.PHONY: demo test bench docs lint clean-venv osworld-eval
 
 # OSWorld's evaluator (desktop-env) pins torch~=2.5, numpy<2, ...: it never enters .venv. Its
 # own venv gets desktop-env without its dependencies plus only what the metric modules we load
@@ -61,6 +63,9 @@ test: $(VENV)/.dev $(VENV)/.apt $(OSWORLD_VENV)/.ready
 bench: $(VENV)/.dev
 	scripts/offline.sh $(BIN)/python benchmarks/bench_env.py
 	scripts/offline.sh $(BIN)/python benchmarks/bench_calibration.py
+
+docs: $(VENV)/.dev
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 lint: $(VENV)/.dev
 	$(BIN)/ruff check cua_rl tests benchmarks
