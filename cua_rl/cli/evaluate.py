@@ -13,8 +13,9 @@ from cua_rl.cli._common import add_subcommand, positive_int
 __all__ = ["add_parser", "run"]
 
 DESCRIPTION = """\
-Load a training checkpoint (a ckpt_<update>.pt file, or a run folder: its latest checkpoint) of a
-training config and run its policy, greedily, once on each of the config's held-out evaluation
+Load a training checkpoint (a ckpt_<update>.pt file, or a run folder: its latest checkpoint; by
+default the config's own run folder, or --run-dir as given to train) of a training config and run
+its policy, greedily, once on each of the config's held-out evaluation
 tasks (the same tasks, in the same order, as the run's own evaluations). Prints true success by
 the benchmark's checker with a Wilson interval, overall and per domain; when the config has a
 reward.judge section, also the judge's raw success rate, and with reward.calibration the
@@ -32,7 +33,8 @@ and success with Wilson intervals, the judge's estimate when configured, and lis
 excluded (their set-up cannot run here) and unscorable (env errors): never counted as 0.
 
 examples:
-  cua-rl evaluate --config configs/simdesk.yaml --checkpoint runs/simdesk --episodes 200
+  cua-rl evaluate --config configs/simdesk.yaml --episodes 200      (the run of that config)
+  cua-rl evaluate --config configs/simdesk.yaml --run-dir runs/first
   cua-rl evaluate --config configs/osworld.yaml --checkpoint runs/osworld
       --tasks evaluation_examples/test_all.json --out results --envs 4   (one command line)
 """
@@ -45,8 +47,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="run a trained checkpoint on held-out tasks; true and judge-estimated success",
     )  # fmt: skip
     p.add_argument("--config", required=True, help="the run's training config (YAML)")
-    p.add_argument("--checkpoint", required=True,
-                   help="a checkpoint file, or a run folder (its latest checkpoint)")  # fmt: skip
+    where = p.add_mutually_exclusive_group()
+    where.add_argument("--checkpoint",
+                       help="a checkpoint file, or a run folder (its latest checkpoint); default: "
+                       "the config's run folder")  # fmt: skip
+    where.add_argument("--run-dir", help="the run folder, as given to `cua-rl train --run-dir`")
     p.add_argument("--episodes", type=positive_int,
                    help="held-out tasks to run, in order (default: the config's eval.episodes)")
     p.add_argument("--split", choices=("eval", "train"), default="eval",
@@ -75,10 +80,13 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
 def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl evaluate``; prints the report. Exit code 0."""
     from cua_rl.calibration.run import read_task_ids
+    from cua_rl.cli.train import with_run_dir
     from cua_rl.evaluation import evaluate_checkpoint
     from cua_rl.training.config import load_config
 
-    config = load_config(args.config)
+    config = with_run_dir(load_config(args.config), args.run_dir)
+    if args.checkpoint is None:
+        args.checkpoint = str(config.run_dir)
     if args.tasks is not None:
         return _run_task_list(args, config)
     task_ids = sorted(read_task_ids(args.task_ids)) if args.task_ids else None

@@ -5,11 +5,13 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import os
+from pathlib import Path
 from typing import Any
 
 from cua_rl.cli._common import add_subcommand, positive_int
+from cua_rl.errors import ConfigError
 
-__all__ = ["add_parser", "run"]
+__all__ = ["add_parser", "run", "with_run_dir"]
 
 DESCRIPTION = """\
 Train a policy from a training config (YAML): the compact CNN with PPO (policy.kind: cnn), or a
@@ -20,7 +22,7 @@ judge, D <= 0, calibration tasks that overlap the training tasks). It evaluates 
 policy, trains, evaluates periodically and at the end, writes checkpoints, and logs into the run
 folder:
 
-  <logging.dir>/<run_name>/
+  <logging.dir>/<run_name>/        (or --run-dir; printed first)
       config.yaml            the config as it was run
       metrics.jsonl          one JSON object per dump (step = environment steps)
       wandb/                 wandb's offline files (unless logging.wandb is disabled)
@@ -29,7 +31,11 @@ folder:
 --resume continues from the latest checkpoint of the run folder (the same wandb run; metric rows
 logged after that checkpoint are dropped and logged again).
 
-example:
+Relative paths of a config (task folders, calibration, logging.dir) resolve against the
+config file's folder; --run-dir resolves against the current folder.
+
+examples:
+  cua-rl train configs/simdesk.yaml --run-dir runs/first
   cua-rl train configs/simdesk.yaml --resume --total-timesteps 40000
 """
 
@@ -43,6 +49,11 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         help="train a policy (compact CNN or VLM) from a config",
     )
     p.add_argument("config", help="training config (YAML), e.g. configs/simdesk.yaml")
+    p.add_argument(
+        "--run-dir",
+        help="the run folder (default: the config's logging.dir / logging.run_name, or the "
+        "config file's stem)",
+    )
     p.add_argument(
         "--resume", action="store_true", help="continue from the run folder's latest checkpoint"
     )
@@ -61,20 +72,33 @@ def _format(metrics: dict[str, float]) -> str:
     return ", ".join(f"{k.split('/', 1)[1]}={metrics[k]:.3f}" for k in keys if k in metrics)
 
 
+def with_run_dir(config: Any, run_dir: str | None) -> Any:
+    """``config`` whose run folder is ``run_dir`` (relative to the current folder), if given."""
+    if run_dir is None:
+        return config
+    folder = Path(run_dir).expanduser().resolve()
+    if folder.name in ("", ".", ".."):
+        raise ConfigError(f"--run-dir {run_dir!r}: names no folder; give a folder path")
+    logging = dataclasses.replace(config.logging, dir=str(folder.parent), run_name=folder.name)
+    return dataclasses.replace(config, logging=logging)
+
+
 def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl train``; prints a summary of the run. Exit code 0."""
     from cua_rl.training.config import load_config
     from cua_rl.training.train import train
 
-    config = load_config(args.config)
+    config = with_run_dir(load_config(args.config), args.run_dir)
     if args.no_progress:
         config = dataclasses.replace(
             config, logging=dataclasses.replace(config.logging, progress=False)
         )
+    rank0 = os.environ.get("RANK", "0") == "0"  # torchrun: rank 0 reports for the run
+    if rank0:
+        print(f"run folder: {config.run_dir}", flush=True)
     result = train(config, resume=args.resume, total_timesteps=args.total_timesteps)
-    if os.environ.get("RANK", "0") != "0":  # torchrun: rank 0 reports for the run
+    if not rank0:
         return 0
-    print(f"run folder: {result.run_dir}")
     print(f"steps: {result.num_timesteps}, updates: {result.updates_done}")
     stats = result.stats
     print(

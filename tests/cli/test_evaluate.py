@@ -81,3 +81,23 @@ def test_bad_input_is_one_line(
         err = capsys.readouterr().err.splitlines()
         assert len(err) == 1 and err[0].startswith("cua-rl evaluate: error: "), err
         assert any(m in err[0] for m in message.split("|")), err[0]
+
+
+def test_the_checkpoint_defaults_to_the_configs_run_and_run_dir_follows_train(
+    trained: Path, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    capsys.readouterr()
+    assert main(["evaluate", "--config", str(trained), "--episodes", "1", "--no-judge"]) == 0
+    assert f"{tmp_path / 'runs' / 'run' / 'checkpoints'}" in capsys.readouterr().out
+    elsewhere = tmp_path / "elsewhere" / "first"
+    assert main(["train", str(trained), "--total-timesteps", "16", "--no-progress",
+                 "--run-dir", str(elsewhere)]) == 0  # fmt: skip
+    out = capsys.readouterr().out
+    assert out.splitlines()[0] == f"run folder: {elsewhere}"
+    assert (elsewhere / "checkpoints").is_dir()
+    assert main(["evaluate", "--config", str(trained), "--run-dir", str(elsewhere),
+                 "--episodes", "1", "--no-judge"]) == 0  # fmt: skip
+    assert f"{elsewhere / 'checkpoints' / 'ckpt_000001.pt'}" in capsys.readouterr().out
+    assert main(["evaluate", "--config", str(trained), "--run-dir", str(elsewhere),
+                 "--checkpoint", str(elsewhere)]) == 2  # fmt: skip
+    assert "not allowed with argument" in capsys.readouterr().err
