@@ -334,6 +334,7 @@ def test_unknown_task_config_is_a_task_spec_error(env) -> None:  # type: ignore[
 _PROBE = textwrap.dedent("""
     import socket, sys, threading, time
     import cua_rl.envs.backends.miniwob.backend as mw
+    from cua_rl.envs.backends.miniwob.tasks import MiniWoBTasks
     if sys.argv[1] == "no-rules":  # the positive control: the counter does see Chromium's lookups
         mw.CHROMIUM_FLAGS = tuple(f for f in mw.CHROMIUM_FLAGS if "resolver" not in f)
     sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -344,7 +345,7 @@ _PROBE = textwrap.dedent("""
             queries.append(sock.recvfrom(4096)[0])
     threading.Thread(target=serve, daemon=True).start()
     backend = mw.MiniWoBBackend(call_timeout_s=20)
-    backend.reset(mw.MiniWoBTasks(["click-button"], seeds=(0, 9)).task(0))
+    backend.reset(MiniWoBTasks(["click-button"], seeds=(0, 9)).task(0))
     try:
         backend._driver.get("http://example.com/")  # a page that needs a name lookup
     except Exception:
