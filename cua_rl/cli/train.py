@@ -62,7 +62,8 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
         type=positive_int,
         help="environment steps of the whole run (default: the config's ppo section)",
     )
-    p.add_argument("--no-progress", action="store_true", help="no progress bar")
+    p.add_argument("--no-progress", action="store_true",
+                   help="no progress (a bar on a terminal, else a line at most every 30 s)")
     p.set_defaults(run=run)
     return p
 

@@ -148,36 +148,91 @@ class StopOnUnscorable(RunCallback):
 
 
 class TrackProgress(RunCallback):
-    """A tqdm progress bar over environment steps (on stderr), with the recent success rate."""
+    """Progress over environment steps on stderr, with the recent success rate: a tqdm bar on a
+    terminal, else (a log file, CI) one line per update at most every ``line_interval_s``
+    seconds, and one at the end.
 
-    def __init__(self, total_timesteps: int) -> None:
+    Args:
+        total_timesteps: Environment steps of the whole run.
+        bar: A tqdm bar; default: when stderr is a terminal.
+        line_interval_s: Least seconds between two progress lines (without a bar).
+        stream: Where progress goes (default: ``sys.stderr`` at the start of training).
+    """
+
+    def __init__(
+        self,
+        total_timesteps: int,
+        *,
+        bar: bool | None = None,
+        line_interval_s: float = 30.0,
+        stream: Any = None,
+    ) -> None:
         super().__init__()
         self.total = total_timesteps
+        self.use_bar = bar
+        self.line_interval_s = line_interval_s
+        self.stream = stream
         self.bar: Any = None
+        self._t0 = self._last_line = 0.0
+        self._steps0 = 0
+        self._last_update = -1
 
     def _on_training_start(self) -> None:
-        from tqdm import tqdm
+        self.stream = self.stream or sys.stderr
+        if self.use_bar is None:
+            self.use_bar = self.stream.isatty()
+        self._t0 = time.monotonic()
+        self._last_line = -float("inf")
+        self._steps0 = int(self.model.num_timesteps)
+        if self.use_bar:
+            from tqdm import tqdm
 
-        self.bar = tqdm(
-            total=self.total, initial=self.model.num_timesteps, unit="step", file=sys.stderr
-        )
+            self.bar = tqdm(total=self.total, initial=self._steps0, unit="step", file=self.stream)
 
     def _on_step(self) -> bool:
-        self.bar.update(int(self.model.num_timesteps) - self.bar.n)
+        if self.bar is not None:
+            self.bar.update(int(self.model.num_timesteps) - self.bar.n)
         return True
+
+    def _success(self) -> str | None:
+        recent = [e["ground_truth"] for e in self.model.finished if e["ground_truth"] is not None]
+        return f"{np.mean([bool(is_success(g)) for g in recent]):.2f}" if recent else None
 
     def on_update_end(self) -> bool:
         """Show the update count and the success rate of the last episodes."""
-        recent = [e["ground_truth"] for e in self.model.finished if e["ground_truth"] is not None]
-        post = {"update": self.model.updates_done}
-        if recent:
-            post["success"] = f"{np.mean([bool(is_success(g)) for g in recent]):.2f}"
-        self.bar.set_postfix(post)
+        success = self._success()
+        if self.bar is not None:
+            post = {"update": self.model.updates_done}
+            if success is not None:
+                post["success"] = success
+            self.bar.set_postfix(post)
+        elif time.monotonic() - self._last_line >= self.line_interval_s:
+            self._line(success)
         return True
+
+    def _line(self, success: str | None) -> None:
+        """``progress: 1024/40000 steps (2.6%), update 2, success 0.31, 85 steps/s, ~7.6 min
+        left``, flushed."""
+        self._last_line = now = time.monotonic()
+        self._last_update = self.model.updates_done
+        steps = int(self.model.num_timesteps)
+        rate = (steps - self._steps0) / max(now - self._t0, 1e-9)
+        parts = [f"progress: {steps}/{self.total} steps ({steps / max(self.total, 1):.1%})",
+                 f"update {self.model.updates_done}"]  # fmt: skip
+        if success is not None:
+            parts.append(f"success {success}")
+        if rate > 0:
+            parts.append(f"{rate:.0f} steps/s")
+            if steps < self.total:
+                parts.append(f"~{(self.total - steps) / rate / 60:.1f} min left")
+        self.stream.write(", ".join(parts) + "\n")
+        self.stream.flush()
 
     def _on_training_end(self) -> None:
         if self.bar is not None:
             self.bar.close()
+        elif self.model.updates_done != self._last_update:
+            self._line(self._success())
 
 
 class LogMetrics(RunCallback):

@@ -310,7 +310,7 @@ class LoggingConfig:
     log_interval: int = 1
     #: Also print each dump as a table.
     stdout: bool = False
-    #: Show a tqdm progress bar.
+    #: Show progress on stderr: a tqdm bar on a terminal, else a line at most every 30 s.
     progress: bool = True
 
     def __post_init__(self) -> None:

@@ -59,3 +59,21 @@ def test_ray_address_without_a_cluster_is_one_line(
     line = _one_error_line(capsys)
     assert "ppo.ray.address: cannot start or connect to Ray at 'auto'" in line
     assert "ray start --head" in line
+
+
+def test_progress_lines_when_stderr_is_not_a_terminal(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    data = tiny_simdesk_dict(tmp_path / "runs", eval={"episodes": 1, "at_start": False})
+    data["logging"]["progress"] = True
+    (tmp_path / "tiny.yaml").write_text(yaml.safe_dump(data))
+    assert main(["train", str(tmp_path / "tiny.yaml"), "--total-timesteps", "48"]) == 0
+    captured = capsys.readouterr()
+    assert captured.out.splitlines()[0] == f"run folder: {tmp_path / 'runs' / 'run'}"
+    lines = [x for x in captured.err.splitlines() if x.startswith("progress: ")]
+    # the first update, then none within 30 s, then the last one at the end
+    assert [x.split(", ")[:2] for x in lines] == [
+        ["progress: 16/48 steps (33.3%)", "update 1"],
+        ["progress: 48/48 steps (100.0%)", "update 3"],
+    ], captured.err
+    assert "steps/s" in lines[0] and "min left" in lines[0] and "min left" not in lines[1]
