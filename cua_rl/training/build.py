@@ -115,6 +115,13 @@ def load_calibrations(config: TrainConfig) -> dict[str, Calibration]:
     out = {}
     for stratum, path in config.reward.calibration.items():
         key = f"reward.calibration.{stratum}"
+        if not config.resolve(path).exists():
+            raise ConfigError(
+                f"{key}: calibration file {str(config.resolve(path))!r} not found; make one with "
+                f"`cua-rl calibrate --labelled LABELLED.jsonl --judge KIND --out FOLDER` (it "
+                f"writes FOLDER/calibration.json; relative paths of a config resolve against "
+                f"the config file's folder)"
+            )
         file = _existing(config, key, path, "calibration file")
         try:
             out[stratum] = Calibration.load(file)
@@ -197,16 +204,35 @@ def _primary(config: TrainConfig, judge: Judge | None, cals: dict[str, Calibrati
                            shrink_strength=r.shrink_strength, clip=r.clip)
 
 
+def _check_device(device: str) -> None:
+    """``ppo.device`` names a CUDA device this machine has (torch's own error, deep in a model
+    build, names no config key)."""
+    if not device.startswith("cuda"):
+        return
+    try:
+        import torch
+    except ImportError:
+        return  # building the policy names the missing extra
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    index = device.partition(":")[2]
+    wanted = int(index) + 1 if index.isdigit() else 1
+    if count < wanted:
+        raise ConfigError(
+            f"ppo.device: {device!r}, but torch sees {count} CUDA device(s) here "
+            f"(torch.cuda.is_available() is {torch.cuda.is_available()}); set ppo.device: cpu "
+            f"(or auto: CUDA when there is one)"
+        )
+
+
 def prepare_run(config: TrainConfig) -> RunParts:
     """Build and check everything but the model and the envs; refuse a run that cannot work.
 
     Raises:
         ConfigError: See the module docstring; the message names the config key.
     """
+    _check_device(config.ppo.device)
     spec = load_backend(backend_ref(config.env.backend))
-    check_tasks = getattr(spec, "check_tasks", None)
-    if callable(check_tasks):  # file backends: every task can be set up here
-        check_tasks(config.env)
+    spec.check_tasks(config.env)  # file backends: every task can be set up here
     make_env(config.env).close()  # the backend exists and the env builds
     r = config.reward
     calibrations = load_calibrations(config)

@@ -397,3 +397,14 @@ def test_a_served_judge_that_answers_passes_the_check(
         wrong = {**judge, "config": {"model": "served"}}
         with pytest.raises(JudgeError, match=r"does not serve model 'served'"):
             prepare_run(tiny_config(reward={"primary": "judge", "judge": wrong}))
+
+
+def test_a_cuda_device_this_machine_lacks_names_ppo_device(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    torch = pytest.importorskip("torch")
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    config = tiny_config(ppo={"device": f"cuda:{count}"})
+    with pytest.raises(ConfigError, match=rf"^ppo\.device: 'cuda:{count}', but torch sees {count} "
+                       r"CUDA device\(s\) here .*set ppo\.device: cpu"):  # fmt: skip
+        prepare_run(config)
