@@ -53,7 +53,7 @@ osworld-eval: $(OSWORLD_VENV)/.ready
 demo: $(VENV)/.core
 	HF_HUB_OFFLINE=1 WANDB_MODE=offline $(BIN)/python -m cua_rl.cli demo
 
-# Debian packages of the local desktop (tests/desktop): apt-get once, then a stamp (see the script).
+# Debian packages of the local desktop (tests/envs/backends/x11): apt-get once, then a stamp (see the script).
 $(VENV)/.apt: scripts/apt-deps.sh | $(BIN)/python
 	scripts/apt-deps.sh $@
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import time
 
 import pytest
-from tests.desktop.conftest import MISSING, needs_desktop, needs_mousepad
 
 from cua_rl.actions import Hotkey, Type, Wait
 from cua_rl.core import Task
+from tests.envs.backends.x11.conftest import MISSING, needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop, needs_mousepad]
 

@@ -289,7 +289,7 @@ def test_shipped_desktop_config_loads() -> None:
 @pytest.fixture(scope="module")
 def desk() -> Iterator[object]:
     """One 640x400 desktop (no AT-SPI: pixels only) shared by the real-desktop tests."""
-    from tests.desktop.conftest import MISSING
+    from tests.envs.backends.x11.conftest import MISSING
 
     if MISSING or shutil.which("mousepad") is None or shutil.which("xmessage") is None:
         pytest.skip(f"real desktop unavailable: {', '.join(MISSING) or 'mousepad or xmessage'} "

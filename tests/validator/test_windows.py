@@ -18,7 +18,7 @@ from cua_rl.validator.comparer import EquivalenceConfig, StateComparer
 from cua_rl.validator.equivalence import Equivalence, Tier1Config, compare_tier1, prepare
 from cua_rl.validator.traces import Frame
 from cua_rl.validator.windows import anchor_shifts, find_windows, layout_change, pair_windows
-from tests.desktop.conftest import needs_desktop, needs_mousepad
+from tests.envs.backends.x11.conftest import needs_desktop, needs_mousepad
 
 CFG = Tier1Config()
 

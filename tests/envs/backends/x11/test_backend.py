@@ -10,7 +10,6 @@ import time
 
 import numpy as np
 import pytest
-from tests.desktop.conftest import needs_desktop, needs_mousepad
 
 from cua_rl.actions import Type
 from cua_rl.core import EpisodeEnd, Task
@@ -19,6 +18,7 @@ from cua_rl.envs.backends.x11.session import DesktopSession, session_pids
 from cua_rl.envs.checks import CONTRACTS, check_cua_env
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.tasks.base import FixedTasks
+from tests.envs.backends.x11.conftest import needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
 

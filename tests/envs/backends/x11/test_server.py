@@ -10,7 +10,6 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pytest
-from tests.desktop.conftest import needs_calc, needs_desktop, needs_mousepad
 
 from cua_rl.actions import Click, Type, to_xdotool
 from cua_rl.cli import main
@@ -23,6 +22,7 @@ from cua_rl.envs.backends.vm.client import (
 from cua_rl.envs.backends.x11.server import DesktopServer, check_host
 from cua_rl.envs.backends.x11.session import USER_HOME
 from cua_rl.errors import BackendError, ConfigError
+from tests.envs.backends.x11.conftest import needs_calc, needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
 

@@ -14,7 +14,6 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
-from tests.desktop.conftest import needs_desktop
 
 from cua_rl._http import exchange
 from cua_rl.core import Task
@@ -22,6 +21,7 @@ from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
 from cua_rl.envs.backends.x11.server import DesktopServer
 from cua_rl.envs.backends.x11.session import DesktopSession, session_pids
+from tests.envs.backends.x11.conftest import needs_desktop
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
 
