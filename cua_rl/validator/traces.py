@@ -479,6 +479,8 @@ def read_trace(folder: str | os.PathLike[str]) -> Trace:
             (the message names the file).
     """
     path = Path(folder)
+    if not path.exists():
+        raise TraceFormatError(f"{str(path)!r} does not exist; expected a trace folder")
     if (path / _STEPS).is_file():
         return _read_episode(path)
     if (path / _OSWORLD).is_file():
@@ -495,8 +497,10 @@ def list_trace_folders(folder: str | os.PathLike[str]) -> list[Path]:
     """The trace folders directly under ``folder``: those with ``steps.jsonl``, ``traj.jsonl``
     or PNG files (sorted by name; hidden ones skipped)."""
     root = Path(folder)
+    if not root.exists():
+        raise TraceFormatError(f"{str(root)!r} does not exist; expected a folder of trace folders")
     if not root.is_dir():
-        raise TraceFormatError(f"{str(root)!r} is not a folder of traces")
+        raise TraceFormatError(f"{str(root)!r} is a file; expected a folder of trace folders")
     return [
         p for p in sorted(root.iterdir())
         if p.is_dir() and not p.name.startswith(".")

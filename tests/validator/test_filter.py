@@ -36,5 +36,9 @@ def test_filter_and_manifest(model_pixels: ReferenceModel, train_clean: list,
         filter_rollouts(model_pixels, root, strict=True)
     with pytest.raises(ValueError, match="min_coverage must be in"):
         filter_rollouts(model_pixels, root, min_coverage=1.5)
-    with pytest.raises(TraceFormatError, match="not a folder of traces"):
+    with pytest.raises(TraceFormatError, match="nowhere' does not exist; expected a folder of "
+                       "trace folders"):  # fmt: skip
         filter_rollouts(model_pixels, tmp_path / "nowhere")
+    (tmp_path / "a_file").write_text("x")
+    with pytest.raises(TraceFormatError, match="a_file' is a file; expected a folder of trace"):
+        filter_rollouts(model_pixels, tmp_path / "a_file")
