@@ -26,17 +26,9 @@ from cua_rl.errors import ConfigError
 if TYPE_CHECKING:
     from cua_rl.validator.model import ReferenceModel, ValidationReport
 
-__all__ = ["StructuralReward", "model_for"]
+__all__ = ["StructuralReward"]
 
 _MODES = ("coverage", "pass")
-
-
-def model_for(
-    models: Mapping[str, ReferenceModel], trajectory: Trajectory
-) -> ReferenceModel | None:
-    """The reference model of a trajectory's task: by task id, else by domain, else None."""
-    task = trajectory.task
-    return models.get(task.id, models.get(task.domain))
 
 
 class StructuralReward:
@@ -71,6 +63,7 @@ class StructuralReward:
 
     def __call__(self, trajectory: Trajectory) -> float | None:
         """The reward, or None for an episode cut by an env error or without a model."""
+        from cua_rl.validator.model import model_for
         from cua_rl.validator.traces import Trace
 
         if trajectory.env_error is not None or trajectory.end_reason == "env_error":

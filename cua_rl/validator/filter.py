@@ -29,8 +29,7 @@ from typing import Literal
 from cua_rl._io import atomic_write_json
 from cua_rl.core import EpisodeEnd
 from cua_rl.errors import ConfigError, TraceFormatError
-from cua_rl.rewards.structural import model_for
-from cua_rl.validator.model import ReferenceModel, ValidationReport
+from cua_rl.validator.model import ReferenceModel, ValidationReport, model_for
 from cua_rl.validator.traces import Trace, list_trace_folders, read_trace
 
 __all__ = ["FilterResult", "RolloutFilter", "filter_rollouts"]

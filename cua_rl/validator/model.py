@@ -32,10 +32,10 @@ import logging
 import os
 import warnings
 from collections import Counter
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 from PIL import Image
@@ -56,7 +56,12 @@ from cua_rl.validator.traces import Frame, Trace, inside
 from cua_rl.validator.volatile import detect_cross_run_regions, detect_volatile_regions
 from cua_rl.validator.windows import layout_change
 
-__all__ = ["ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning"]
+if TYPE_CHECKING:
+    from cua_rl.core import Trajectory
+
+__all__ = [
+    "ReferenceModel", "ValidationReport", "ValidatorConfig", "ValidatorWarning", "model_for",
+]  # fmt: skip
 
 logger = logging.getLogger(__name__)
 
@@ -530,3 +535,11 @@ class ReferenceModel:
                                    f"reference: {error}") from None
         comparer = StateComparer(config.equivalence, semantic)
         return cls(sg, analysis, config, comparer, detected)  # type: ignore[arg-type]
+
+
+def model_for(
+    models: Mapping[str, ReferenceModel], trajectory: Trajectory
+) -> ReferenceModel | None:
+    """The reference model of a trajectory's task: by task id, else by domain, else None."""
+    task = trajectory.task
+    return models.get(task.id, models.get(task.domain))

@@ -12,8 +12,9 @@ from cua_rl.core import Step, Trajectory
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task, run_expert
 from cua_rl.errors import ConfigError
 from cua_rl.rewards.base import RewardSource
-from cua_rl.rewards.structural import StructuralReward, model_for
+from cua_rl.rewards.structural import StructuralReward
 from cua_rl.validator import EquivalenceConfig, ReferenceModel, Trace, ValidatorConfig
+from cua_rl.validator.model import model_for
 
 CFG = SimDeskConfig(width=640, height=400)
 TASK = make_task("editor_find", 3)
