@@ -96,7 +96,8 @@ S = TypeVar("S")
 class SpecTaskSet(Generic[S]):
     """A :class:`TaskSet` over typed task files (``specs``) in a fixed order, each with its
     converted :class:`~cua_rl.core.Task` at the same index; the shared part of
-    :class:`~cua_rl.envs.backends.osworld.tasks.OSWorldTasks`, :class:`~cua_rl.envs.backends.waa.tasks.WAATasks` and
+    :class:`~cua_rl.envs.backends.osworld.tasks.OSWorldTasks`,
+    :class:`~cua_rl.envs.backends.waa.tasks.WAATasks` and
     :class:`~cua_rl.envs.backends.macosworld.tasks.MacOSWorldTasks`.
 
     A subclass checks and orders its specs, then calls :meth:`_keep`.

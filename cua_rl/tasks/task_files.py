@@ -4,7 +4,8 @@ OSWorld, Windows Agent Arena and macOSWorld keep their tasks the same way: one J
 task at ``<root>/<group>/<id>.json`` (the group is OSWorld's domain, WAA's app folder,
 macOSWorld's category), and task lists (``test_all.json``) mapping each group to task ids. The
 loaders of :mod:`cua_rl.envs.backends.osworld.tasks`, :mod:`cua_rl.envs.backends.waa.tasks` and
-:mod:`cua_rl.envs.backends.macosworld.tasks` differ only in how one file is checked; this module is the rest.
+:mod:`cua_rl.envs.backends.macosworld.tasks` differ only in how one file is checked; this module is
+the rest.
 """
 
 from __future__ import annotations

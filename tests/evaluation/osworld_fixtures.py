@@ -3,8 +3,8 @@
 Each task file is a real OSWorld task JSON (``<domain>/<uuid>.json``); the server behind it shows
 a SimDesk task stored under the same uuid. :func:`simdesk_hooks` is the ``backend_kwargs.hooks``
 seam: set-up = OSWorld's set-up plan (so a step that cannot run here is refused as
-``cua_rl.envs.backends.osworld.evaluation`` would) and SimDesk's reset; checker = OSWorld's FAIL / infeasible rule
-(``shared/reference/osworld.md`` 5.2) over SimDesk's own checker.
+``cua_rl.envs.backends.osworld.evaluation`` would) and SimDesk's reset; checker = OSWorld's FAIL /
+infeasible rule (``shared/reference/osworld.md`` 5.2) over SimDesk's own checker.
 """
 
 from __future__ import annotations
@@ -18,10 +18,11 @@ from typing import Any
 
 from cua_rl.actions import Action, Fail
 from cua_rl.core import Task
-from cua_rl.envs.backends.osworld.spec import Hooks, Settings
+from cua_rl.envs.backends.osworld.settings import TaskFileSettings
+from cua_rl.envs.backends.osworld.setup_plan import plan_setup
 from cua_rl.envs.backends.simdesk.tasks import make_task
 from cua_rl.envs.backends.vm.client import VMServerClient
-from cua_rl.envs.backends.osworld.setup_plan import plan_setup
+from cua_rl.envs.backends.vm.settings import Hooks
 from cua_rl.testing.osworld_server import FakeOSWorldServer, simdesk_checker, simdesk_setup
 
 HOOKS = "tests.evaluation.osworld_fixtures:simdesk_hooks"
@@ -30,7 +31,7 @@ UNREACHABLE_DOWNLOAD = {"type": "download", "parameters": {"files": [
     {"url": "https://example.invalid/not-mirrored.xlsx", "path": "/home/user/x.xlsx"}]}}
 
 
-def simdesk_hooks(settings: Settings) -> Hooks:
+def simdesk_hooks(settings: TaskFileSettings) -> Hooks:
     """Set-up and checker hooks for FakeOSWorldServers holding the suite's SimDesk tasks."""
 
     def setup(client: VMServerClient, task: Task) -> None:

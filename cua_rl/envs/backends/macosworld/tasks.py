@@ -367,8 +367,8 @@ def split(tasks: MacOSWorldTasks, eval_fraction: float,
           seed: int) -> tuple[MacOSWorldTasks, MacOSWorldTasks]:  # fmt: skip
     """Disjoint (train, eval) sets, stratified by category: in each category (name order, tasks
     by id) a generator seeded with ``seed`` permutes the tasks and the first
-    ``round(eval_fraction * n)`` go to eval (the rule of :func:`cua_rl.envs.backends.osworld.tasks.split`,
-    :func:`~cua_rl.tasks.base.stratified_split`).
+    ``round(eval_fraction * n)`` go to eval (the rule of
+    :func:`cua_rl.envs.backends.osworld.tasks.split`, :func:`~cua_rl.tasks.base.stratified_split`).
 
     Raises:
         TaskSpecError: ``eval_fraction`` outside (0, 1), or an empty side.

@@ -8,10 +8,12 @@
   OSWorld metrics (compare_table, compare_docx_files, check_include_exclude, ..., infeasible);
 - ``files/``: the files those steps download and the gold files of the ``cloud_file`` getters,
   used as the mirror: ``files/mirror.json`` maps each URL to ``files/<basename of the URL>``
-  with its SHA-256 (``scripts/build_osworld_local.py`` writes it; ``scripts/build_mirror.py`` rebuilds it);
+  with its SHA-256 (``scripts/build_osworld_local.py`` writes it; ``scripts/build_mirror.py``
+  rebuilds it);
 - ``solutions.yaml``: for each task id a ``correct`` and a ``wrong`` list of typed actions
   (:func:`~cua_rl.actions.action_to_dict` form): the checker scores the first 1, the second 0;
-- ``scripts/build_osworld_local.py``: writes ``examples/``, ``files/`` and ``index.json`` (task name -> id).
+- ``scripts/build_osworld_local.py``: writes ``examples/``, ``files/`` and ``index.json`` (task name
+  -> id).
 
 Example::
 
@@ -30,9 +32,9 @@ from pathlib import Path
 from cua_rl._io import read_bounded
 from cua_rl._strict import load_yaml
 from cua_rl.actions import Action, Fail, action_from_dict
-from cua_rl.errors import ActionParseError, ConfigError, TaskSpecError
-from cua_rl.envs.backends.osworld.tasks import DEFAULT_MAX_STEPS, OSWorldTasks
 from cua_rl.envs.backends.osworld.task_format import UUID_RE
+from cua_rl.envs.backends.osworld.tasks import DEFAULT_MAX_STEPS, OSWorldTasks
+from cua_rl.errors import ActionParseError, ConfigError, TaskSpecError
 
 __all__ = ["LOCAL_SUITE", "LOCAL_URL", "Solution", "local_mirror", "local_tasks", "solutions"]
 

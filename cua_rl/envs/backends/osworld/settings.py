@@ -1,313 +1,197 @@
-"""The checked ``backend_kwargs`` of the ``osworld`` and ``x11`` backends (also the base of
-``waa``'s), and the hooks a backend calls around each episode.
+"""The ``backend_kwargs`` of the backends that run OSWorld-format task files: strict dataclasses
+read through :mod:`cua_rl._strict` like every other config section (unknown keys, wrong types
+and bad values raise ``ConfigError`` naming ``env.backend_kwargs.<key>``).
 
-Split out of :mod:`cua_rl.envs.backends.osworld.spec`, which re-exports every name here; the keys
-are documented in that module's docstring.
+:class:`TaskFileSettings`: the keys every such backend takes (tasks, mirror, placeholders,
+hooks, ...); :class:`OSWorldSettings` adds the server keys of ``osworld`` (and of ``waa``,
+:class:`cua_rl.envs.backends.waa.settings.WAASettings`); :class:`X11Settings` the local desktop
+keys of ``x11``. :func:`settings` reads the right one for an env section: relative paths
+resolved against ``env.base_dir`` (the config file's folder) and ``placeholders`` completed
+with ``env.screen`` and ``client_password``.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
-import urllib.parse
-from collections.abc import Callable, Mapping
-from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
 
+from cua_rl._strict import build_section, check, check_fields
+from cua_rl.envs.backends.vm.settings import W, absolute, check_url, listed
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cua_rl.envs.backends.vm.client import Checker, Revert, Setup
     from cua_rl.envs.config import EnvConfig
 
-__all__ = ["Hooks", "Settings", "check_index", "load_hooks", "read_token", "settings"]
+__all__ = ["OSWorldSettings", "TaskFileSettings", "X11Settings", "load_settings", "settings"]
 
-#: Keys both backends take.
-TASK_KEYS = ("tasks", "eval_tasks", "examples_root", "mirror", "client_password", "placeholders",
-             "cache_dir", "a11y", "pause_s", "hooks")  # fmt: skip
-#: Keys only ``osworld`` takes.
-OSWORLD_KEYS = ("urls", "token", "token_file", "timeout_s", "action_timeout_s", "max_retries",
-                "revert_command", "revert_timeout_s", "ready_timeout_s")  # fmt: skip
-#: Keys only ``x11`` takes.
-X11_KEYS = ("desktops", "startup_timeout_s", "sandbox", "network")
-W = "env.backend_kwargs"
+#: Lower bound of every timeout (seconds).
+MIN_TIMEOUT_S = 0.001
 
 
 @dataclass(frozen=True)
-class Settings:
-    """The checked ``backend_kwargs`` of an ``osworld`` or ``x11`` env section.
+class TaskFileSettings:
+    """The ``backend_kwargs`` keys of every backend of OSWorld-format task files (every key
+    optional, but tasks must come from ``tasks`` or ``env.task_files``)."""
 
-    Attributes:
-        backend: ``osworld`` or ``x11``.
-        screen: ``env.screen``.
-        tasks: Task folders, task files or task lists.
-        eval_tasks: The held-out tasks given explicitly (same forms), or () for a random split.
-        examples_root: Folder task lists resolve against.
-        mirror: Local copies of downloads, or None.
-        placeholders: ``CLIENT_PASSWORD``, ``SCREEN_WIDTH``, ``SCREEN_HEIGHT``, ... values.
-        cache_dir: The checker's cache folder, or None.
-        a11y: Read the accessibility tree.
-        pause_s: Longest local ``WAIT``.
-        hooks: ``"module:attribute"`` of the hooks factory, or None (OSWorld's).
-        urls: Server URLs (osworld).
-        token: Bearer token (osworld), or None.
-        token_file: File holding the bearer token (osworld), or None.
-        timeout_s, action_timeout_s, max_retries: Client settings (osworld).
-        revert_command: Host command reverting server ``{index}`` (osworld), or ().
-        revert_timeout_s: Deadline of the revert command (osworld).
-        ready_timeout_s: How long to wait for the server after a revert (osworld).
-        desktops: Desktop count (x11).
-        startup_timeout_s: Desktop start deadline (x11).
-        sandbox: Run each desktop in its sandbox (x11; false only for agents and tasks you
-            trust, see docs/security.md).
-        network: A sandboxed desktop's network (x11): ``"none"`` or ``"host"``.
-    """
+    SECTION: ClassVar[str] = W
+    #: The backend name, for messages.
+    backend: ClassVar[str] = "osworld"
+    #: Keys holding paths, resolved against the config file's folder by :func:`load_settings`.
+    PATHS: ClassVar[tuple[str, ...]] = ("examples_root", "mirror", "cache_dir")
 
-    backend: str
-    screen: tuple[int, int]
+    #: Task folders (``<domain>/<uuid>.json``), task files or task lists (``{domain: [ids]}``,
+    #: OSWorld's ``test_all.json``): a path or a list of them; or ``env.task_files`` (not both).
     tasks: tuple[str, ...] = ()
+    #: Held-out evaluation tasks given explicitly (same forms): every task of ``tasks`` trains
+    #: (no random split; the two may overlap). Empty: ``env.split.eval_fraction`` is held out.
     eval_tasks: tuple[str, ...] = ()
+    #: The folder of domain folders a task list is resolved against (required with a list).
     examples_root: str | None = None
+    #: Local copies of the files tasks download: a folder with a ``mirror.json`` manifest.
     mirror: str | None = None
-    placeholders: Mapping[str, object] = dataclasses.field(default_factory=dict)
+    #: The VM user's password (``CLIENT_PASSWORD`` in task configs).
+    client_password: str | None = field(default=None, repr=False)
+    #: Further placeholder values of command steps; once loaded, every value (``SCREEN_WIDTH``
+    #: and ``SCREEN_HEIGHT`` from ``env.screen``, ``CLIENT_PASSWORD`` from client_password).
+    placeholders: dict[str, Any] = field(default_factory=dict)
+    #: Where the checker caches downloaded expected files (None: a temporary folder).
     cache_dir: str | None = None
+    #: Read the accessibility tree with every observation.
     a11y: bool = True
+    #: The longest local sleep of a ``WAIT`` action, in seconds.
     pause_s: float = 5.0
+    #: ``"module:attribute"`` of a function ``hooks(settings) -> Hooks`` (set-up, checker,
+    #: revert); None: the backend's own (OSWorld's set-up and scoring).
     hooks: str | None = None
-    urls: tuple[str, ...] = ()
-    token: str | None = dataclasses.field(default=None, repr=False)
-    token_file: str | None = None
-    timeout_s: float = 30.0
-    action_timeout_s: float | None = None
-    max_retries: int = 2
-    revert_command: tuple[str, ...] = ()
-    revert_timeout_s: float = 600.0
-    ready_timeout_s: float = 300.0
-    desktops: int = 1
-    startup_timeout_s: float = 60.0
-    sandbox: bool = True
-    network: str = "none"
+
+    def __post_init__(self) -> None:
+        from cua_rl.envs.backends.osworld.setup_plan import PLACEHOLDERS
+
+        check_fields(self)
+        for key in ("tasks", "eval_tasks"):
+            check(self, key, all(getattr(self, key)), "must be non-empty paths")
+        for key in ("examples_root", "mirror", "cache_dir"):
+            check(self, key, getattr(self, key) != "", "must be a non-empty string")
+        bad = sorted(set(self.placeholders) - set(PLACEHOLDERS))
+        check(self, "placeholders", not bad,
+              f"unknown name(s) {bad}; allowed: {list(PLACEHOLDERS)} (SCREEN_WIDTH/HEIGHT come "
+              f"from env.screen, CLIENT_PASSWORD from client_password)")  # fmt: skip
+        check(self, "pause_s", self.pause_s >= 0, "must be a number >= 0")
+        hooks = self.hooks
+        check(self, "hooks", hooks is None or (hooks.count(":") == 1 and all(hooks.split(":"))),
+              "must be 'module:attribute'")  # fmt: skip
 
 
 @dataclass(frozen=True)
-class Hooks:
-    """What a backend calls around each episode (see :class:`VMServerBackend`).
+class OSWorldSettings(TaskFileSettings):
+    """The ``backend_kwargs`` of an ``osworld`` env: one env per server URL."""
 
-    Attributes:
-        setup: ``setup(client, task)``: the task's initial state.
-        checker: ``checker(client, task, last_action) -> float | None``: the score.
-        revert: ``revert(client)`` before every reset but the first, or None.
-    """
+    PATHS: ClassVar[tuple[str, ...]] = (*TaskFileSettings.PATHS, "token_file")
+    #: What ``urls`` lists, for the message when it is empty.
+    URLS_ARE: ClassVar[str] = "server URLs (one env per URL)"
 
-    setup: Setup | None
-    checker: Checker | None
-    revert: Revert | None = None
+    #: The in-VM servers, ``http(s)://host:port`` each, distinct: env ``i`` talks to ``urls[i]``.
+    urls: tuple[str, ...] = ()
+    #: Bearer token sent with every request (OSWorld's server ignores it).
+    token: str | None = field(default=None, repr=False)
+    #: A file holding the token (e.g. ``cua-rl desktop-server --token-file``'s); not with token.
+    token_file: str | None = None
+    #: Deadline of one request, in seconds.
+    timeout_s: float = 30.0
+    #: Deadline of an action request (None: the server's own).
+    action_timeout_s: float | None = None
+    #: Retries of a request that failed to connect.
+    max_retries: int = 2
+    #: A host command (arguments, no shell; ``{index}`` and ``{url}`` replaced) that brings
+    #: server ``index`` back to a clean VM before every reset but the first; empty: no revert.
+    revert_command: tuple[str, ...] = ()
+    #: Deadline of the revert command, in seconds.
+    revert_timeout_s: float = 600.0
+    #: How long to wait for the server after a revert (``GET /screenshot``), in seconds.
+    ready_timeout_s: float = 300.0
 
-    def close(self) -> None:
-        """Close every hook that has a ``close`` (the checker's metric process, caches)."""
-        for hook in (self.setup, self.checker, self.revert):
-            close = getattr(hook, "close", None)
-            if callable(close):
-                close()
-
-
-def _number(kw: Mapping[str, Any], key: str, default: float, lo: float, *,
-            integer: bool = False, optional: bool = False) -> Any:  # fmt: skip
-    value = kw.get(key, default)
-    if value is None and optional:
-        return None
-    kinds = (int,) if integer else (int, float)
-    if isinstance(value, bool) or not isinstance(value, kinds) or value < lo:
-        what = "an integer" if integer else "a number"
-        raise ConfigError(f"{W}.{key}: must be {what} >= {lo:g}, got {value!r}")
-    return value
-
-
-def _text(kw: Mapping[str, Any], key: str) -> str | None:
-    value = kw.get(key)
-    if value is not None and (not isinstance(value, str) or not value):
-        raise ConfigError(f"{W}.{key}: must be a non-empty string, got {value!r}")
-    return value
-
-
-def _check_url(i: int, url: object) -> str:
-    where = f"{W}.urls[{i}]"
-    if not isinstance(url, str):
-        raise ConfigError(f"{where}: must be a URL string, got {url!r}")
-    parts = urllib.parse.urlsplit(url)
-    if parts.scheme not in ("http", "https") or not parts.hostname:
-        raise ConfigError(f"{where}: must be http(s)://host[:port], got {url!r}")
-    try:
-        parts.port  # noqa: B018 - raises on a bad port
-    except ValueError:
-        raise ConfigError(f"{where}: bad port in {url!r}") from None
-    if parts.path not in ("", "/") or parts.query or parts.fragment:
-        raise ConfigError(f"{where}: a server URL has no path, query or fragment, got {url!r}")
-    return url.rstrip("/")
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self, "urls", bool(self.urls),
+              f"the {self.backend} backend needs a non-empty list of {self.URLS_ARE}")
+        urls = tuple(check_url(f"{W}.urls[{i}]", u) for i, u in enumerate(self.urls))
+        object.__setattr__(self, "urls", urls)
+        twice = next((u for u in urls if urls.count(u) > 1), None)
+        if twice is not None:
+            raise ConfigError(f"{W}.urls: {twice!r} is listed twice (one env per server)")
+        for key in ("token", "token_file"):
+            check(self, key, getattr(self, key) != "", "must be a non-empty string")
+        if self.token is not None and self.token_file is not None:
+            raise ConfigError(f"{W}.token and {W}.token_file both give the token; give one")
+        for key in ("timeout_s", "revert_timeout_s", "ready_timeout_s"):
+            check(self, key, getattr(self, key) >= MIN_TIMEOUT_S,
+                  f"must be a number >= {MIN_TIMEOUT_S:g}")
+        v = self.action_timeout_s
+        check(self, "action_timeout_s", v is None or v >= MIN_TIMEOUT_S,
+              f"must be a number >= {MIN_TIMEOUT_S:g} or null")
+        check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
 
 
-def settings(config: EnvConfig) -> Settings:
-    """The checked :class:`Settings` of an ``osworld`` or ``x11`` env section.
+@dataclass(frozen=True)
+class X11Settings(TaskFileSettings):
+    """The ``backend_kwargs`` of an ``x11`` env: local desktops."""
+
+    backend: ClassVar[str] = "x11"
+
+    #: How many desktops env indices may ask for (one env each).
+    desktops: int = 1
+    #: Deadline of a desktop's start, in seconds.
+    startup_timeout_s: float = 60.0
+    #: Run each desktop as its own user in its own namespaces (see docs/security.md); false
+    #: only for agents and tasks you trust.
+    sandbox: bool = True
+    #: A sandboxed desktop's network: ``none`` (loopback only) or ``host``.
+    network: Literal["none", "host"] = "none"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self, "desktops", self.desktops >= 1, "must be an integer >= 1")
+        check(self, "startup_timeout_s", self.startup_timeout_s >= MIN_TIMEOUT_S,
+              f"must be a number >= {MIN_TIMEOUT_S:g}")
+
+
+T = TypeVar("T", bound=TaskFileSettings)
+
+
+def load_settings(kind: type[T], config: EnvConfig) -> T:
+    """The checked ``backend_kwargs`` of ``config`` as ``kind``: tasks from ``tasks`` or
+    ``env.task_files``, relative paths resolved against ``env.base_dir``, ``placeholders``
+    completed with ``env.screen`` and ``client_password``.
 
     Raises:
         ConfigError: Naming ``env.backend_kwargs.<key>`` (or ``env.task_files``): an unknown
             key, a wrong type or value, tasks given twice or not at all.
     """
-    backend = config.backend
-    kw = dict(config.backend_kwargs)
-    own = OSWORLD_KEYS if backend == "osworld" else X11_KEYS
-    allowed = TASK_KEYS + own
-    unknown = sorted(set(kw) - set(allowed))
-    if unknown:
-        raise ConfigError(f"{W}: unknown key(s) {unknown} for the {backend} backend; allowed: "
-                          f"{sorted(allowed)}")
-    raw_tasks = kw.get("tasks")
-    if raw_tasks is not None and config.task_files:
+    kw = listed(config.backend_kwargs, "tasks", "eval_tasks")
+    if "tasks" in kw and config.task_files:
         raise ConfigError(f"{W}.tasks and env.task_files both name tasks; give one")
-    if raw_tasks is None:
-        raw_tasks = list(config.task_files)
-        where = "env.task_files"
-    else:
-        where = f"{W}.tasks"
-    if isinstance(raw_tasks, str):
-        raw_tasks = [raw_tasks]
-    if not isinstance(raw_tasks, (list, tuple)) or not raw_tasks or not all(
-        isinstance(t, str) and t for t in raw_tasks
-    ):
-        raise ConfigError(f"{where}: the {backend} backend needs a task folder or task list "
-                          f"(a path or a list of paths), got {raw_tasks!r}")
-    raw_eval = kw.get("eval_tasks", [])
-    if isinstance(raw_eval, str):
-        raw_eval = [raw_eval]
-    if not isinstance(raw_eval, (list, tuple)) or not all(isinstance(t, str) and t
-                                                          for t in raw_eval):
-        raise ConfigError(f"{W}.eval_tasks: must be a task folder or task list (a path or a "
-                          f"list of paths), got {raw_eval!r}")  # fmt: skip
-    placeholders = kw.get("placeholders", {})
-    if not isinstance(placeholders, Mapping) or not all(isinstance(k, str) for k in placeholders):
-        raise ConfigError(f"{W}.placeholders: must be a mapping of names to values, "
-                          f"got {placeholders!r}")
-    from cua_rl.envs.backends.osworld.setup_plan import PLACEHOLDERS
-
-    bad = sorted(set(placeholders) - set(PLACEHOLDERS))
-    if bad:
-        raise ConfigError(f"{W}.placeholders: unknown name(s) {bad}; allowed: "
-                          f"{list(PLACEHOLDERS)} (SCREEN_WIDTH/HEIGHT come from env.screen, "
-                          f"CLIENT_PASSWORD from client_password)")
-    merged: dict[str, object] = {"SCREEN_WIDTH": config.screen[0],
-                                 "SCREEN_HEIGHT": config.screen[1], **placeholders}
-    password = kw.get("client_password")
-    if password is not None:
-        if not isinstance(password, str):
-            raise ConfigError(f"{W}.client_password: must be a string, got "
-                              f"{type(password).__name__}")
-        merged["CLIENT_PASSWORD"] = password
-    a11y = kw.get("a11y", True)
-    if not isinstance(a11y, bool):
-        raise ConfigError(f"{W}.a11y: must be true or false, got {a11y!r}")
-    hooks = _text(kw, "hooks")
-    if hooks is not None and (hooks.count(":") != 1 or not all(hooks.split(":"))):
-        raise ConfigError(f"{W}.hooks: must be 'module:attribute', got {hooks!r}")
-    base = Path(config.base_dir)
-
-    def absolute(path: str | None) -> str | None:
-        if path is None:
-            return None
-        p = Path(path).expanduser()
-        return str(p if p.is_absolute() else (base / p).resolve())
-
-    common: dict[str, Any] = dict(
-        backend=backend, screen=config.screen, tasks=tuple(absolute(t) for t in raw_tasks),
-        eval_tasks=tuple(absolute(t) for t in raw_eval),
-        examples_root=absolute(_text(kw, "examples_root")), mirror=absolute(_text(kw, "mirror")),
-        placeholders=merged, cache_dir=absolute(_text(kw, "cache_dir")), a11y=a11y,
-        pause_s=float(_number(kw, "pause_s", 5.0, 0)), hooks=hooks,
-    )  # fmt: skip
-    if backend == "osworld":
-        urls = kw.get("urls")
-        if not isinstance(urls, (list, tuple)) or not urls:
-            raise ConfigError(f"{W}.urls: the osworld backend needs a non-empty list of server "
-                              f"URLs (one env per URL), got {urls!r}")
-        checked = tuple(_check_url(i, u) for i, u in enumerate(urls))
-        if len(set(checked)) != len(checked):
-            dup = next(u for u in checked if checked.count(u) > 1)
-            raise ConfigError(f"{W}.urls: {dup!r} is listed twice (one env per server)")
-        command = kw.get("revert_command", [])
-        if not isinstance(command, (list, tuple)) or not all(
-            isinstance(a, str) for a in command
-        ):
-            raise ConfigError(f"{W}.revert_command: must be a list of arguments (strings, no "
-                              f"shell), got {command!r}")  # fmt: skip
-        if "token" in kw and "token_file" in kw:
-            raise ConfigError(f"{W}.token and {W}.token_file both give the token; give one")
-        return Settings(**common, urls=checked, token=_text(kw, "token"),
-                        token_file=absolute(_text(kw, "token_file")),
-                        revert_command=tuple(command),
-                        revert_timeout_s=float(_number(kw, "revert_timeout_s", 600.0, 0.001)),
-                        ready_timeout_s=float(_number(kw, "ready_timeout_s", 300.0, 0.001)),
-                        timeout_s=float(_number(kw, "timeout_s", 30.0, 0.001)),
-                        action_timeout_s=_number(kw, "action_timeout_s", None, 0.001,
-                                                 optional=True),
-                        max_retries=_number(kw, "max_retries", 2, 0, integer=True))  # fmt: skip
-    sandbox = kw.get("sandbox", True)
-    if not isinstance(sandbox, bool):
-        raise ConfigError(f"{W}.sandbox: must be true or false, got {sandbox!r}")
-    network = kw.get("network", "none")
-    if network not in ("none", "host"):
-        raise ConfigError(f"{W}.network: must be 'none' (loopback only) or 'host', got "
-                          f"{network!r}")  # fmt: skip
-    return Settings(**common, desktops=_number(kw, "desktops", 1, 1, integer=True),
-                    startup_timeout_s=float(_number(kw, "startup_timeout_s", 60.0, 0.001)),
-                    sandbox=sandbox, network=network)
+    where = f"{W}.tasks" if "tasks" in kw else "env.task_files"
+    kw.setdefault("tasks", list(config.task_files))
+    if not kw["tasks"]:
+        raise ConfigError(f"{where}: the {kind.backend} backend needs a task folder or task "
+                          f"list (a path or a list of paths), got {kw['tasks']!r}")  # fmt: skip
+    s = build_section(kind, kw, W)
+    base = config.base_dir
+    values: dict[str, object] = {"SCREEN_WIDTH": config.screen[0],
+                                 "SCREEN_HEIGHT": config.screen[1], **s.placeholders}
+    if s.client_password is not None:
+        values["CLIENT_PASSWORD"] = s.client_password
+    paths = {key: absolute(base, getattr(s, key)) for key in s.PATHS}
+    return dataclasses.replace(
+        s, tasks=tuple(str(absolute(base, t)) for t in s.tasks),
+        eval_tasks=tuple(str(absolute(base, t)) for t in s.eval_tasks), placeholders=values,
+        **paths)  # fmt: skip
 
 
-def check_index(index: int, count: int, what: str) -> None:
-    """Raise ConfigError unless ``index`` is an env index below ``count``, the number of
-    entries of ``env.backend_kwargs.<what>`` (one env each)."""
-    if isinstance(index, bool) or not isinstance(index, int) or not 0 <= index < count:
-        raise ConfigError(f"env index {index!r} is out of range: {W}.{what} has {count} "
-                          f"entr{'y' if count == 1 else 'ies'} (one env each), so envs "
-                          f"0..{count - 1}")
-
-
-def read_token(s: Any, *, allow_empty: bool = False) -> str | None:
-    """The bearer token of settings ``s``: ``s.token``, or the content of ``s.token_file``.
-
-    Raises:
-        ConfigError: The token file cannot be read, or (unless ``allow_empty``) is empty.
-    """
-    if s.token_file is None:
-        return s.token  # type: ignore[no-any-return]
-    try:
-        token = Path(s.token_file).read_text(encoding="utf-8").strip()
-    except OSError as error:
-        raise ConfigError(f"{W}.token_file: cannot read {s.token_file!r}: "
-                          f"{error.strerror or error}") from None  # fmt: skip
-    if not token and not allow_empty:
-        raise ConfigError(f"{W}.token_file: {s.token_file!r} is empty")
-    return token
-
-
-S = TypeVar("S")
-
-
-def load_hooks(s: S, default: Callable[[S], Hooks]) -> Hooks:
-    """The hooks of settings ``s``: from its ``hooks`` factory (``"module:attribute"``, called
-    with ``s``), or ``default(s)`` when it names none.
-
-    Raises:
-        ConfigError: The factory cannot be imported or returns something else than Hooks.
-    """
-    name = s.hooks  # type: ignore[attr-defined]
-    if name is None:
-        return default(s)
-    module, _, attribute = name.partition(":")
-    try:
-        factory: Callable[[S], Hooks] = getattr(importlib.import_module(module), attribute)
-    except (ImportError, AttributeError) as error:
-        raise ConfigError(f"{W}.hooks: cannot import {name!r} ({error})") from None
-    hooks = factory(s)
-    if not isinstance(hooks, Hooks):
-        raise ConfigError(f"{W}.hooks: {name!r} returned {type(hooks).__name__}, not Hooks")
-    return hooks
+def settings(config: EnvConfig) -> OSWorldSettings | X11Settings:
+    """The checked settings of an ``osworld`` (:class:`OSWorldSettings`) or ``x11``
+    (:class:`X11Settings`) env section (see :func:`load_settings`)."""
+    if config.backend == "x11":
+        return load_settings(X11Settings, config)
+    return load_settings(OSWorldSettings, config)

@@ -8,8 +8,8 @@ mapped to local copies. A step that cannot run here is never skipped: it raises 
 ``dry_run=True``, is listed in :attr:`SetupPlan.refused`.
 
 Refused here: ``download`` and ``cloud_file`` without a local copy (or whose copy the mirror
-refuses: see :mod:`cua_rl.envs.backends.vm.mirror`), ``upload_file`` whose local file is not a file of
-the mirror folder, ``googledrive``/``login`` steps and the ``googledrive_file`` getter (a real
+refuses: see :mod:`cua_rl.envs.backends.vm.mirror`), ``upload_file`` whose local file is not a file
+of the mirror folder, ``googledrive``/``login`` steps and the ``googledrive_file`` getter (a real
 Google account), and, without ``browser=True``, ``chrome_*``/``update_browse_history`` steps and
 the Chrome getters (they need Google Chrome with remote debugging on port 9222).
 
@@ -32,9 +32,9 @@ from typing import Any
 
 from cua_rl._paths import confine, relative_name
 from cua_rl.core import Task
-from cua_rl.errors import ConfigError, TaskSpecError
-from cua_rl.envs.backends.vm.mirror import Mirror
 from cua_rl.envs.backends.osworld.task_format import OSWorldTask, SetupStep, parse_osworld_task
+from cua_rl.envs.backends.vm.mirror import Mirror
+from cua_rl.errors import ConfigError, TaskSpecError
 
 __all__ = ["PLACEHOLDERS", "PlannedStep", "Refusal", "SetupPlan", "load_mirror", "mirror_urls",
            "plan_setup"]
@@ -132,8 +132,8 @@ class SetupPlan:
 
 def load_mirror(mirror: MirrorArg) -> dict[str, Path]:
     """The URLs a mirror lists and their files (unchecked): a ``{url: path}`` dict as given, a
-    folder's ``mirror.json`` entries (see :mod:`cua_rl.envs.backends.vm.mirror`; a folder without one
-    lists nothing, its files are found by name when looked up).
+    folder's ``mirror.json`` entries (see :mod:`cua_rl.envs.backends.vm.mirror`; a folder without
+    one lists nothing, its files are found by name when looked up).
 
     Raises:
         ConfigError: a missing folder or a malformed ``mirror.json``.
@@ -319,11 +319,11 @@ def plan_setup(task: OSWorldTask | Task, *, mirror: MirrorArg = None,
 
     Args:
         task: An OSWorld task, or a :class:`~cua_rl.core.Task` whose config is its JSON.
-        mirror: Local copies of downloads: a :class:`~cua_rl.envs.backends.vm.mirror.Mirror`, a folder
-            (with ``mirror.json``, or files named as the URLs) or a ``{url: file}`` dict. Pass
-            one :class:`~cua_rl.envs.backends.vm.mirror.Mirror` to plan many tasks (hashes are computed
-            once, and a folder without ``mirror.json`` refuses a file name two of the tasks'
-            URLs share).
+        mirror: Local copies of downloads: a :class:`~cua_rl.envs.backends.vm.mirror.Mirror`, a
+            folder (with ``mirror.json``, or files named as the URLs) or a ``{url: file}`` dict.
+            Pass one :class:`~cua_rl.envs.backends.vm.mirror.Mirror` to plan many tasks (hashes are
+            computed once, and a folder without ``mirror.json`` refuses a file name two of the
+            tasks' URLs share).
         placeholders: Values of ``CLIENT_PASSWORD``, ``SCREEN_WIDTH``, ``SCREEN_HEIGHT`` (and
             optionally the ``_HALF`` ones); the screen defaults to 1920x1080, the password has
             no default (a step using it is refused without one).

@@ -8,49 +8,18 @@ through :class:`~cua_rl.envs.backends.vm.client.VMServerBackend`.
 ``backend_kwargs.desktops`` of them.
 
 Both read OSWorld task files (``<domain>/<uuid>.json``) and set up / score each task with the
-hooks of :mod:`cua_rl.envs.backends.osworld.evaluation` (``OSWorldSetup``: the task's ``config`` steps;
-``OSWorldChecker``: OSWorld's scoring, infeasible/FAIL rule included).
+hooks of :mod:`cua_rl.envs.backends.osworld.evaluation` (``OSWorldSetup``: the task's
+``config`` steps; ``OSWorldChecker``: OSWorld's scoring, infeasible/FAIL rule included), or with
+the hooks a ``hooks`` factory gives (the seam for tests and for other scorers, e.g. the SimDesk
+hooks of :class:`~cua_rl.testing.osworld_server.FakeOSWorldServer`).
 
-``env.backend_kwargs`` (both backends; every key optional unless said):
-
-* ``tasks``: a folder of ``<domain>/<uuid>.json`` files, or a task list (``{domain: [ids]}``,
-  OSWorld's ``test_all.json``) resolved against ``examples_root`` (required with a list). A
-  string or a list of them. ``env.task_files`` may be used instead (not both).
-* ``eval_tasks``: held-out evaluation tasks given explicitly (same forms as ``tasks``): then
-  every task of ``tasks`` trains and ``eval_tasks`` is the evaluation split (no random split;
-  the two may overlap, e.g. for a learning probe that evaluates on its training tasks).
-  Without it, ``env.split.eval_fraction`` of ``tasks`` is held out at random.
-* ``examples_root``: the folder of domain folders a task list is resolved against.
-* ``mirror``: local copies of the files tasks download (a folder with a ``mirror.json``
-  manifest: URL -> file and SHA-256, see :mod:`cua_rl.envs.backends.vm.mirror`).
-* ``client_password``: the VM user's password (``CLIENT_PASSWORD`` in task configs).
-* ``placeholders``: further placeholder values (``SCREEN_WIDTH`` and ``SCREEN_HEIGHT`` come from
-  ``env.screen``).
-* ``cache_dir``: where the checker caches downloaded expected files.
-* ``a11y`` (bool, default true): read the accessibility tree with every observation.
-* ``pause_s``: the longest local sleep of a ``WAIT`` action.
-* ``hooks``: ``"module:attribute"`` of a function ``hooks(settings) -> Hooks`` giving the
-  set-up, checker and revert hooks; default :func:`osworld_hooks` (OSWorld's). The seam for
-  tests and for other scorers (e.g. the SimDesk hooks of
-  :class:`~cua_rl.testing.osworld_server.FakeOSWorldServer`).
-
-``osworld`` only: ``urls`` (required: a non-empty list of distinct ``http(s)://host:port``),
-``token`` (sent as a bearer token; OSWorld's server ignores it) or ``token_file`` (a file
-holding it, e.g. ``cua-rl desktop-server --token-file``'s), ``timeout_s``,
-``action_timeout_s``, ``max_retries``, and ``revert_command``: a command (a list of
-arguments, run on this host without a shell; ``{index}`` and ``{url}`` in an argument are
-replaced by the env's index and server URL) that brings server ``index`` back to a clean VM
+``env.backend_kwargs``: :class:`~cua_rl.envs.backends.osworld.settings.OSWorldSettings`
+(``osworld``) and :class:`~cua_rl.envs.backends.osworld.settings.X11Settings` (``x11``), one
+documented field per key. With ``revert_command`` each server is brought back to a clean VM
 before every reset but the first (e.g. a script that recreates the OSWorld Docker container),
-after which the server is polled until ``GET /screenshot`` answers (``ready_timeout_s``,
-default 300 s as OSWorld's Docker provider waits). Without it nothing is reverted: tasks run
-one after another on the same VM, as on OSWorld VMs started once by hand.
-``x11`` only: ``desktops`` (how many desktops env indices may ask for, default 1),
-``startup_timeout_s``, ``sandbox`` (default true: each desktop as its own user in its own
-namespaces, see docs/security.md; false only for agents and tasks you trust) and ``network``
-(a sandboxed desktop's network: ``none``, the default, or ``host``).
-
-Relative paths (``tasks``, ``examples_root``, ``mirror``, ``cache_dir``, ``env.task_files``)
-resolve against ``env.base_dir``: the config file's folder.
+then polled until ``GET /screenshot`` answers (``ready_timeout_s``, 300 s as OSWorld's Docker
+provider waits); without it tasks run one after another on the same VM, as on OSWorld VMs
+started once by hand. Relative paths resolve against ``env.base_dir``: the config file's folder.
 """
 
 from __future__ import annotations
@@ -59,41 +28,36 @@ import functools
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from cua_rl.envs.backends.osworld.settings import (  # noqa: F401 - re-exported
-    OSWORLD_KEYS,
-    TASK_KEYS,
-    X11_KEYS,
-    Hooks,
-    Settings,
-    W,
-    _check_url,
-    _number,
-    _text,
-    check_index,
-    load_hooks,
-    read_token,
+from cua_rl.envs.backends.base import BaseSpec
+from cua_rl.envs.backends.osworld.settings import (
+    OSWorldSettings,
+    TaskFileSettings,
+    X11Settings,
+    load_settings,
     settings,
 )
-from cua_rl.envs.backends.base import BaseSpec
 from cua_rl.envs.backends.vm.revert import CommandRevert
+from cua_rl.envs.backends.vm.settings import Hooks, W, check_index, load_hooks, read_token
 from cua_rl.envs.backends.vm.task_sources import load_sources, pick_split, refused_tasks
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.base import DesktopBackend, Split
-    from cua_rl.envs.backends.vm.client import VMServerClient
-    from cua_rl.envs.config import EnvConfig
-    from cua_rl.envs.backends.vm.mirror import Mirror
     from cua_rl.envs.backends.osworld.tasks import OSWorldTasks
+    from cua_rl.envs.backends.vm.client import VMServerClient
+    from cua_rl.envs.backends.vm.mirror import Mirror
+    from cua_rl.envs.config import EnvConfig
 
 __all__ = [
     "OSWORLD",
     "ClosesHooks",
     "CommandRevert",
     "Hooks",
+    "OSWorldSettings",
     "OSWorldSpec",
-    "Settings",
+    "TaskFileSettings",
     "TaskFileSpec",
+    "X11Settings",
     "load_tasks",
     "osworld_hooks",
     "settings",
@@ -123,9 +87,9 @@ def load_tasks(sources: Sequence[str], examples_root: str | None, *,
     return OSWorldTasks(found, max_steps=max_steps or DEFAULT_MAX_STEPS)
 
 
-def osworld_hooks(s: Settings) -> Hooks:
-    """OSWorld's set-up and scoring (``cua_rl.envs.backends.osworld.evaluation``); no revert (OSWorld's providers
-    revert a VM themselves; a local desktop reverts in its backend).
+def osworld_hooks(s: TaskFileSettings) -> Hooks:
+    """OSWorld's set-up and scoring (``cua_rl.envs.backends.osworld.evaluation``); no revert
+    (OSWorld's providers revert a VM themselves; a local desktop reverts in its backend).
 
     Raises:
         ConfigError: ``cua_rl.envs.backends.osworld.evaluation`` cannot be imported.
@@ -134,8 +98,8 @@ def osworld_hooks(s: Settings) -> Hooks:
         from cua_rl.envs.backends.osworld.evaluation import osworld_hooks as make
     except ImportError as error:
         raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
-                          f"cua_rl.envs.backends.osworld.evaluation, which cannot be imported here ({error})"
-                          ) from None  # fmt: skip
+                          f"cua_rl.envs.backends.osworld.evaluation, which cannot be imported "
+                          f"here ({error})") from None  # fmt: skip
     from cua_rl.envs.backends.vm.mirror import Mirror
 
     # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
@@ -155,7 +119,7 @@ class _CheckedSetup:
     def __call__(self, client: VMServerClient, task: Any) -> None:
         try:
             from cua_rl.envs.backends.osworld.evaluation import check_evaluator
-        except ImportError:  # an osworld_eval without it: the checker refuses at the end
+        except ImportError:  # an evaluation package without it: the checker refuses at the end
             pass
         else:
             check_evaluator(task, self.checker.runner)
@@ -168,12 +132,10 @@ class _CheckedSetup:
             close()
 
 
-def make_hooks(s: Settings) -> Hooks:
+def make_hooks(s: TaskFileSettings) -> Hooks:
     """The hooks of the settings: ``hooks`` (a ``"module:attribute"`` factory) or OSWorld's."""
     return load_hooks(s, osworld_hooks)
 
-
-_index = check_index  # the name waa.py and older callers import
 
 
 class TaskFileSpec(BaseSpec):
@@ -226,15 +188,15 @@ class TaskFileSpec(BaseSpec):
 
 
 def claimed_mirror(folder: str | None, tasks_of: Callable[[Split], Any]) -> Mirror:
-    """One :class:`~cua_rl.envs.backends.vm.mirror.Mirror` of ``folder`` that knows every URL of the tasks
-    of both splits (``tasks_of(split).specs``), so a folder without ``mirror.json`` refuses a
+    """One :class:`~cua_rl.envs.backends.vm.mirror.Mirror` of ``folder`` that knows every URL of the
+    tasks of both splits (``tasks_of(split).specs``), so a folder without ``mirror.json`` refuses a
     file name two of them share, whichever task is planned first.
 
     Raises:
         ConfigError: A missing folder or a malformed ``mirror.json``.
     """
-    from cua_rl.envs.backends.vm.mirror import Mirror
     from cua_rl.envs.backends.osworld.setup_plan import mirror_urls
+    from cua_rl.envs.backends.vm.mirror import Mirror
 
     # the tasks first: a missing task folder is the first thing to say
     specs = [spec for split in ("train", "eval") for spec in tasks_of(split).specs]
@@ -273,7 +235,7 @@ class OSWorldSpec(TaskFileSpec):
 
     def max_envs(self, config: EnvConfig) -> int:
         """One env per server URL."""
-        return len(settings(config).urls)
+        return len(load_settings(OSWorldSettings, config).urls)
 
     def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
         """A :class:`VMServerBackend` on ``urls[index]`` with the configured hooks.
@@ -283,8 +245,8 @@ class OSWorldSpec(TaskFileSpec):
         """
         from cua_rl.envs.backends.vm.client import VMServerClient
 
-        s = settings(config)
-        _index(index, len(s.urls), "urls")
+        s = load_settings(OSWorldSettings, config)
+        check_index(index, len(s.urls), "urls")
         token = read_token(s)
         hooks = make_hooks(s)
         client = VMServerClient(s.urls[index], token=token, timeout_s=s.timeout_s,

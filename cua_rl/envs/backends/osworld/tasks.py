@@ -20,9 +20,9 @@ from os import PathLike
 from pathlib import Path
 
 from cua_rl.core import Task
+from cua_rl.envs.backends.osworld.task_format import UUID_RE, OSWorldTask, parse_osworld_task
 from cua_rl.errors import TaskSpecError
 from cua_rl.tasks.base import SpecTaskSet, stratified_split
-from cua_rl.envs.backends.osworld.task_format import UUID_RE, OSWorldTask, parse_osworld_task
 from cua_rl.tasks.task_files import (  # noqa: F401 - MAX_FILE_BYTES kept importable from here
     MAX_FILE_BYTES,
     TaskList,

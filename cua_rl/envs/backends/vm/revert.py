@@ -1,8 +1,8 @@
 """Reverting a remote machine with a host command, then waiting for it to answer.
 
 The ``osworld``, ``waa`` (:class:`CommandRevert`, re-exported by
-:mod:`cua_rl.envs.backends.osworld.spec`) and ``macosworld`` backends run ``revert_command`` the same
-way: without a shell, under a deadline, its failure a :class:`~cua_rl.errors.BackendError`
+:mod:`cua_rl.envs.backends.osworld.spec`) and ``macosworld`` backends run ``revert_command`` the
+same way: without a shell, under a deadline, its failure a :class:`~cua_rl.errors.BackendError`
 naming the command, the machine and the last line of its stderr; then they poll the machine.
 """
 

@@ -1,8 +1,8 @@
 """Run an OSWorld task's planned set-up through the in-VM server.
 
-:func:`cua_rl.envs.backends.osworld.setup_plan.plan_setup` decides what can run here (downloads mapped to a
-local mirror, placeholders substituted, what cannot run refused); :func:`run_setup` runs those
-steps, in order, through a :class:`~cua_rl.envs.backends.vm.client.VMServerClient`, the way
+:func:`cua_rl.envs.backends.osworld.setup_plan.plan_setup` decides what can run here (downloads
+mapped to a local mirror, placeholders substituted, what cannot run refused); :func:`run_setup` runs
+those steps, in order, through a :class:`~cua_rl.envs.backends.vm.client.VMServerClient`, the way
 OSWorld's ``SetupController`` does (osworld.md 3.2):
 
 * ``upload_file``: each local file to its VM path (``/setup/upload``; a file planned from a
@@ -49,8 +49,8 @@ from cua_rl._paths import confine, relative_name
 from cua_rl.errors import BackendError, TaskSpecError
 
 if TYPE_CHECKING:
-    from cua_rl.envs.backends.vm.client import VMServerClient
     from cua_rl.envs.backends.osworld.setup_plan import PlannedStep
+    from cua_rl.envs.backends.vm.client import VMServerClient
 
 __all__ = ["RUNNABLE", "SetupStepFailed", "post_step", "reported_failure", "run_setup",
            "step_failed"]

@@ -1,9 +1,10 @@
-"""WAA's set-up steps, getters and scoring over a :class:`~cua_rl.envs.backends.waa.spec.WAAClient`.
+"""WAA's set-up steps, getters and scoring over a
+:class:`~cua_rl.envs.backends.waa.backend.WAAClient`.
 
-Scoring is OSWorld's (:func:`~cua_rl.envs.backends.osworld.evaluation.score_osworld`: postconfig, the infeasible /
-``FAIL`` rule, ``and``/``or`` over metrics, desktop-env's metric functions in the isolated venv),
-which WAA's ``DesktopEnv.evaluate`` keeps unchanged; the getters are OSWorld's plus WAA's own
-(:data:`WAA_GETTERS`, our implementations with the config keys and return values of WAA's
+Scoring is OSWorld's (:func:`~cua_rl.envs.backends.osworld.evaluation.score_osworld`: postconfig,
+the infeasible / ``FAIL`` rule, ``and``/``or`` over metrics, desktop-env's metric functions in the
+isolated venv), which WAA's ``DesktopEnv.evaluate`` keeps unchanged; the getters are OSWorld's plus
+WAA's own (:data:`WAA_GETTERS`, our implementations with the config keys and return values of WAA's
 ``desktop_env/evaluators/getters``). What runs and what is refused is
 :mod:`cua_rl.envs.backends.waa.support`; a refused task raises ``TaskSpecError`` in the set-up hook,
 before its episode.
@@ -25,15 +26,19 @@ from typing import Any
 from cua_rl._paths import confine
 from cua_rl.actions import Action
 from cua_rl.core import Task
-from cua_rl.envs.backends.vm.client import VMServerClient, VMServerHTTPError
-from cua_rl.envs.backends.vm.setup_runner import post_step, run_setup, step_failed
-from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.envs.backends.osworld.evaluation.getters import GetterContext, get_value
 from cua_rl.envs.backends.osworld.evaluation.runner import MetricRunner
-from cua_rl.envs.backends.osworld.evaluation.scoring import TaskCaches, score_osworld, unavailable_metrics
+from cua_rl.envs.backends.osworld.evaluation.scoring import (
+    TaskCaches,
+    score_osworld,
+    unavailable_metrics,
+)
 from cua_rl.envs.backends.osworld.setup_plan import PlannedStep, SetupPlan
-from cua_rl.envs.backends.waa.tasks import WAATask, task_from
+from cua_rl.envs.backends.vm.client import VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm.setup_runner import post_step, run_setup, step_failed
 from cua_rl.envs.backends.waa.support import plan_waa, support_of_getter
+from cua_rl.envs.backends.waa.tasks import WAATask, task_from
+from cua_rl.errors import BackendError, TaskSpecError
 
 __all__ = ["WAA_GETTERS", "WAAChecker", "WAASetup", "check_waa_task", "get_waa_value",
            "run_waa_steps", "waa_hooks"]
@@ -51,7 +56,7 @@ WAA_STEPS: Mapping[str, tuple[str, tuple[str, ...], bool]] = {
 
 
 def _client(ctx: GetterContext) -> Any:
-    from cua_rl.envs.backends.waa.spec import WAAClient
+    from cua_rl.envs.backends.waa.backend import WAAClient
 
     if not isinstance(ctx.client, WAAClient):
         raise ctx.fail(f"WAA getters need a WAAClient, got {type(ctx.client).__name__}")

@@ -4,14 +4,15 @@ Every set-up step type (:data:`STEPS`) and every evaluator getter type WAA's tas
 (:data:`GETTERS`: those of the example files plus OSWorld's that the same client runs) is either
 **run** (the entry says through which endpoint) or **refused** (the entry says why). A type in
 neither table is refused as unknown. Metrics are OSWorld's ``desktop-env`` functions run by
-:class:`~cua_rl.envs.backends.osworld.evaluation.MetricRunner` (WAA's metric modules are a 2024 fork of the same
-package); a metric that venv lacks is refused by the runner's own check.
+:class:`~cua_rl.envs.backends.osworld.evaluation.MetricRunner` (WAA's metric modules are a 2024 fork
+of the same package); a metric that venv lacks is refused by the runner's own check.
 
-:func:`plan_waa` plans one task (OSWorld's :func:`~cua_rl.envs.backends.osworld.setup_plan.plan_setup`:
-downloads from a local mirror, placeholders substituted, host paths confined) and adds these
-refusals, so a task that cannot run here is refused before its episode (``TaskSpecError``),
-never skipped or scored 0. It also refuses a relative guest path in a step (:func:`guest_paths`):
-WAA's server would resolve it against its own working directory.
+:func:`plan_waa` plans one task (OSWorld's
+:func:`~cua_rl.envs.backends.osworld.setup_plan.plan_setup`: downloads from a local mirror,
+placeholders substituted, host paths confined) and adds these refusals, so a task that cannot run
+here is refused before its episode (``TaskSpecError``), never skipped or scored 0. It also refuses a
+relative guest path in a step (:func:`guest_paths`): WAA's server would resolve it against its own
+working directory.
 """
 
 from __future__ import annotations
@@ -22,9 +23,9 @@ from dataclasses import dataclass, replace
 from os import PathLike
 from typing import Any
 
-from cua_rl.errors import TaskSpecError
 from cua_rl.envs.backends.osworld.setup_plan import Refusal, SetupPlan, plan_setup
 from cua_rl.envs.backends.waa.tasks import WAATask
+from cua_rl.errors import TaskSpecError
 
 __all__ = ["GETTERS", "STEPS", "Support", "guest_paths", "plan_waa", "support_of_getter",
            "support_of_step", "unsupported"]
@@ -73,7 +74,8 @@ STEPS: Mapping[str, Support] = {
     "googledrive": Support(False, _ACCOUNT),
     "login": Support(False, _ACCOUNT),
 }
-"""Set-up step type -> support (every type :data:`~cua_rl.envs.backends.waa.tasks.WAA_STEP_TYPES` allows)."""
+"""Set-up step type -> support (every type :data:`~cua_rl.envs.backends.waa.tasks.WAA_STEP_TYPES`
+allows)."""
 
 _RUN = {
     # OSWorld's getters (cua_rl.envs.backends.osworld.evaluation.getters) over the same client
@@ -217,7 +219,8 @@ def plan_waa(task: WAATask, *, mirror: Mapping[str, Any] | str | PathLike[str] |
 
     Args:
         task: The task.
-        mirror: Local copies of downloads (see :func:`~cua_rl.envs.backends.osworld.setup_plan.load_mirror`).
+        mirror: Local copies of downloads (see
+            :func:`~cua_rl.envs.backends.osworld.setup_plan.load_mirror`).
         placeholders: ``SCREEN_WIDTH``/``SCREEN_HEIGHT``/... values.
         dry_run: List what cannot run in :attr:`SetupPlan.refused` instead of raising.
 

@@ -41,9 +41,7 @@ from pathlib import Path
 from typing import Any
 
 from cua_rl.core import Task
-from cua_rl.errors import TaskSpecError
 from cua_rl.envs.backends.osworld import tasks as _osw
-from cua_rl.tasks.base import stratified_split
 from cua_rl.envs.backends.osworld.task_format import (
     KNOWN_KEYS,
     STEP_PARAMETERS,
@@ -58,6 +56,8 @@ from cua_rl.envs.backends.osworld.task_format import (
     common_fields,
     parse_evaluator,
 )
+from cua_rl.errors import TaskSpecError
+from cua_rl.tasks.base import stratified_split
 from cua_rl.tasks.task_files import TaskList, load_task_files, read_task_json, resolve_task_list
 
 __all__ = [

@@ -21,12 +21,9 @@ from tests.envs.backends.x11.conftest import MISSING as DESKTOP_MISSING
 pytest.importorskip("vncdotool", reason="vncdotool not installed (pip install 'cua-rl[macos]')")
 pytest.importorskip("paramiko", reason="paramiko not installed (pip install 'cua-rl[macos]')")
 
-from cua_rl.envs.backends.macosworld.spec import (  # noqa: E402
-    MACOSWORLD,
-    grade,
-    safety_outcome,
-    settings,
-)
+from cua_rl.envs.backends.macosworld.backend import grade, safety_outcome  # noqa: E402
+from cua_rl.envs.backends.macosworld.settings import settings  # noqa: E402
+from cua_rl.envs.backends.macosworld.spec import MACOSWORLD  # noqa: E402
 from cua_rl.envs.backends.macosworld.ssh import SSHClient  # noqa: E402
 from cua_rl.envs.backends.macosworld.tasks import InProcessEvent  # noqa: E402
 
@@ -56,11 +53,12 @@ def env_config(tmp_path: Path, **kw: object) -> EnvConfig:
     ({"hosts": ["a", "a:22"]}, r"env\.backend_kwargs\.hosts: a host is listed twice"),
     ({"ssh_key": None}, r"env\.backend_kwargs\.ssh_key: required"),
     ({"known_hosts": None}, r"env\.backend_kwargs\.known_hosts: required"),
-    ({"vnc_pasword": "x"}, r"env\.backend_kwargs: unknown key\(s\) \['vnc_pasword'\]"),
+    ({"vnc_pasword": "x"}, r"env\.backend_kwargs\.vnc_pasword: unknown key \(did you mean "
+                           r"'vnc_password'\?\)"),
     ({"keymap": "windows"}, r"env\.backend_kwargs\.keymap: must be one of \('x11', 'macos'\)"),
     ({"language": "English"}, r"env\.backend_kwargs\.language: a language is a code"),
     ({"settle_s": -1}, r"env\.backend_kwargs\.settle_s: must be a number in 0\.\.600"),
-    ({"revert_command": "aws ec2 ..."}, r"env\.backend_kwargs\.revert_command: must be a list"),
+    ({"revert_command": "aws ec2 ..."}, r"env\.backend_kwargs\.revert_command: expected a list"),
     ({"tasks": None}, r"env\.task_files: the macosworld backend needs task folders"),
 ])
 def test_config_errors_name_the_key(tmp_path: Path, kw: dict, message: str) -> None:
@@ -71,7 +69,8 @@ def test_config_errors_name_the_key(tmp_path: Path, kw: dict, message: str) -> N
 def test_settings_and_env_index(tmp_path: Path) -> None:
     config = env_config(tmp_path, language="cn", vnc_password="000000")
     s = settings(config)
-    assert s.hosts == (("mac1", 22), ("mac2", 2222))
+    assert s.hosts == ("mac1", "mac2:2222")
+    assert s.addresses == (("mac1", 22), ("mac2", 2222))
     assert (s.language, s.env_language) == ("zh", "zh")
     assert s.ssh_key == str(tmp_path / "k") and s.tasks == (str(tmp_path / "tasks"),)
     assert (s.settle_s, s.type_delay_s, s.binary_grading) == (5.0, 0.1, True)

@@ -10,7 +10,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from cua_rl.errors import TaskSpecError
 from cua_rl.envs.backends.macosworld.tasks import (
     MacOSWorldTasks,
     load_macosworld_task,
@@ -18,6 +17,7 @@ from cua_rl.envs.backends.macosworld.tasks import (
     parse_macosworld_task,
     split,
 )
+from cua_rl.errors import TaskSpecError
 from tests.envs.backends.osworld.conftest import REFERENCE, reference_examples
 
 EXAMPLES = REFERENCE / "macosworld_examples"

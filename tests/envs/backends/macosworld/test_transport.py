@@ -1,5 +1,6 @@
 """The macOSWorld transport against real servers on 127.0.0.1: x11vnc serving an Xvfb desktop
-(cua_rl.envs.backends.x11) and Debian's OpenSSH sshd with a throwaway key (cua_rl.testing.remote_servers).
+(cua_rl.envs.backends.x11) and Debian's OpenSSH sshd with a throwaway key
+(cua_rl.testing.remote_servers).
 """
 
 from __future__ import annotations

@@ -1,5 +1,5 @@
-"""The VNC client against a hostile server (cua_rl/envs/backends/macosworld/vnc.py): what a server announces
-is bounded before anything is allocated for it, and every refusal is one BackendError.
+"""The VNC client against a hostile server (cua_rl/envs/backends/macosworld/vnc.py): what a server
+announces is bounded before anything is allocated for it, and every refusal is one BackendError.
 
 The server is a socket thread on 127.0.0.1 speaking just enough RFB 3.8 (no authentication, a
 32-bit RGB pixel format) and sending a scripted answer to each framebuffer update request.

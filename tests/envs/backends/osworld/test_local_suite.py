@@ -12,7 +12,6 @@ from pathlib import Path
 import pytest
 
 from cua_rl.actions import Click, Done, Drag, Fail, Move, Scroll
-from cua_rl.errors import ConfigError, TaskSpecError
 from cua_rl.envs.backends.osworld.local_suite import (
     LOCAL_SUITE,
     LOCAL_URL,
@@ -21,6 +20,7 @@ from cua_rl.envs.backends.osworld.local_suite import (
     solutions,
 )
 from cua_rl.envs.backends.osworld.setup_plan import plan_setup
+from cua_rl.errors import ConfigError, TaskSpecError
 
 METRICS = {"compare_table", "exact_match", "check_include_exclude", "compare_docx_files",
            "compare_text_file", "diff_text_file", "compare_csv", "check_list",

@@ -12,10 +12,10 @@ from urllib.parse import quote
 
 import pytest
 
-from cua_rl.errors import ConfigError, TaskSpecError
-from cua_rl.envs.backends.osworld.tasks import load_osworld_task, load_osworld_tasks, to_task
 from cua_rl.envs.backends.osworld.setup_plan import plan_setup
 from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
+from cua_rl.envs.backends.osworld.tasks import load_osworld_task, load_osworld_tasks, to_task
+from cua_rl.errors import ConfigError, TaskSpecError
 
 CALC = "libreoffice_calc/01b269ae-2111-4a07-81fd-3fcd711993b0.json"  # download + cloud_file
 IMPRESS = "libreoffice_impress/21760ecb-8f62-40d2-8d85-0cee5725cb72.json"  # download + {SCREEN_*}

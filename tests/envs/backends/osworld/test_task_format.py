@@ -12,14 +12,14 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cua_rl.errors import TaskSpecError
-from cua_rl.envs.backends.osworld.tasks import load_osworld_task
 from cua_rl.envs.backends.osworld.task_format import (
     STEP_PARAMETERS,
     STEP_TYPES,
     parse_osworld_task,
     parse_setup_step,
 )
+from cua_rl.envs.backends.osworld.tasks import load_osworld_task
+from cua_rl.errors import TaskSpecError
 
 TASK_ID = "01b269ae-2111-4a07-81fd-3fcd711993b0"
 URL = "https://example.org/files/Student.xlsx"

@@ -11,8 +11,6 @@ import numpy as np
 import pytest
 
 from cua_rl.core import Task
-from cua_rl.errors import TaskSpecError
-from cua_rl.tasks import TaskSet
 from cua_rl.envs.backends.osworld.tasks import (
     OSWorldTasks,
     load_osworld_task,
@@ -21,6 +19,8 @@ from cua_rl.envs.backends.osworld.tasks import (
     split,
     to_task,
 )
+from cua_rl.errors import TaskSpecError
+from cua_rl.tasks import TaskSet
 
 # Measured over shared/reference/osworld_examples (188 files, about half of each domain).
 PER_DOMAIN = {"chrome": 23, "gimp": 13, "libreoffice_calc": 24, "libreoffice_impress": 24,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.errors import ConfigError, TaskSpecError
 from cua_rl.envs.backends.vm.mirror import MANIFEST, Mirror, MirrorEntry, sha256_of, write_manifest
+from cua_rl.errors import ConfigError, TaskSpecError
 
 
 @pytest.fixture

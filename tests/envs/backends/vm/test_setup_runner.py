@@ -13,12 +13,12 @@ import pytest
 
 from cua_rl._http import Response
 from cua_rl.actions import Click, to_pyautogui
+from cua_rl.envs.backends.osworld.setup_plan import PlannedStep, plan_setup
+from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
 from cua_rl.envs.backends.simdesk import SimDeskConfig, make_task
 from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient
 from cua_rl.envs.backends.vm.setup_runner import SetupStepFailed, run_setup
 from cua_rl.errors import BackendError, TaskSpecError
-from cua_rl.envs.backends.osworld.setup_plan import PlannedStep, plan_setup
-from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 
 URL = "https://example.invalid/files/report.xlsx"

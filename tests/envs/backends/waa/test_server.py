@@ -14,15 +14,15 @@ import pytest
 
 from cua_rl.actions import Click, Fail, Type
 from cua_rl.core import EpisodeEnd
+from cua_rl.envs.backends.osworld.evaluation.getters import GetterContext
 from cua_rl.envs.backends.vm.client import VMServerHTTPError
-from cua_rl.envs.backends.waa.spec import WAABackend, WAAClient
+from cua_rl.envs.backends.waa.backend import WAABackend, WAAClient
 from cua_rl.envs.backends.waa.evaluation import get_waa_value, waa_hooks
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env
 from cua_rl.errors import BackendError, TaskSpecError
-from cua_rl.envs.backends.osworld.evaluation.getters import GetterContext
-from tests.envs.backends.x11.conftest import needs_desktop
 from tests.envs.backends.waa.test_tasks import task_json, write
+from tests.envs.backends.x11.conftest import needs_desktop
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
 TOKEN = "waa-test-token-0123"

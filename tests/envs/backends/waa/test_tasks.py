@@ -10,8 +10,15 @@ from typing import Any
 
 import pytest
 
-from cua_rl.errors import TaskSpecError
 from cua_rl.envs.backends.osworld.task_format import STEP_TYPES
+from cua_rl.envs.backends.waa.support import (
+    GETTERS,
+    STEPS,
+    plan_waa,
+    support_of_getter,
+    support_of_step,
+    unsupported,
+)
 from cua_rl.envs.backends.waa.tasks import (
     WAA_STEP_TYPES,
     WAATasks,
@@ -21,14 +28,7 @@ from cua_rl.envs.backends.waa.tasks import (
     split,
     task_from,
 )
-from cua_rl.envs.backends.waa.support import (
-    GETTERS,
-    STEPS,
-    plan_waa,
-    support_of_getter,
-    support_of_step,
-    unsupported,
-)
+from cua_rl.errors import TaskSpecError
 from tests.envs.backends.osworld.conftest import REFERENCE, reference_examples
 
 WAA_EXAMPLES = REFERENCE / "waa_examples"
@@ -250,7 +250,11 @@ def test_plan_refuses_a_download_without_a_local_copy_and_uploads_one_with(tmp_p
 
 
 def test_every_metric_of_the_example_files_runs_or_is_refused_by_name(examples: Path) -> None:
-    from cua_rl.envs.backends.osworld.evaluation import EvaluatorUnavailable, MetricRunner, MetricUnavailable
+    from cua_rl.envs.backends.osworld.evaluation import (
+        EvaluatorUnavailable,
+        MetricRunner,
+        MetricUnavailable,
+    )
 
     funcs = sorted({f for t in WAATasks.from_folder(examples).specs for f in t.evaluator.func
                     if f != "infeasible"})

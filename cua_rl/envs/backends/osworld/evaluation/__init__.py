@@ -2,7 +2,8 @@
 
 * :class:`MetricRunner` runs desktop-env's metric functions in ``.venv-osworld-eval`` (built by
   ``make osworld-eval``; :class:`EvaluatorUnavailable` when it is missing).
-* :mod:`~cua_rl.envs.backends.osworld.evaluation.getters`: OSWorld's getters over a ``VMServerClient``.
+* :mod:`~cua_rl.envs.backends.osworld.evaluation.getters`: OSWorld's getters over a
+  ``VMServerClient``.
 * :func:`score_osworld`: OSWorld's scoring rules; :class:`OSWorldSetup` and
   :class:`OSWorldChecker`: the ``setup`` / ``checker`` hooks of ``VMServerBackend``;
   :func:`osworld_hooks` makes both with one shared cache; :func:`check_evaluator` refuses a

@@ -8,7 +8,8 @@ support, with the same config keys and return shapes:
 
 * ``vm_file`` (``path``, ``dest``; ``multi`` with lists, ``gives``, ``time_suffix``,
   ``time_format``), ``cloud_file`` (same keys; files come from the local mirror, i.e.
-  :attr:`~cua_rl.envs.backends.osworld.setup_plan.SetupPlan.files`), ``cache_file`` (``path`` in the cache);
+  :attr:`~cua_rl.envs.backends.osworld.setup_plan.SetupPlan.files`), ``cache_file`` (``path`` in the
+  cache);
 * ``vm_command_line`` / ``vm_command_error`` (``command``, ``shell``): the output / stderr of
   ``/execute``; ``vm_terminal_output`` (``GET /terminal``);
 * ``rule`` (``rules`` as is), ``list_directory`` (``path``), ``vm_screen_size``,

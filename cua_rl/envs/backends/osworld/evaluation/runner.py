@@ -3,9 +3,9 @@
 OSWorld's ``desktop-env`` pins torch~=2.5, transformers~=4.35, numpy<2 and gymnasium~=0.28, all in
 conflict with cua_rl, so it lives in a venv of its own (``.venv-osworld-eval``, built by
 ``make osworld-eval``). :class:`MetricRunner` starts that venv's python on
-``cua_rl/envs/backends/osworld/evaluation/worker.py`` (lazily, at the first call), sends one JSON line per call and
-reads one back, with a deadline per call. A worker that crashed or overran its deadline is killed
-and a fresh one starts at the next call.
+``cua_rl/envs/backends/osworld/evaluation/worker.py`` (lazily, at the first call), sends one JSON
+line per call and reads one back, with a deadline per call. A worker that crashed or overran its
+deadline is killed and a fresh one starts at the next call.
 
 Errors: :class:`EvaluatorUnavailable` (the venv is missing or broken: run ``make osworld-eval``),
 :class:`MetricUnavailable` (a metric that cannot run in that venv, or that desktop-env lacks),

@@ -2,8 +2,9 @@
 
 :func:`score_osworld` follows ``DesktopEnv.evaluate``:
 
-1. run the task's ``postconfig`` (planned by :func:`~cua_rl.envs.backends.osworld.setup_plan.plan_setup`,
-   run by :func:`~cua_rl.envs.backends.vm.setup_runner.run_setup`);
+1. run the task's ``postconfig`` (planned by
+   :func:`~cua_rl.envs.backends.osworld.setup_plan.plan_setup`, run by
+   :func:`~cua_rl.envs.backends.vm.setup_runner.run_setup`);
 2. ``infeasible``: 1 iff the last action was ``Fail``, else 0; any other task whose last action
    was ``Fail`` scores 0;
 3. one metric: ``metric(result, expected, **options)`` or, without ``expected``,
@@ -14,10 +15,12 @@
    ``"or"`` 1 at the first metric giving 1, else the max. A missing file is a 0 for its metric
    (upstream leaves its variable unset under ``or``; we score that metric 0).
 
-Getters run here (:mod:`cua_rl.envs.backends.osworld.evaluation.getters`); metrics are desktop-env's own functions,
-run by :class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner` in the isolated venv. A failed metric or
-worker raises :class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricError` (a ``BackendError``: the episode
-is unscorable, not 0); an unknown getter or metric a ``TaskSpecError``.
+Getters run here (:mod:`cua_rl.envs.backends.osworld.evaluation.getters`); metrics are desktop-env's
+own functions, run by :class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner` in the
+isolated venv. A failed metric or worker raises
+:class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricError` (a
+``BackendError``: the episode is unscorable, not 0); an unknown getter or metric a
+``TaskSpecError``.
 """
 
 from __future__ import annotations
@@ -33,13 +36,13 @@ from typing import Any
 
 from cua_rl.actions import Action, Fail
 from cua_rl.core import Task
-from cua_rl.envs.backends.vm.client import VMServerClient
-from cua_rl.envs.backends.vm.setup_runner import run_setup
-from cua_rl.errors import TaskSpecError
 from cua_rl.envs.backends.osworld.evaluation.getters import GETTERS, GetterContext, get_value
 from cua_rl.envs.backends.osworld.evaluation.runner import MetricRunner, MetricUnavailable
 from cua_rl.envs.backends.osworld.setup_plan import SetupPlan, plan_setup
 from cua_rl.envs.backends.osworld.task_format import OSWorldTask, parse_osworld_task
+from cua_rl.envs.backends.vm.client import VMServerClient
+from cua_rl.envs.backends.vm.setup_runner import run_setup
+from cua_rl.errors import TaskSpecError
 
 __all__ = [
     "OSWorldChecker", "OSWorldSetup", "TaskCaches", "check_evaluator", "osworld_hooks",

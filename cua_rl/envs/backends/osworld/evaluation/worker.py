@@ -1,8 +1,9 @@
 """The metric worker: runs OSWorld's own metric functions inside the isolated evaluator venv.
 
 This file is a program, run by ``.venv-osworld-eval/bin/python`` (built by ``make osworld-eval``)
-and spoken to by :class:`cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner`. It imports only the standard
-library and ``desktop_env``; it must never import cua_rl (whose dependencies are not in that venv).
+and spoken to by :class:`cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner`. It imports
+only the standard library and ``desktop_env``; it must never import cua_rl (whose dependencies are
+not in that venv).
 
 Protocol: one JSON object per line on stdin, ``{"id": int, "func": str, "args": [...],
 "options": {...}}``; one answer per line on stdout, ``{"id": int, "score": float}`` or
@@ -20,8 +21,8 @@ metric (``from .table import compare_table``), registers ``desktop_env.evaluator
 bare package (its ``__path__`` only), and imports the one module a requested metric lives in, by
 its file. The module's own imports (including ``from .utils import ...``) then resolve normally.
 A module whose imports are not installed (``vlc``: librosa, pyacoustid and the chromaprint
-binary; see ``cua_rl/envs/backends/osworld/evaluation/requirements.txt``) gives a clear "not available in the isolated
-evaluator" error naming the missing import.
+binary; see ``cua_rl/envs/backends/osworld/evaluation/requirements.txt``) gives a clear "not
+available in the isolated evaluator" error naming the missing import.
 
 One exception, stated rather than hidden: ``metrics/docs.py`` (home of ``compare_docx_files`` and
 about thirty other Writer metrics) imports ``easyocr`` at the top, yet only
@@ -36,8 +37,8 @@ desktop, chooses. The worker answers that metric with :func:`check_gnome_favorit
 same logic over :func:`ast.literal_eval`: the same score for every Python literal upstream
 accepts, an error (the episode is unscorable) for anything else. ``--upstream`` runs desktop-env's
 own code instead, which is safe only because the worker is sandboxed
-(:mod:`cua_rl.envs.backends.osworld.evaluation.runner`). A request may name a ``cwd``: the metric runs there (its
-temporary files too), in the call's scratch folder.
+(:mod:`cua_rl.envs.backends.osworld.evaluation.runner`). A request may name a ``cwd``: the metric
+runs there (its temporary files too), in the call's scratch folder.
 """
 
 from __future__ import annotations

@@ -15,10 +15,10 @@ from typing import Any
 
 import pytest
 
-from cua_rl.envs.backends.simdesk import make_task as simdesk_task
-from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.osworld.evaluation import MetricRunner
 from cua_rl.envs.backends.osworld.evaluation.runner import default_python
+from cua_rl.envs.backends.simdesk import make_task as simdesk_task
+from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 
 HERE = Path(__file__).resolve().parent

@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
+from cua_rl.envs.backends.osworld.evaluation import GETTERS, GetterContext, get_value
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.errors import BackendError, TaskSpecError
-from cua_rl.envs.backends.osworld.evaluation import GETTERS, GetterContext, get_value
 from cua_rl.testing.osworld_server import FakeOSWorldServer
 
 from .conftest import ShellFakeServer

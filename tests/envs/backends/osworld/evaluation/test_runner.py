@@ -11,7 +11,6 @@ from pathlib import Path
 
 import pytest
 
-from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.envs.backends.osworld.evaluation import (
     EvaluatorUnavailable,
     MetricError,
@@ -20,6 +19,7 @@ from cua_rl.envs.backends.osworld.evaluation import (
     MetricUnavailable,
 )
 from cua_rl.envs.backends.osworld.evaluation.worker import UNAVAILABLE
+from cua_rl.errors import BackendError, TaskSpecError
 
 # A stand-in worker (stdlib only): ready, then per request: "crash" exits 3, "hang" sleeps,
 # anything else scores 0.5.

@@ -20,11 +20,11 @@ from typing import Any
 
 import pytest
 
-from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.osworld.evaluation import MetricError, MetricRunner, OSWorldChecker
 from cua_rl.envs.backends.osworld.evaluation.runner import WORKER
-from cua_rl.envs.backends.osworld.tasks import to_task
 from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
+from cua_rl.envs.backends.osworld.tasks import to_task
+from cua_rl.envs.backends.vm.client import VMServerClient
 
 from .conftest import ShellFakeServer, make_task
 

@@ -8,8 +8,6 @@ from typing import Any
 import pytest
 
 from cua_rl.actions import Click, Done, Fail
-from cua_rl.envs.backends.vm.client import VMServerClient
-from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.envs.backends.osworld.evaluation import (
     MetricError,
     MetricRunner,
@@ -19,8 +17,10 @@ from cua_rl.envs.backends.osworld.evaluation import (
     check_evaluator,
     osworld_hooks,
 )
-from cua_rl.envs.backends.osworld.tasks import to_task
 from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
+from cua_rl.envs.backends.osworld.tasks import to_task
+from cua_rl.envs.backends.vm.client import VMServerClient
+from cua_rl.errors import BackendError, TaskSpecError
 
 from .conftest import ShellFakeServer, make_task
 
