@@ -101,7 +101,7 @@ def test_two_desktops_side_by_side_show_different_content() -> None:
 
 
 def test_the_desktop_ends_when_the_process_that_started_it_is_killed() -> None:
-    code = ("import sys, time\nfrom cua_rl.envs.backends.x11 import LocalDesktopBackend\n"
+    code = ("import sys, time\nfrom cua_rl.envs.backends.x11.backend import LocalDesktopBackend\n"
             "b = LocalDesktopBackend(size=(320, 240), a11y=False)\n"
             "print(b.session_id, b.server_pid, flush=True)\ntime.sleep(600)\n")
     parent = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, text=True,
