@@ -48,6 +48,54 @@ def test_misplaced_finds_a_module_outside_its_home(tmp_path: Path) -> None:
         "cua_rl/calibration/miniwob_set.py"]
 
 
+#: The VM benchmarks -> their folder. What two or more of them share lives in envs/backends/vm/,
+#: the fakes shipped with the package (FakeOSWorldServer, ...) in testing/.
+VM_HOMES = {
+    "osworld": "envs/backends/osworld",
+    "waa": "envs/backends/waa",
+    "macosworld": "envs/backends/macosworld",
+}
+VM_SHARED = ("envs/backends/vm", "testing")
+#: Files named after a VM benchmark that belong to another folder, and why.
+NAMED_AFTER_BUT_ELSEWHERE = {
+    "cua_rl/envs/backends/x11/server_waa.py": "the x11 desktop server's WAA mode (x11 code)",
+}
+#: Modules of the VM protocols (file name prefix -> the one folder allowed to hold them).
+PROTOCOL_HOMES = {"vnc": "envs/backends/macosworld", "ssh": "envs/backends/macosworld",
+                  "vm_": "envs/backends/vm"}  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "home"), sorted(VM_HOMES.items()))
+def test_a_vm_benchmark_lives_in_its_folder(name: str, home: str) -> None:
+    for role in ("spec.py", "settings.py", "tasks.py"):
+        assert (PACKAGE / home / role).is_file()
+    # macosworld's folder is named after osworld too, and is not OSWorld's
+    homes = [f"cua_rl/{h}" for n, h in VM_HOMES.items() if name in n and n != name]
+    outside = [p for p in misplaced(name, home)
+               if not any(p.startswith(f"cua_rl/{shared}/") for shared in VM_SHARED)
+               and not any(p == h or p.startswith(f"{h}/") for h in homes)
+               and p not in NAMED_AFTER_BUT_ELSEWHERE]  # fmt: skip
+    assert outside == []
+
+
+def test_vm_protocol_modules_live_with_their_backend() -> None:
+    found = sorted(str(p.relative_to(ROOT)) for p in PACKAGE.rglob("*.py")
+                   for prefix, home in PROTOCOL_HOMES.items()
+                   if p.name.startswith(prefix) and PACKAGE / home not in p.parents)  # fmt: skip
+    assert found == []
+    assert (PACKAGE / "envs/backends/macosworld/vnc.py").is_file()
+    assert (PACKAGE / "envs/backends/vm/client.py").is_file()
+
+
+def test_no_repo_root_folder_shadows_a_package_name() -> None:
+    # the OSWorld task sets are package data, the evaluator's pins sit beside its worker
+    assert not (ROOT / "tasks").exists() and not (ROOT / "osworld_eval").exists()
+    assert not (PACKAGE / "osworld_eval").exists()
+    sets = PACKAGE / "envs/backends/osworld/task_sets"
+    assert (sets / "local/solutions.yaml").is_file() and (sets / "probe/files").is_dir()
+    assert (PACKAGE / "envs/backends/osworld/evaluation/requirements.txt").is_file()
+
+
 # -- the import graph between top-level packages ------------------------------------------------
 
 
