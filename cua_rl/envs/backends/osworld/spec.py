@@ -2,7 +2,7 @@
 
 ``osworld``: one env per server URL (real OSWorld VMs started by OSWorld's own providers, or
 ``cua-rl desktop-server`` instances): env ``i`` of a config talks to ``backend_kwargs.urls[i]``
-through :class:`~cua_rl.envs.backends.vm.client.VMServerBackend`.
+through :class:`~cua_rl.envs.backends.vm.backend.VMServerBackend`.
 ``x11`` (its spec: :mod:`cua_rl.envs.backends.x11.spec`): one local Linux desktop per env
 (:class:`cua_rl.envs.backends.x11.backend.LocalDesktopBackend`), at most
 ``backend_kwargs.desktops`` of them.
@@ -221,7 +221,7 @@ class ClosesHooks:
 
 @functools.cache
 def _vm_backend_class() -> type:
-    from cua_rl.envs.backends.vm.client import VMServerBackend
+    from cua_rl.envs.backends.vm.backend import VMServerBackend
 
     return type("OSWorldVMBackend", (ClosesHooks, VMServerBackend), {
         "__doc__": "A VMServerBackend whose close() also closes its OSWorld hooks."})

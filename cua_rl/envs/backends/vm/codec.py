@@ -1,11 +1,7 @@
 """What :class:`~cua_rl.envs.backends.vm.client.VMServerClient` puts on and reads off the wire.
 
-Moved out of :mod:`cua_rl.envs.backends.vm.client` (which re-exports :func:`linearize_a11y`, so
-``from cua_rl.envs.backends.vm.client import linearize_a11y`` keeps working):
-
-* :func:`decode_ppm`: a binary PPM screenshot as an RGB array (``vm_server._decode_ppm``).
-* :func:`encode_body`: a request body (multipart, form or JSON) and its headers
-  (``vm_server._encode``).
+* :func:`decode_ppm`: a binary PPM screenshot as an RGB array.
+* :func:`encode_body`: a request body (multipart, form or JSON) and its headers.
 * :func:`linearize_a11y`: OSWorld's accessibility XML as one line per element.
 """
 

@@ -16,7 +16,8 @@ from typing import TYPE_CHECKING
 from cua_rl.errors import BackendError
 
 if TYPE_CHECKING:
-    from cua_rl.envs.backends.vm.client import Revert, VMServerClient
+    from cua_rl.envs.backends.vm.backend import Revert
+    from cua_rl.envs.backends.vm.client import VMServerClient
 
 __all__ = ["CommandRevert", "run_revert_command", "wait_ready"]
 

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
-    from cua_rl.envs.backends.vm.client import Checker, Revert, Setup
+    from cua_rl.envs.backends.vm.backend import Checker, Revert, Setup
 
 __all__ = ["W", "Hooks", "absolute", "check_index", "check_url", "listed", "load_hooks",
            "read_token"]  # fmt: skip

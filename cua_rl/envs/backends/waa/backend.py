@@ -35,12 +35,9 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from cua_rl.core import Observation, Task
-from cua_rl.envs.backends.vm.client import (
-    VMServerBackend,
-    VMServerClient,
-    VMServerHTTPError,
-    linearize_a11y,
-)
+from cua_rl.envs.backends.vm.backend import VMServerBackend
+from cua_rl.envs.backends.vm.client import VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm.codec import linearize_a11y
 from cua_rl.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
@@ -61,7 +58,7 @@ _DESKAT = {f"uri:deskat:{kind}.at-spi.gnome.org":
 
 def linearize_waa_a11y(xml: str, *, max_lines: int = 2000) -> str:
     """WAA's accessibility XML as one line per element, like
-    :func:`~cua_rl.envs.backends.vm.client.linearize_a11y` (whose namespaces WAA spells
+    :func:`~cua_rl.envs.backends.vm.codec.linearize_a11y` (whose namespaces WAA spells
     ``uri:deskat:...``): ``role "name" value="v" [states] @(x,y,w,h)``.
 
     Raises:

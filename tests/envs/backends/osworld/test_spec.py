@@ -14,7 +14,7 @@ import pytest
 from cua_rl.actions import Fail, Hotkey
 from cua_rl.envs.backends.osworld import spec as osworld_backend
 from cua_rl.envs.backends.osworld.spec import OSWORLD, load_tasks, settings
-from cua_rl.envs.backends.vm.client import VMServerBackend
+from cua_rl.envs.backends.vm.backend import VMServerBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env, make_tasks
 from cua_rl.errors import BackendError, ConfigError, TaskSpecError

@@ -1,4 +1,5 @@
-"""VMServerClient and VMServerBackend against FakeOSWorldServer (SimDesk behind OSWorld's API)."""
+"""VMServerClient (vm/client.py) and VMServerBackend (vm/backend.py) against FakeOSWorldServer
+(SimDesk behind OSWorld's API)."""
 
 from __future__ import annotations
 
@@ -28,13 +29,9 @@ from cua_rl.actions import (
 from cua_rl.core import EpisodeEnd
 from cua_rl.envs.backends.base import DesktopBackend
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task
-from cua_rl.envs.backends.vm.client import (
-    PYAUTOGUI_PREFIX,
-    VMServerBackend,
-    VMServerClient,
-    VMServerHTTPError,
-    linearize_a11y,
-)
+from cua_rl.envs.backends.vm.backend import VMServerBackend
+from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm.codec import linearize_a11y
 from cua_rl.envs.checks import CONTRACTS, check_cua_env
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.errors import ActionError, BackendError, ConfigError

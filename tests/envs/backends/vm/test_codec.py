@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 
 from cua_rl.envs.backends.vm import codec as vm_codec
-from cua_rl.envs.backends.vm.client import VMServerBackend, VMServerClient
+from cua_rl.envs.backends.vm.backend import VMServerBackend
+from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.vm.codec import MAX_DEPTH, linearize_a11y
 from cua_rl.errors import BackendError
 from cua_rl.tasks.base import Task

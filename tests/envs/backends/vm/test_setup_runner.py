@@ -230,7 +230,7 @@ def test_an_app_killed_before_the_postconfig_save_makes_the_episode_unscorable(
 ) -> None:
     """The postconfig's activate_window answers returncode 1 (the window is gone): the checker
     raises, CUAEnv ends the episode with the reason and it is never scored (not a 0.0)."""
-    from cua_rl.envs.backends.vm.client import VMServerBackend
+    from cua_rl.envs.backends.vm.backend import VMServerBackend
     from cua_rl.envs.cua_env import CUAEnv
     from cua_rl.tasks.base import FixedTasks
     from cua_rl.testing.osworld_server import simdesk_checker, simdesk_setup

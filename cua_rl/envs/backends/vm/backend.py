@@ -1,0 +1,135 @@
+"""A :class:`~cua_rl.envs.backends.base.DesktopBackend` over OSWorld's in-VM server (through a
+:class:`~cua_rl.envs.backends.vm.client.VMServerClient`), and the hooks it calls around each
+episode: ``setup`` (the task's initial state), ``revert`` (a clean VM before every reset but the
+first) and ``checker`` (the benchmark's score). The ``osworld``, ``x11`` and ``waa`` backends are
+this class with their own hooks (and, for ``x11`` and ``waa``, their own reset).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+
+from cua_rl.actions import Action, Done, Fail, Wait
+from cua_rl.core import Observation, Task
+from cua_rl.envs.backends.base import BaseBackend
+from cua_rl.envs.backends.vm.client import VMServerClient
+from cua_rl.envs.backends.vm.codec import linearize_a11y
+from cua_rl.errors import BackendError, ConfigError
+
+__all__ = ["Checker", "Revert", "Setup", "VMServerBackend"]
+
+Setup = Callable[[VMServerClient, Task], None]
+Revert = Callable[[VMServerClient], None]
+#: ``checker(client, task, last_action)``: the last action matters to OSWorld's scoring (an
+#: infeasible task scores 1 iff the episode ended with ``Fail``; a feasible one ending with
+#: ``Fail`` scores 0).
+Checker = Callable[[VMServerClient, Task, "Action | None"], "float | None"]
+
+
+class VMServerBackend(BaseBackend):
+    """A :class:`~cua_rl.envs.backends.base.DesktopBackend` over an OSWorld VM server.
+
+    Observations are the screenshot and the linearised accessibility tree
+    (:func:`~cua_rl.envs.backends.vm.codec.linearize_a11y`); the title is not known (None).
+
+    Args:
+        client: A :class:`VMServerClient`, or the server's base URL (a client with defaults).
+        screen_size: (width, height); default: asked from the server (``/screen_size``).
+        setup: ``setup(client, task)`` brings the VM to the task's initial state in
+            :meth:`reset` (the OSWorld task loader provides it); None: nothing is set up.
+        revert: ``revert(client)`` runs first in every :meth:`reset` but the first (a
+            snapshot revert where the provider has one; a fresh session on a local desktop).
+        checker: ``checker(client, task, last_action)`` scores the current state for
+            :meth:`ground_truth` (``last_action``: the last action of the episode, None
+            before any); None: no ground truth.
+        pause_s: Longest local sleep of a ``Wait`` (a longer wait sleeps this long).
+        a11y: Read the accessibility tree with every observation.
+
+    Raises:
+        ConfigError: A bad ``pause_s`` or ``screen_size``.
+        BackendError: ``screen_size`` is None and the server does not answer.
+    """
+
+    def __init__(
+        self,
+        client: VMServerClient | str,
+        screen_size: tuple[int, int] | None = None,
+        *,
+        setup: Setup | None = None,
+        revert: Revert | None = None,
+        checker: Checker | None = None,
+        pause_s: float = 5.0,
+        a11y: bool = True,
+    ) -> None:
+        if isinstance(pause_s, bool) or not isinstance(pause_s, (int, float)) or not (
+            0 <= pause_s <= 3600
+        ):
+            raise ConfigError(f"VMServerBackend pause_s must be in 0..3600, got {pause_s!r}")
+        self.client = client if isinstance(client, VMServerClient) else VMServerClient(client)
+        if screen_size is None:
+            screen_size = self.client.screen_size()
+        if (len(screen_size) != 2 or not all(isinstance(v, int) and v > 0 for v in screen_size)):
+            raise ConfigError(f"VMServerBackend screen_size must be (width, height) > 0, got "
+                              f"{screen_size!r}")  # fmt: skip
+        self._size = (int(screen_size[0]), int(screen_size[1]))
+        self.setup = setup
+        self.revert = revert
+        self.checker = checker
+        self.last_action: Action | None = None
+        self._used = False
+        self.pause_s = float(pause_s)
+        self.a11y = a11y
+        self._time0 = time.monotonic()
+
+    @property
+    def screen_size(self) -> tuple[int, int]:
+        """(width, height) of the VM's screen."""
+        return self._size
+
+    def reset(self, task: Task) -> Observation:
+        """Run the ``revert`` hook (not before the first task), the ``setup`` hook, and observe;
+        ``BackendError`` if the server is gone."""
+        if self._used and self.revert is not None:
+            self.revert(self.client)
+        self._used = True
+        self.last_action = None
+        if self.setup is not None:
+            self.setup(self.client, task)
+        return self.observe()
+
+    def step(self, action: Action) -> Observation:
+        """``Wait`` sleeps here (at most ``pause_s``); Done/Fail send nothing; everything else
+        goes through :meth:`VMServerClient.act`. Then observe."""
+        self.last_action = action
+        if isinstance(action, Wait):
+            time.sleep(min(action.seconds, self.pause_s))
+        elif not isinstance(action, (Done, Fail)):
+            self.client.act(action)
+        return self.observe()
+
+    def observe(self) -> Observation:
+        """A fresh screenshot and accessibility text (BackendError if the screen size moved)."""
+        frame = self.client.screenshot()
+        if (frame.shape[1], frame.shape[0]) != self._size:
+            raise BackendError(f"VM server {self.client.base_url}: the screenshot is "
+                               f"{frame.shape[1]}x{frame.shape[0]}, the screen was "
+                               f"{self._size[0]}x{self._size[1]}")  # fmt: skip
+        text = None
+        if self.a11y:
+            xml = self.client.accessibility()
+            text = None if xml is None else linearize_a11y(xml)
+        return Observation(screenshot=frame, a11y=text, title=None,
+                           time=time.monotonic() - self._time0)
+
+    def ground_truth(self, task: Task) -> float | None:
+        """The ``checker`` hook's score, or None without one."""
+        if self.checker is None:
+            return None
+        return self.checker(self.client, task, self.last_action)
+
+    def close(self) -> None:
+        """Nothing is held between requests (one connection per request)."""
+
+    def __repr__(self) -> str:
+        return f"VMServerBackend({self.client.base_url!r})"
