@@ -236,7 +236,7 @@ def _parts(spec: Spec, work: Path) -> Any:
         assert cal is not None
         reward = CorrectedReward(judge, cal, variance=spec.correction)
     if spec.structural:
-        from cua_rl.pipeline import load_task_models
+        from cua_rl.demo.steps import load_task_models
 
         models = load_task_models(work / "models")
         reward = WeightedReward(
@@ -252,7 +252,7 @@ def run_one(spec: Spec, work: str) -> dict[str, Any]:
 
     import torch
 
-    from cua_rl.pipeline import evaluate_greedy
+    from cua_rl.demo.steps import evaluate_greedy
     from cua_rl.training.callbacks import RunCallback
     from cua_rl.training.train import train
 
@@ -328,7 +328,7 @@ def prepare(work: Path, n_per_family: int) -> dict[str, Any]:
     from cua_rl.calibration.calibration import Calibration
     from cua_rl.calibration.fitting import calibrate_judge
     from cua_rl.calibration.labelled import load_labelled
-    from cua_rl.pipeline import build_labelled, learn_task_models, save_task_models
+    from cua_rl.demo.steps import build_labelled, learn_task_models, save_task_models
 
     info: dict[str, Any] = {}
     labelled = work / "labelled"
@@ -444,7 +444,7 @@ def _final_counts(result: dict[str, Any], family: str | None = None) -> tuple[in
 
 
 def _cell(results: list[dict[str, Any]], family: str | None = None) -> str:
-    from cua_rl.pipeline import success_interval
+    from cua_rl.demo.steps import success_interval
 
     counts = [_final_counts(r, family) for r in results]
     per_seed = ", ".join(f"{k / n:.2f}" for k, n in counts if n)
@@ -491,7 +491,7 @@ def _rates(results: list[dict[str, Any]]) -> tuple[list[float], int, int]:
 
 def _finding(exp: str, a: str, b: str, groups: dict[Any, list[dict[str, Any]]]) -> list[str]:
     """One comparison: the pooled difference (Newcombe interval) and the seed-level picture."""
-    from cua_rl.pipeline import success_interval
+    from cua_rl.demo.steps import success_interval
 
     out = []
     for fams in sorted({f for f, _ in groups}):
@@ -582,7 +582,7 @@ def _commits(results: list[dict[str, Any]]) -> str:
 def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.Namespace,
            out: Path, wall: float) -> str:
     """The Markdown report; writes the learning-curve PNGs next to it."""
-    from cua_rl.pipeline import plot_curves
+    from cua_rl.demo.steps import plot_curves
 
     by_exp: dict[str, dict[tuple[tuple[str, ...], str], list[dict[str, Any]]]] = defaultdict(
         lambda: defaultdict(list))

@@ -6,7 +6,7 @@ import numpy as np
 
 from cua_rl.actions import Click, Done, Drag
 from cua_rl.core import Observation, Step, Trajectory
-from cua_rl.demo import click_points, outcome_line
+from cua_rl.demo.survey import click_points, outcome_line
 from cua_rl.testing import fake_tasks
 from cua_rl.viz import strip_image
 

@@ -64,7 +64,7 @@ QUICK = {"steps": 1024, "survey_episodes": 1, "labelled_per_family": 40, "train_
 def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl demo``; prints the report (and the pipeline's progress lines). Exit code 0."""
     if args.desktop_only:
-        from cua_rl.demo import run_demo
+        from cua_rl.demo.survey import run_demo
 
         episodes = 10 if args.episodes is None else args.episodes
         if episodes < 1:
@@ -72,7 +72,7 @@ def run(args: argparse.Namespace) -> int:
         print(run_demo(out_dir=Path(args.out), episodes=episodes, seed=args.seed,
                        width=args.width, height=args.height))  # fmt: skip
         return 0
-    from cua_rl.demo_pipeline import PipelineSettings, run_pipeline
+    from cua_rl.demo.pipeline import PipelineSettings, run_pipeline
 
     sizes = QUICK if args.quick else {}
     settings = PipelineSettings(

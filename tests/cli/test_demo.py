@@ -80,7 +80,7 @@ def test_demo_runs_the_whole_pipeline(tmp_path: Path, capsys: pytest.CaptureFixt
 
 
 def test_quick_is_a_smoke_run_and_flags_still_win(monkeypatch: pytest.MonkeyPatch) -> None:
-    import cua_rl.demo_pipeline as pipeline
+    import cua_rl.demo.pipeline as pipeline
 
     seen = []
     monkeypatch.setattr(pipeline, "run_pipeline",
@@ -94,7 +94,7 @@ def test_quick_is_a_smoke_run_and_flags_still_win(monkeypatch: pytest.MonkeyPatc
 
 
 def test_survey_experts_get_their_own_noise_per_family_and_episode() -> None:
-    from cua_rl.demo import noise_seed
+    from cua_rl.demo.survey import noise_seed
 
     seeds = {noise_seed(0, f, i, e) for f in ("click_ok", "files_move") for i in range(3)
              for e in ("expert", "sloppy expert")}  # fmt: skip

@@ -1,7 +1,7 @@
 """``make demo`` / ``cua-rl demo``: the whole pipeline on SimDesk, in a few minutes on 2 cores.
 
 1. the desktop: every task family with the scripted expert, a sloppy expert and a random policy
-   (:func:`cua_rl.demo.run_demo`);
+   (:func:`cua_rl.demo.survey.run_demo`);
 2. a held-out labelled set (expert episodes with product bugs, task seeds >= 2**31) and the
    calibration of the SIMULATED judge on it, per family stratum;
 3. reference models (the dominator validator) of the training task instances, from passing
@@ -35,8 +35,7 @@ import yaml
 from cua_rl._io import atomic_write_text
 from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.report import write_report
-from cua_rl.judges.base import Judge
-from cua_rl.pipeline import (
+from cua_rl.demo.steps import (
     calibrate_simdesk_judge,
     evaluate_greedy,
     learn_task_models,
@@ -44,6 +43,7 @@ from cua_rl.pipeline import (
     save_task_models,
     task_model_dir,
 )
+from cua_rl.judges.base import Judge
 
 __all__ = ["DEMO_FAMILIES", "DEMO_RATES", "PipelineSettings", "run_pipeline"]
 
@@ -256,7 +256,7 @@ def run_pipeline(
     times: dict[str, float] = {}
     start = t = time.perf_counter()
     if s.survey_episodes:
-        from cua_rl.demo import run_demo
+        from cua_rl.demo.survey import run_demo
 
         run_demo(out / "desktop", episodes=s.survey_episodes)
         t = _stage(times, "1. desktop survey (every family: experts and random)", t, say)

@@ -12,16 +12,16 @@ from PIL import Image
 from cua_rl.actions import Click
 from cua_rl.calibration.calibration import Calibration
 from cua_rl.calibration.estimators import wilson_interval
-from cua_rl.envs.backends.simdesk import SimDeskBackend
-from cua_rl.envs.backends.simdesk.config import SimDeskConfig
-from cua_rl.envs.backends.simdesk.tasks import make_task
-from cua_rl.judges.simulated import SimulatedJudge
-from cua_rl.pipeline import (
+from cua_rl.demo.steps import (
     calibrate_simdesk_judge,
     learn_task_models,
     plot_curves,
     success_interval,
 )
+from cua_rl.envs.backends.simdesk import SimDeskBackend
+from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+from cua_rl.envs.backends.simdesk.tasks import make_task
+from cua_rl.judges.simulated import SimulatedJudge
 from cua_rl.validator.traces import Trace
 
 
