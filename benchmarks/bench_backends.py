@@ -1,7 +1,7 @@
 """Latency and memory of the local desktop served over OSWorld's protocol.
 
-Starts one :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` and measures, on the same screen:
-a raw mss grab (in this process, BGRA -> RGB), ``GET /screenshot`` through
+Starts one :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` and measures, on the same
+screen: a raw mss grab (in this process, BGRA -> RGB), ``GET /screenshot`` through
 :class:`~cua_rl.envs.backends.vm.client.VMServerClient` as raw PPM and as PNG (decoded), the
 protocol's overhead as a ratio, action latency (the pyautogui wrapper parsed and done with
 xdotool), the accessibility walk (mousepad, LibreOffice Calc), ``/cua/reset``, a full
@@ -11,8 +11,8 @@ walker, server, mousepad; LibreOffice separately).
 
     scripts/offline.sh .venv/bin/python benchmarks/bench_backends.py [--size 1280x720] [--n 30]
 
-It runs itself with glibc's malloc tunables of ``cua_rl.envs.backends.x11.session.MALLOC_ENV`` (as the
-server always does) unless ``--no-malloc-tuning``.
+It runs itself with glibc's malloc tunables of ``cua_rl.envs.backends.x11.session.MALLOC_ENV`` (as
+the server always does) unless ``--no-malloc-tuning``.
 
 Prints a Markdown table (and ``--json FILE`` writes the numbers). Needs the Debian packages
 of scripts/apt-deps.sh.
@@ -38,8 +38,7 @@ from PIL import Image
 from cua_rl.actions import Click, Move, Type
 from cua_rl.core import Task
 from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
-from cua_rl.envs.backends.x11.session import session_pids
-from cua_rl.envs.backends.x11.session import MALLOC_ENV, bgra_to_rgb
+from cua_rl.envs.backends.x11.session import MALLOC_ENV, bgra_to_rgb, session_pids
 
 
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:

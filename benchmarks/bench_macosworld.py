@@ -1,10 +1,10 @@
 """Latency of the macOSWorld transport against real servers on this machine.
 
-VNC: x11vnc serving an Xvfb desktop (cua_rl.envs.backends.x11, 1024x768 as macOSWorld's Macs, an xterm
-full of text), read by :class:`cua_rl.envs.backends.macosworld.vnc.VNCClient`, compared with the X server's
-own grab (mss) of the same screen. SSH: Debian's sshd on 127.0.0.1 (cua_rl.testing's fixture)
-driven by :class:`cua_rl.envs.backends.macosworld.ssh.SSHClient`, and by OpenSSH's ``ssh`` run once per
-command (macOSWorld's way).
+VNC: x11vnc serving an Xvfb desktop (cua_rl.envs.backends.x11, 1024x768 as macOSWorld's Macs, an
+xterm full of text), read by :class:`cua_rl.envs.backends.macosworld.vnc.VNCClient`, compared with
+the X server's own grab (mss) of the same screen. SSH: Debian's sshd on 127.0.0.1 (cua_rl.testing's
+fixture) driven by :class:`cua_rl.envs.backends.macosworld.ssh.SSHClient`, and by OpenSSH's ``ssh``
+run once per command (macOSWorld's way).
 
 Run: ``scripts/offline.sh .venv/bin/python benchmarks/bench_macosworld.py --n 30``
 """
@@ -21,9 +21,9 @@ from collections.abc import Callable
 import numpy as np
 
 from cua_rl.actions import Click, Move, Type
-from cua_rl.envs.backends.x11.session import DesktopSession
 from cua_rl.envs.backends.macosworld.ssh import SSHClient
 from cua_rl.envs.backends.macosworld.vnc import VNCClient
+from cua_rl.envs.backends.x11.session import DesktopSession
 from cua_rl.testing.remote_servers import LocalSSHServer, LocalVNCServer
 
 

@@ -1,16 +1,16 @@
 """What the desktop sandbox costs: the x11 desktop's throughput sandboxed vs unsandboxed.
 
-Starts :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` desktops with ``sandbox=True`` (bubblewrap:
-own uid, PID/mount/network namespaces; :mod:`cua_rl.envs.backends.x11.sandbox`) and ``sandbox=False``
-(the previous way: the server as this user in a private mount namespace), alternately, ``--rounds``
-times each, in this one process, and measures with mousepad open: start-up, steps per second
-(action + PPM screenshot) with one desktop and with ``--parallel`` desktops stepping at once,
-steps per second with the accessibility tree, ``/cua/reset``; and the OSWorld metric worker
-(:class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner`, ``sandbox=True``: bubblewrap as its own uid,
-files copied into a scratch folder per call; ``False``: as this user): its start (the first
-call) and calls per second of ``exact_match`` and of ``compare_text_file`` on two cached files
-(the files a call reads are staged per call when sandboxed). Prints a Markdown table with the
-sandboxed / unsandboxed ratio of each median.
+Starts :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` desktops with ``sandbox=True``
+(bubblewrap: own uid, PID/mount/network namespaces; :mod:`cua_rl.envs.backends.x11.sandbox`) and
+``sandbox=False`` (the previous way: the server as this user in a private mount namespace),
+alternately, ``--rounds`` times each, in this one process, and measures with mousepad open:
+start-up, steps per second (action + PPM screenshot) with one desktop and with ``--parallel``
+desktops stepping at once, steps per second with the accessibility tree, ``/cua/reset``; and the
+OSWorld metric worker (:class:`~cua_rl.envs.backends.osworld.evaluation.runner.MetricRunner`,
+``sandbox=True``: bubblewrap as its own uid, files copied into a scratch folder per call; ``False``:
+as this user): its start (the first call) and calls per second of ``exact_match`` and of
+``compare_text_file`` on two cached files (the files a call reads are staged per call when
+sandboxed). Prints a Markdown table with the sandboxed / unsandboxed ratio of each median.
 
     scripts/offline.sh .venv/bin/python benchmarks/bench_sandbox.py [--seconds 10] [--rounds 2]
 """

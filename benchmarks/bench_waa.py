@@ -18,9 +18,9 @@ import time
 from collections.abc import Callable
 
 from cua_rl.actions import Click
+from cua_rl.envs.backends.waa.backend import WAABackend, WAAClient
 from cua_rl.envs.backends.x11.server import DesktopServer
 from cua_rl.envs.backends.x11.session import DesktopSession
-from cua_rl.envs.backends.waa.backend import WAABackend, WAAClient
 from cua_rl.images import decode_rgb
 
 

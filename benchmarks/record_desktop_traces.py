@@ -5,10 +5,10 @@
         --out /work/data/desktop_traces            # ~100 traces; resumable (finished runs kept)
     # --tasks mousepad-replace --runs-per-category 1 --out /tmp/t for a smoke run
 
-**The desktop.** One :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` (backend ``x11``: Xvfb,
-openbox, AT-SPI, a ``cua-rl desktop-server`` on 127.0.0.1), 1024x768, reset (apps killed, a fresh
-HOME) before every run. Every agent action goes through the backend's client exactly as
-``CUAEnv`` sends it (OSWorld's pyautogui wrapper, ``VMServerClient.act``), and every screen is
+**The desktop.** One :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` (backend
+``x11``: Xvfb, openbox, AT-SPI, a ``cua-rl desktop-server`` on 127.0.0.1), 1024x768, reset (apps
+killed, a fresh HOME) before every run. Every agent action goes through the backend's client exactly
+as ``CUAEnv`` sends it (OSWorld's pyautogui wrapper, ``VMServerClient.act``), and every screen is
 ``LocalDesktopBackend.observe()``: the screenshot and the linearised AT-SPI tree
 (``linearize_a11y``), the same :class:`~cua_rl.core.Observation` a user's ``RecordTrajectory``
 gets. Two things are added per screen, read with ``xdotool`` / ``wmctrl`` in the desktop: the

@@ -16,9 +16,9 @@ script measures that, the "per family" line). So for each task and each *instanc
 passing traces are solver runs of that one page, made different by the **policy seed**: idle
 pointer moves and short waits between actions (hesitation, 0-2 per action), and on
 click-checkboxes the boxes ticked in another order (an alternative path). Failing runs play
-every failure mode of :data:`cua_rl.envs.backends.miniwob.oracle.FAILURE_MODES` on the same page, with the
-same hesitation. The label is the task's own reward (ground truth 1.0 = pass), never the mode:
-a random click that happens to solve the task is a passing run.
+every failure mode of :data:`cua_rl.envs.backends.miniwob.oracle.FAILURE_MODES` on the same page,
+with the same hesitation. The label is the task's own reward (ground truth 1.0 = pass), never the
+mode: a random click that happens to solve the task is a passing run.
 
 Per instance: learn from ``--train`` solver traces, validate ``--test-pass`` other solver traces
 and one trace per failure mode (``--random`` draws of ``random``). Conditions (no tier 2; the

@@ -1,5 +1,6 @@
 """Skip helpers for tests on the real local desktop (``cua_rl.envs.backends.x11`` and its Debian
-programs) with OSWorld's checkers (``cua_rl.envs.backends.osworld.evaluation``, its isolated venv)."""
+programs) with OSWorld's checkers (``cua_rl.envs.backends.osworld.evaluation``, its isolated
+venv)."""
 
 from __future__ import annotations
 

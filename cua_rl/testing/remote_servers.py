@@ -3,8 +3,8 @@
 :class:`LocalSSHServer` runs Debian's OpenSSH ``sshd`` on a free port with its own config,
 host key, throwaway client key and ``known_hosts`` in a temporary folder (never the system's
 config or keys). :class:`LocalVNCServer` runs ``x11vnc`` on an X display (a
-:class:`cua_rl.envs.backends.x11.session.DesktopSession`'s). Both are plain processes this object owns:
-:meth:`close` (or ``with``) ends them.
+:class:`cua_rl.envs.backends.x11.session.DesktopSession`'s). Both are plain processes this object
+owns: :meth:`close` (or ``with``) ends them.
 
 Packages: ``openssh-server`` and ``x11vnc`` (``scripts/apt-deps.sh``); :func:`missing` names
 the programs that are not installed, for a test's skip reason.

@@ -350,7 +350,7 @@ def test_raw_dom_text_parses(raw: tuple[Any, dict[str, Any]]) -> None:
 @pytest.mark.chromium
 @needs_chromium
 def test_builder_writes_a_set_with_both_classes(tmp_path: Path) -> None:
-    pytest.importorskip("selenium", reason="selenium is not installed (pip install cua-rl[miniwob])")
+    pytest.importorskip("selenium", reason="selenium is not installed (cua-rl[miniwob])")
     from cua_rl.calibration.labelled import load_labelled
 
     examples = build_miniwob_labelled(
