@@ -13,12 +13,8 @@ import pytest
 
 from cua_rl.actions import Click, Type, to_xdotool
 from cua_rl.cli import main
-from cua_rl.envs.backends.vm.client import (
-    PYAUTOGUI_PREFIX,
-    VMServerClient,
-    VMServerHTTPError,
-    linearize_a11y,
-)
+from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.vm.codec import linearize_a11y
 from cua_rl.envs.backends.x11.server import DesktopServer, check_host
 from cua_rl.envs.backends.x11.session import USER_HOME
 from cua_rl.errors import BackendError, ConfigError
