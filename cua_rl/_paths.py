@@ -13,6 +13,9 @@ strictly inside the resolved folder, so a symlink planted inside the folder cann
 Refusals raise :class:`~cua_rl.errors.TaskSpecError` by default, or the caller's error class (a
 ``ValueError`` a server turns into a 4xx, a ``ConfigError`` for a config's folder), with a
 message naming the field and the value received and saying what is allowed.
+
+Paths a user writes in a config are trusted; :func:`config_path` makes them absolute in the one
+documented way (the config file's folder, ``~``, and ``shipped:`` for data inside the package).
 """
 
 from __future__ import annotations
@@ -24,9 +27,48 @@ from os import PathLike
 from pathlib import Path
 from urllib.parse import unquote
 
-from cua_rl.errors import TaskSpecError
+from cua_rl.errors import ConfigError, TaskSpecError
 
-__all__ = ["confine", "relative_name"]
+__all__ = ["SHIPPED", "config_path", "confine", "relative_name", "shipped_task_sets"]
+
+#: Prefix of a config path naming a task set shipped inside the package:
+#: ``shipped:<backend>/<set>/...`` is ``cua_rl/envs/backends/<backend>/task_sets/<set>/...``.
+SHIPPED = "shipped:"
+_BACKENDS = Path(__file__).resolve().parent / "envs" / "backends"
+
+
+def shipped_task_sets() -> list[str]:
+    """The shipped task sets, as ``<backend>/<set>`` (what follows ``shipped:``)."""
+    return sorted(f"{p.parent.parent.name}/{p.name}"
+                  for p in _BACKENDS.glob("*/task_sets/*") if p.is_dir())  # fmt: skip
+
+
+def config_path(base_dir: str | PathLike[str], path: str | PathLike[str]) -> Path:
+    """A path written in a config, made absolute.
+
+    ``shipped:<backend>/<set>/<rest>`` names a task set shipped with the package (so a config
+    that uses one works wherever it is copied); ``~`` is expanded; any other relative path
+    resolves against ``base_dir``, the config file's folder.
+
+    Raises:
+        ConfigError: A ``shipped:`` name that is not a shipped task set, or leads out of it.
+    """
+    text = os.fspath(path)
+    if not text.startswith(SHIPPED):
+        p = Path(text).expanduser()
+        return p if p.is_absolute() else (Path(base_dir) / p).resolve()
+    name = text[len(SHIPPED):]
+    parts = name.split("/")
+    known = shipped_task_sets()
+    if len(parts) < 2 or "/".join(parts[:2]) not in known:
+        raise ConfigError(f"{text!r}: not a shipped task set; shipped: "
+                          f"{', '.join(SHIPPED + k for k in known)}")  # fmt: skip
+    root = (_BACKENDS / parts[0] / "task_sets" / parts[1]).resolve()
+    target = (root / "/".join(parts[2:])).resolve()
+    if target != root and root not in target.parents:
+        raise ConfigError(f"{text!r}: leads out of the shipped task set {SHIPPED}{parts[0]}/"
+                          f"{parts[1]}")  # fmt: skip
+    return target
 
 ErrorClass = Callable[[str], Exception]
 _ABSOLUTE = re.compile(r"^(?:/|\\|[A-Za-z]:)")

@@ -117,3 +117,38 @@ def test_any_text_is_refused_or_lands_inside_the_root(root: Path, name: str) -> 
 @given(name=st.from_regex(r"[A-Za-z0-9_-][A-Za-z0-9._ -]{0,30}", fullmatch=True))
 def test_ordinary_file_names_are_accepted(root: Path, name: str) -> None:
     assert confine(root, name, field="f", plain=True) == root.resolve() / name
+
+
+def test_config_paths_resolve_against_the_config_folder_or_the_shipped_sets(
+    tmp_path: Path,
+) -> None:
+    from cua_rl._paths import config_path, shipped_task_sets
+    from cua_rl.errors import ConfigError
+
+    assert {"osworld/local", "osworld/probe"} <= set(shipped_task_sets())
+    probe = config_path(tmp_path, "shipped:osworld/probe/examples")
+    assert probe.is_dir() and probe.parts[-4:] == ("osworld", "task_sets", "probe", "examples")
+    assert config_path(tmp_path, "a/b.json") == tmp_path.resolve() / "a" / "b.json"
+    assert config_path(tmp_path, "/x/y") == Path("/x/y")
+    assert config_path(tmp_path, "~/z") == Path.home() / "z"
+    with pytest.raises(ConfigError, match=r"'shipped:osworld/nope': not a shipped task set; "
+                       r"shipped: .*shipped:osworld/probe"):  # fmt: skip
+        config_path(tmp_path, "shipped:osworld/nope")
+    with pytest.raises(ConfigError, match=r"leads out of the shipped task set shipped:osworld/"):
+        config_path(tmp_path, "shipped:osworld/probe/../../spec.py")
+
+
+def test_a_config_with_shipped_tasks_loads_when_copied_anywhere(tmp_path: Path) -> None:
+    import shutil
+
+    from cua_rl.envs.backends.osworld.settings import settings
+    from cua_rl.training.config import load_config
+
+    copy = tmp_path / "elsewhere" / "probe.yaml"
+    copy.parent.mkdir()
+    shutil.copy(Path(__file__).resolve().parents[1] / "configs" / "osworld_local.yaml", copy)
+    config = load_config(copy)
+    s = settings(config.env)
+    assert all(Path(t).is_dir() and Path(t).name == "examples" for t in s.tasks)
+    assert Path(str(s.mirror)).is_dir()
+    assert config.run_dir.parent == tmp_path / "runs"

@@ -40,6 +40,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+from cua_rl._paths import config_path
 from cua_rl.core import Task, Trajectory, is_success
 from cua_rl.errors import BackendError, ConfigError, CuaRLError, TaskSpecError
 from cua_rl.evaluation.report import EvalReport, Rate, eval_report, wilson_rate
@@ -393,7 +394,9 @@ def load_task_file(config: EnvConfig, path: str | Path,
     """The tasks of a task list (``{domain: [ids]}``, OSWorld's ``test_all.json``), a folder of
     ``<domain>/<uuid>.json`` or one task file, for an ``osworld``/``x11``/``waa`` env section.
 
-    A task list resolves against ``examples_root`` (default ``env.backend_kwargs.examples_root``,
+    ``path`` and ``examples_root`` are relative to the current folder, or name a shipped task set
+    (``shipped:osworld/probe/examples``, :func:`cua_rl._paths.config_path`). A task list
+    resolves against ``examples_root`` (default ``env.backend_kwargs.examples_root``,
     else the section's task folder when it names exactly one folder).
 
     Raises:
@@ -410,6 +413,9 @@ def load_task_file(config: EnvConfig, path: str | Path,
 
         load_tasks, settings = load_waa, waa_settings  # type: ignore[assignment]
     s = settings(config)
+    path = config_path(".", path)  # a command-line path: from the current folder, or shipped:
+    if examples_root is not None:
+        examples_root = config_path(".", examples_root)
     root = examples_root if examples_root is not None else s.examples_root
     if root is None and len(s.tasks) == 1 and Path(s.tasks[0]).is_dir():
         root = s.tasks[0]

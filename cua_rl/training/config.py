@@ -13,8 +13,9 @@ checked without reading other files; :func:`cua_rl.training.build.prepare_run` c
 (files exist, calibration judge ids, task overlap) before training starts.
 
 The ``reward`` section's classes (:class:`RewardConfig`, :class:`JudgeSection`,
-:class:`FilterConfig`, :class:`AuditConfig`) live in :mod:`cua_rl.training.config_reward` and are
-re-exported here.
+:class:`FilterConfig`) live in :mod:`cua_rl.training.config_reward` and are re-exported here;
+``reward.audit`` is :class:`cua_rl.calibration.audit.AuditSettings` and ``policy.vlm`` is
+:class:`cua_rl.policies.vlm.config.VLMPolicyConfig`, the settings classes of what they configure.
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, ClassVar, Literal
 
+from cua_rl._paths import config_path
 from cua_rl._strict import (
     build_sections,
     check,
@@ -40,14 +42,13 @@ from cua_rl.envs.config import EnvConfig, SplitConfig
 from cua_rl.errors import ConfigError
 from cua_rl.policies.vlm.config import VLMPolicyConfig
 from cua_rl.training.config_reward import (
-    AuditConfig,
     FilterConfig,
     JudgeSection,
     RewardConfig,
 )
 
 __all__ = [
-    "AuditConfig", "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
+    "CheckpointConfig", "EnvConfig", "EvalConfig", "FilterConfig", "JudgeSection",
     "LoggingConfig", "PPOConfig", "PolicyConfig", "RayConfig", "RewardConfig", "SplitConfig",
     "TrainConfig", "VLMUpdateSection", "config_hash", "load_config",
 ]  # fmt: skip
@@ -163,10 +164,11 @@ class RayConfig:
 
 @dataclass(frozen=True)
 class VLMUpdateSection:
-    """VLM-only update settings (``policy.kind: vlm``); the shared ones come from ``ppo``:
-    learning_rate, n_epochs, batch_size (the minibatch), gamma, gae_lambda, clip_range, vf_coef,
-    ent_coef, target_kl, max_grad_norm, normalize_advantage (see
-    :class:`cua_rl.training.vlm.VLMTrainConfig`)."""
+    """VLM-only update settings (``policy.kind: vlm``); the shared ones are the ``ppo`` section's
+    own: learning_rate, n_epochs, batch_size (the minibatch), gamma, gae_lambda, clip_range,
+    vf_coef, ent_coef, target_kl, max_grad_norm, normalize_advantage (RL4VLM uses gamma 0.9,
+    clip_range 0.1, ent_coef 0, max_grad_norm 1; :func:`cua_rl.training.vlm.vlm_update` reads
+    both sections)."""
 
     SECTION: ClassVar[str] = "ppo.vlm"
 
@@ -408,9 +410,9 @@ class TrainConfig:
         return self.ppo.vlm if self.ppo.vlm is not None else VLMUpdateSection()
 
     def resolve(self, path: str | os.PathLike[str]) -> Path:
-        """A path of the config made absolute against :attr:`base_dir`."""
-        p = Path(path).expanduser()
-        return p if p.is_absolute() else (Path(self.base_dir) / p).resolve()
+        """A path of the config made absolute (:func:`cua_rl._paths.config_path`: against
+        :attr:`base_dir`, or a ``shipped:`` task set)."""
+        return config_path(self.base_dir, path)
 
     @property
     def run_dir(self) -> Path:

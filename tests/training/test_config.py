@@ -45,8 +45,8 @@ def test_unknown_key_names_file_section_and_key(tmp_path: Path) -> None:
     path = write(tmp_path, {"ppo": {"lerning_rate": 1e-3}})
     with pytest.raises(
         ConfigError,
-        match=r"x\.yaml: ppo\.lerning_rate: unknown key; allowed: .*"
-        r"learning_rate",
+        match=r"x\.yaml: ppo\.lerning_rate: unknown key \(did you mean 'learning_rate'\?\); "
+        r"allowed: .*learning_rate",
     ):
         load_config(path)
 
@@ -180,7 +180,7 @@ SIM = {"kind": "simulated", "e_pos": 0.1, "e_neg": 0.1}
         ),
         (
             {"reward": {"judge": {"kind": "qwen_vl"}}},
-            r"reward\.judge\.config: JudgeConfig needs a 'model' key",
+            r"reward\.judge\.config: a qwen_vl judge needs one \(at least its model\)",
         ),
         (
             {"reward": {"judge": {"kind": "qwen_vl", "config": {"model": "m", "temperature": 1}}}},

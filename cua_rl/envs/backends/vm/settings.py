@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
+from cua_rl._paths import config_path
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -137,8 +138,6 @@ def listed(kw: Mapping[str, Any], *keys: str) -> dict[str, Any]:
 
 
 def absolute(base_dir: str, path: str | None) -> str | None:
-    """``path`` (``~`` expanded) resolved against ``base_dir`` unless it is absolute."""
-    if path is None:
-        return None
-    p = Path(path).expanduser()
-    return str(p if p.is_absolute() else (Path(base_dir) / p).resolve())
+    """``path`` made absolute as every config path is (:func:`cua_rl._paths.config_path`:
+    ``shipped:`` task sets, ``~``, relative to ``base_dir``)."""
+    return None if path is None else str(config_path(base_dir, path))
