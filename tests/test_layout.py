@@ -99,19 +99,19 @@ def test_no_repo_root_folder_shadows_a_package_name() -> None:
 # -- the import graph between top-level packages ------------------------------------------------
 
 
-def module_name(path: Path) -> str:
+def module_name(path: Path, root: Path = ROOT) -> str:
     """``cua_rl.envs.cua_env`` of ``cua_rl/envs/cua_env.py`` (a package's ``__init__``: the
     package)."""
-    parts = list(path.relative_to(ROOT).with_suffix("").parts)
+    parts = list(path.relative_to(root).with_suffix("").parts)
     if parts[-1] == "__init__":
         parts.pop()
     return ".".join(parts)
 
 
-def imported_modules(path: Path) -> set[str]:
+def imported_modules(path: Path, root: Path = ROOT) -> set[str]:
     """Every module an ``import`` or ``from ... import`` anywhere in the file names (function
     bodies and ``TYPE_CHECKING`` blocks included; relative imports resolved)."""
-    here = module_name(path)
+    here = module_name(path, root)
     package = here if path.name == "__init__.py" else here.rpartition(".")[0]
     found: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
@@ -212,9 +212,17 @@ def test_cycles_finds_a_circle_and_names_its_edges() -> None:
 def test_imported_modules_reads_function_level_and_relative_imports(tmp_path: Path) -> None:
     assert top_level("cua_rl.envs.backends.x11.spec") == "envs"
     assert top_level("cua_rl") is None and top_level("numpy") is None
-    spec = PACKAGE / "envs" / "backends" / "x11" / "spec.py"
-    found = imported_modules(spec)
-    assert "cua_rl.envs.backends.x11.backend" in found  # imported inside a function
+    module = tmp_path / "cua_rl" / "envs" / "backends" / "x11" / "spec.py"
+    module.parent.mkdir(parents=True)
+    module.write_text("from typing import TYPE_CHECKING\nfrom . import backend\n"
+                      "from ..osworld.spec import TaskFileSpec\n"
+                      "if TYPE_CHECKING:\n    from cua_rl.envs.config import EnvConfig\n"
+                      "def make():\n    import cua_rl.judges\n")  # fmt: skip
+    assert imported_modules(module, tmp_path) == {
+        "typing", "typing.TYPE_CHECKING", "cua_rl.envs.backends.x11",
+        "cua_rl.envs.backends.x11.backend", "cua_rl.envs.backends.osworld.spec",
+        "cua_rl.envs.backends.osworld.spec.TaskFileSpec", "cua_rl.envs.config",
+        "cua_rl.envs.config.EnvConfig", "cua_rl.judges"}  # fmt: skip
 
 
 @pytest.mark.xfail(strict=True, reason=(
