@@ -297,8 +297,9 @@ def binomial_interval(
 ) -> tuple[FloatOrArray, FloatOrArray]:
     """Interval for x / n by ``method`` (``"wilson"`` or ``"clopper-pearson"``).
 
-    >>> [round(v, 3) for v in binomial_interval(1, 10, method="clopper-pearson")]
-    [0.003, 0.445]
+    Examples:
+        >>> [round(v, 3) for v in binomial_interval(1, 10, method="clopper-pearson")]
+        [0.003, 0.445]
     """
     if method == "wilson":
         return wilson_interval(x, n, confidence)
@@ -344,8 +345,9 @@ def bootstrap_rates(
 def percentile_interval(samples: npt.ArrayLike, confidence: float = 0.95) -> Interval:
     """Percentile interval of bootstrap samples (nan draws are ignored).
 
-    >>> [round(v, 6) for v in percentile_interval(np.arange(101.0), 0.9)]
-    [5.0, 95.0]
+    Examples:
+        >>> [round(v, 6) for v in percentile_interval(np.arange(101.0), 0.9)]
+        [5.0, 95.0]
     """
     arr = np.asarray(samples, dtype=np.float64)
     alpha = 1.0 - confidence

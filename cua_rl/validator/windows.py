@@ -160,8 +160,9 @@ def anchor_shifts(a: Box, b: Box) -> list[tuple[int, int]]:
     """(dy, dx) such that ``a``'s pixel (y, x) sits at (y + dy, x + dx) in ``b``, for each of the
     3 x 3 anchors (top/centre/bottom x left/centre/right), unique, top-left first.
 
-    >>> anchor_shifts((10, 10, 100, 50), (30, 5, 120, 50))[:3]
-    [(-5, 20), (-5, 30), (-5, 40)]
+    Examples:
+        >>> anchor_shifts((10, 10, 100, 50), (30, 5, 120, 50))[:3]
+        [(-5, 20), (-5, 30), (-5, 40)]
     """
     ax, ay, aw, ah = a
     bx, by, bw, bh = b
