@@ -275,6 +275,7 @@ def test_the_site_builds_strictly(tmp_path: Path) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(900)  # a training run and evaluations: minutes on a loaded 2-core machine
 def test_the_pages_run_as_written(tmp_path: Path) -> None:
     for name in ("configs", "data/calibration", "scripts"):
         shutil.copytree(ROOT / name, tmp_path / name, ignore=shutil.ignore_patterns("data"))
