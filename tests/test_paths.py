@@ -141,14 +141,14 @@ def test_config_paths_resolve_against_the_config_folder_or_the_shipped_sets(
 def test_a_config_with_shipped_tasks_loads_when_copied_anywhere(tmp_path: Path) -> None:
     import shutil
 
-    from cua_rl.envs.backends.osworld.settings import settings
+    from cua_rl.envs.backends.x11.spec import X11
     from cua_rl.training.config import load_config
 
     copy = tmp_path / "elsewhere" / "probe.yaml"
     copy.parent.mkdir()
     shutil.copy(Path(__file__).resolve().parents[1] / "configs" / "osworld_local.yaml", copy)
     config = load_config(copy)
-    s = settings(config.env)
+    s = X11.settings(config.env)
     assert all(Path(t).is_dir() and Path(t).name == "examples" for t in s.tasks)
     assert Path(str(s.mirror)).is_dir()
     assert config.run_dir.parent == tmp_path / "runs"

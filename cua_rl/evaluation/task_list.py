@@ -403,7 +403,8 @@ def load_task_file(config: EnvConfig, path: str | Path,
         ConfigError: Not an osworld/x11/waa section, or a task list with no examples root.
         TaskSpecError: A bad task or task list (the message names the file and field).
     """
-    from cua_rl.envs.backends.osworld.spec import load_tasks, settings
+    from cua_rl.envs.backends.osworld.spec import load_tasks
+    from cua_rl.envs.backends.registry import get_backend
 
     if config.backend not in ("osworld", "x11", "waa"):
         raise ConfigError(f"--tasks: task lists run on the osworld, x11 or waa backend; the "
@@ -412,6 +413,8 @@ def load_task_file(config: EnvConfig, path: str | Path,
         from cua_rl.envs.backends.waa.spec import load_waa, waa_settings
 
         load_tasks, settings = load_waa, waa_settings  # type: ignore[assignment]
+    else:  # osworld, x11: their spec's settings class
+        settings = get_backend(config.backend).settings  # type: ignore[attr-defined]
     s = settings(config)
     path = config_path(".", path)  # a command-line path: from the current folder, or shipped:
     if examples_root is not None:

@@ -4,17 +4,18 @@ and bad values raise ``ConfigError`` naming ``env.backend_kwargs.<key>``).
 
 :class:`TaskFileSettings`: the keys every such backend takes (tasks, mirror, placeholders,
 hooks, ...); :class:`OSWorldSettings` adds the server keys of ``osworld`` (and of ``waa``,
-:class:`cua_rl.envs.backends.waa.settings.WAASettings`); :class:`X11Settings` the local desktop
-keys of ``x11``. :func:`settings` reads the right one for an env section: relative paths
-resolved against ``env.base_dir`` (the config file's folder) and ``placeholders`` completed
-with ``env.screen`` and ``client_password``.
+:class:`cua_rl.envs.backends.waa.settings.WAASettings`;
+:class:`cua_rl.envs.backends.x11.settings.X11Settings` the local desktop keys of ``x11``).
+:func:`load_settings` reads one for an env section: relative paths resolved against
+``env.base_dir`` (the config file's folder) and ``placeholders`` completed with ``env.screen``
+and ``client_password``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, ClassVar, Literal, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from cua_rl._strict import build_section, check, check_fields
 from cua_rl.envs.backends.vm.settings import W, absolute, check_url, listed
@@ -23,7 +24,7 @@ from cua_rl.errors import ConfigError
 if TYPE_CHECKING:
     from cua_rl.envs.config import EnvConfig
 
-__all__ = ["OSWorldSettings", "TaskFileSettings", "X11Settings", "load_settings", "settings"]
+__all__ = ["OSWorldSettings", "TaskFileSettings", "load_settings"]
 
 #: Lower bound of every timeout (seconds).
 MIN_TIMEOUT_S = 0.001
@@ -133,29 +134,6 @@ class OSWorldSettings(TaskFileSettings):
         check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
 
 
-@dataclass(frozen=True)
-class X11Settings(TaskFileSettings):
-    """The ``backend_kwargs`` of an ``x11`` env: local desktops."""
-
-    backend: ClassVar[str] = "x11"
-
-    #: How many desktops env indices may ask for (one env each).
-    desktops: int = 1
-    #: Deadline of a desktop's start, in seconds.
-    startup_timeout_s: float = 60.0
-    #: Run each desktop as its own user in its own namespaces (see docs/security.md); false
-    #: only for agents and tasks you trust.
-    sandbox: bool = True
-    #: A sandboxed desktop's network: ``none`` (loopback only) or ``host``.
-    network: Literal["none", "host"] = "none"
-
-    def __post_init__(self) -> None:
-        super().__post_init__()
-        check(self, "desktops", self.desktops >= 1, "must be an integer >= 1")
-        check(self, "startup_timeout_s", self.startup_timeout_s >= MIN_TIMEOUT_S,
-              f"must be a number >= {MIN_TIMEOUT_S:g}")
-
-
 T = TypeVar("T", bound=TaskFileSettings)
 
 
@@ -187,11 +165,3 @@ def load_settings(kind: type[T], config: EnvConfig) -> T:
         s, tasks=tuple(str(absolute(base, t)) for t in s.tasks),
         eval_tasks=tuple(str(absolute(base, t)) for t in s.eval_tasks), placeholders=values,
         **paths)  # fmt: skip
-
-
-def settings(config: EnvConfig) -> OSWorldSettings | X11Settings:
-    """The checked settings of an ``osworld`` (:class:`OSWorldSettings`) or ``x11``
-    (:class:`X11Settings`) env section (see :func:`load_settings`)."""
-    if config.backend == "x11":
-        return load_settings(X11Settings, config)
-    return load_settings(OSWorldSettings, config)

@@ -14,27 +14,26 @@ the hooks a ``hooks`` factory gives (the seam for tests and for other scorers, e
 hooks of :class:`~cua_rl.testing.osworld_server.FakeOSWorldServer`).
 
 ``env.backend_kwargs``: :class:`~cua_rl.envs.backends.osworld.settings.OSWorldSettings`
-(``osworld``) and :class:`~cua_rl.envs.backends.osworld.settings.X11Settings` (``x11``), one
-documented field per key. With ``revert_command`` each server is brought back to a clean VM
-before every reset but the first (e.g. a script that recreates the OSWorld Docker container),
-then polled until ``GET /screenshot`` answers (``ready_timeout_s``, 300 s as OSWorld's Docker
-provider waits); without it tasks run one after another on the same VM, as on OSWorld VMs
-started once by hand. Relative paths resolve against ``env.base_dir``: the config file's folder.
+(``osworld``) and :class:`~cua_rl.envs.backends.x11.settings.X11Settings` (``x11``), one
+documented field per key: each spec's ``settings_class``, read by :meth:`TaskFileSpec.settings`.
+With ``revert_command`` each server is brought back to a clean VM before every reset but the first
+(e.g. a script that recreates the OSWorld Docker container), then polled until ``GET /screenshot``
+answers (``ready_timeout_s``, 300 s as OSWorld's Docker provider waits); without it tasks run one
+after another on the same VM, as on OSWorld VMs started once by hand. Relative paths resolve against
+``env.base_dir``: the config file's folder.
 """
 
 from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from cua_rl.envs.backends.base import BaseSpec
 from cua_rl.envs.backends.osworld.settings import (
     OSWorldSettings,
     TaskFileSettings,
-    X11Settings,
     load_settings,
-    settings,
 )
 from cua_rl.envs.backends.vm.revert import CommandRevert
 from cua_rl.envs.backends.vm.settings import Hooks, W, check_index, load_hooks, read_token
@@ -57,10 +56,8 @@ __all__ = [
     "OSWorldSpec",
     "TaskFileSettings",
     "TaskFileSpec",
-    "X11Settings",
     "load_tasks",
     "osworld_hooks",
-    "settings",
 ]
 
 
@@ -139,13 +136,27 @@ def make_hooks(s: TaskFileSettings) -> Hooks:
 
 
 class TaskFileSpec(BaseSpec):
-    """Config checks and tasks shared by ``osworld`` and ``x11``."""
+    """Config checks and tasks shared by ``osworld`` and ``x11``.
+
+    Attributes:
+        settings_class: The ``backend_kwargs`` dataclass of the backend.
+    """
 
     name = ""
+    settings_class: ClassVar[type[TaskFileSettings]] = TaskFileSettings
+
+    def settings(self, config: EnvConfig) -> Any:
+        """The checked ``backend_kwargs`` of an env section of this backend (a
+        ``settings_class``; see :func:`~cua_rl.envs.backends.osworld.settings.load_settings`).
+
+        Raises:
+            ConfigError: Naming ``env.backend_kwargs.<key>``.
+        """
+        return load_settings(self.settings_class, config)
 
     def check_config(self, config: EnvConfig) -> None:
         """Valid ``backend_kwargs`` (see the module docstring); task files are read later."""
-        settings(config)
+        self.settings(config)
 
     def tasks(self, config: EnvConfig, split: Split) -> OSWorldTasks:
         """The split's tasks: domains in ``env.families`` (empty = all), split by
@@ -154,7 +165,7 @@ class TaskFileSpec(BaseSpec):
         from cua_rl.envs.backends.osworld.tasks import OSWorldTasks
         from cua_rl.envs.backends.osworld.tasks import split as split_tasks
 
-        s = settings(config)
+        s = self.settings(config)
         explicit = bool(s.eval_tasks) and split == "eval"
         every = load_tasks(s.eval_tasks if explicit else s.tasks, s.examples_root,
                            max_steps=config.max_steps)  # fmt: skip
@@ -175,7 +186,7 @@ class TaskFileSpec(BaseSpec):
         """
         from cua_rl.envs.backends.osworld.setup_plan import plan_setup
 
-        s = settings(config)
+        s = self.settings(config)
         mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
         count, listing = refused_tasks(
             lambda split: self.tasks(config, split),
@@ -232,10 +243,11 @@ class OSWorldSpec(TaskFileSpec):
 
     name = "osworld"
     max_envs_key = "urls"
+    settings_class = OSWorldSettings
 
     def max_envs(self, config: EnvConfig) -> int:
         """One env per server URL."""
-        return len(load_settings(OSWorldSettings, config).urls)
+        return len(self.settings(config).urls)
 
     def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
         """A :class:`VMServerBackend` on ``urls[index]`` with the configured hooks.
@@ -245,7 +257,7 @@ class OSWorldSpec(TaskFileSpec):
         """
         from cua_rl.envs.backends.vm.client import VMServerClient
 
-        s = load_settings(OSWorldSettings, config)
+        s = self.settings(config)
         check_index(index, len(s.urls), "urls")
         token = read_token(s)
         hooks = make_hooks(s)

@@ -3,8 +3,8 @@
 Env ``index`` (below ``backend_kwargs.desktops``) gets its own
 :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` of ``env.screen``. Tasks, their
 set-up and their scoring are OSWorld's (the ``osworld`` backend's task-file spec and hooks); the
-``backend_kwargs`` keys are documented in :mod:`cua_rl.envs.backends.osworld.spec` (``x11`` only:
-``desktops``, ``startup_timeout_s``, ``sandbox``, ``network``).
+``backend_kwargs`` are :class:`~cua_rl.envs.backends.x11.settings.X11Settings` (OSWorld's
+task-file keys and ``desktops``, ``startup_timeout_s``, ``sandbox``, ``network``).
 """
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from __future__ import annotations
 import functools
 from typing import TYPE_CHECKING
 
-from cua_rl.envs.backends.osworld.settings import X11Settings, load_settings
 from cua_rl.envs.backends.osworld.spec import ClosesHooks, TaskFileSpec, make_hooks
 from cua_rl.envs.backends.vm.settings import check_index
+from cua_rl.envs.backends.x11.settings import X11Settings
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -39,10 +39,11 @@ class X11Spec(TaskFileSpec):
 
     name = "x11"
     max_envs_key = "desktops"
+    settings_class = X11Settings
 
     def max_envs(self, config: EnvConfig) -> int:
         """One env per desktop (``backend_kwargs.desktops``)."""
-        return load_settings(X11Settings, config).desktops
+        return self.settings(config).desktops  # type: ignore[no-any-return]
 
     def make_backend(self, config: EnvConfig, index: int = 0) -> DesktopBackend:
         """A :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` of ``env.screen``
@@ -52,7 +53,7 @@ class X11Spec(TaskFileSpec):
             ConfigError: ``index`` is not below ``desktops``; the desktop's modules or the hooks
                 cannot be imported.
         """
-        s = load_settings(X11Settings, config)
+        s = self.settings(config)
         check_index(index, s.desktops, "desktops")
         try:
             cls = backend_class()

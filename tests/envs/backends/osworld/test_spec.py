@@ -13,7 +13,7 @@ import pytest
 
 from cua_rl.actions import Fail, Hotkey
 from cua_rl.envs.backends.osworld import spec as osworld_backend
-from cua_rl.envs.backends.osworld.spec import OSWORLD, load_tasks, settings
+from cua_rl.envs.backends.osworld.spec import OSWORLD, load_tasks
 from cua_rl.envs.backends.vm.backend import VMServerBackend
 from cua_rl.envs.config import EnvConfig
 from cua_rl.envs.make import make_env, make_tasks
@@ -91,12 +91,12 @@ def test_tasks_given_twice_are_refused() -> None:
                   task_files=("b",))  # fmt: skip
     config = EnvConfig(backend="osworld", backend_kwargs={"urls": ["http://a:1"]},
                        task_files=("b", "c"))  # fmt: skip
-    assert settings(config).tasks == (str(Path("b").resolve()), str(Path("c").resolve()))
+    assert OSWORLD.settings(config).tasks == (str(Path("b").resolve()), str(Path("c").resolve()))
 
 
 def test_settings_placeholders_and_defaults() -> None:
-    s = settings(env_config(client_password="pw", placeholders={"SCREEN_WIDTH_HALF": 3},
-                            token="t0k"))  # fmt: skip
+    s = OSWORLD.settings(env_config(client_password="pw", placeholders={"SCREEN_WIDTH_HALF": 3},
+                                    token="t0k"))  # fmt: skip
     assert s.placeholders == {"SCREEN_WIDTH": 640, "SCREEN_HEIGHT": 400, "CLIENT_PASSWORD": "pw",
                               "SCREEN_WIDTH_HALF": 3}  # fmt: skip
     assert (s.a11y, s.timeout_s, s.max_retries, s.token) == (True, 30.0, 2, "t0k")
@@ -108,13 +108,13 @@ def test_settings_placeholders_and_defaults() -> None:
 def test_relative_paths_resolve_against_the_config_folder(tmp_path: Path) -> None:
     config = env_config(mirror="files", examples_root="/abs/ex", tasks=["a", "/b"])
     config = dataclasses.replace(config, base_dir=str(tmp_path))
-    s = settings(config)
+    s = OSWORLD.settings(config)
     assert s.mirror == str(tmp_path / "files") and s.examples_root == "/abs/ex"
     assert s.tasks == (str(tmp_path / "a"), "/b")
     data = {"env": {"backend": "osworld", "backend_kwargs": {"urls": ["http://a:1"],
                     "tasks": "ex"}}}  # fmt: skip
     train = TrainConfig.from_dict(data, base_dir=str(tmp_path))
-    assert settings(train.env).tasks == (str(tmp_path / "ex"),)
+    assert OSWORLD.settings(train.env).tasks == (str(tmp_path / "ex"),)
     assert "base_dir" not in train.to_dict()["env"]  # not a YAML key, not in the hash
     assert config_hash(train) == config_hash(TrainConfig.from_dict(data, base_dir="/elsewhere"))
     with pytest.raises(ConfigError, match=r"env\.base_dir: unknown key"):

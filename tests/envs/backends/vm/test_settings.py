@@ -12,7 +12,8 @@ import pytest
 
 from cua_rl.envs.backends.macosworld.settings import ENV_INIT, EVAL_INIT, MacOSWorldSettings
 from cua_rl.envs.backends.macosworld.settings import settings as macos_settings
-from cua_rl.envs.backends.osworld.settings import OSWorldSettings, X11Settings, settings
+from cua_rl.envs.backends.osworld.settings import OSWorldSettings
+from cua_rl.envs.backends.registry import get_backend
 from cua_rl.envs.backends.vm.settings import (
     Hooks,
     absolute,
@@ -23,6 +24,8 @@ from cua_rl.envs.backends.vm.settings import (
     read_token,
 )
 from cua_rl.envs.backends.waa.settings import WAASettings, waa_settings
+from cua_rl.envs.backends.x11.settings import X11Settings
+from cua_rl.envs.backends.x11.spec import X11
 from cua_rl.errors import ConfigError
 from cua_rl.training.config import load_config
 
@@ -78,7 +81,8 @@ SHIPPED: dict[str, tuple[type, dict[str, Any]]] = {
 def test_a_shipped_config_loads_the_same_settings(name: str) -> None:
     kind, expected = SHIPPED[name]
     env = load_config(ROOT / "configs" / f"{name}.yaml").env
-    s = {"waa": waa_settings, "macosworld": macos_settings}.get(env.backend, settings)(env)
+    read = {"waa": waa_settings, "macosworld": macos_settings}.get(env.backend)
+    s = read(env) if read else get_backend(env.backend).settings(env)  # type: ignore[attr-defined]
     assert type(s) is kind
     got = {key: getattr(s, key) for key in expected}
     assert got == expected
@@ -87,7 +91,7 @@ def test_a_shipped_config_loads_the_same_settings(name: str) -> None:
 
 def test_probe_task_set_is_package_data() -> None:
     env = load_config(ROOT / "configs" / "osworld_local.yaml").env
-    s = settings(env)
+    s = X11.settings(env)
     assert [Path(t).is_dir() for t in (*s.tasks, s.mirror)] == [True, True]
     assert (PROBE / "files" / "mirror.json").is_file()
 

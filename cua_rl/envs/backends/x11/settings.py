@@ -1,0 +1,35 @@
+"""The ``backend_kwargs`` of an ``x11`` env: OSWorld's task-file keys
+(:class:`~cua_rl.envs.backends.osworld.settings.TaskFileSettings`) and the local desktops'."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import ClassVar, Literal
+
+from cua_rl._strict import check
+from cua_rl.envs.backends.osworld.settings import MIN_TIMEOUT_S, TaskFileSettings
+
+__all__ = ["X11Settings"]
+
+
+@dataclass(frozen=True)
+class X11Settings(TaskFileSettings):
+    """The ``backend_kwargs`` of an ``x11`` env: local desktops."""
+
+    backend: ClassVar[str] = "x11"
+
+    #: How many desktops env indices may ask for (one env each).
+    desktops: int = 1
+    #: Deadline of a desktop's start, in seconds.
+    startup_timeout_s: float = 60.0
+    #: Run each desktop as its own user in its own namespaces (see docs/security.md); false
+    #: only for agents and tasks you trust.
+    sandbox: bool = True
+    #: A sandboxed desktop's network: ``none`` (loopback only) or ``host``.
+    network: Literal["none", "host"] = "none"
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self, "desktops", self.desktops >= 1, "must be an integer >= 1")
+        check(self, "startup_timeout_s", self.startup_timeout_s >= MIN_TIMEOUT_S,
+              f"must be a number >= {MIN_TIMEOUT_S:g}")
