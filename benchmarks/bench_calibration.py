@@ -344,7 +344,7 @@ def section_c(shots: Sequence[np.ndarray], n_requests: int, facts: dict[str, Any
     transformers.utils.logging.disable_progress_bar()
     from cua_rl.judges.base import JudgeRequest
     from cua_rl.judges.config import JudgeConfig
-    from cua_rl.judges.prompts import fit_pixels
+    from cua_rl.messages import fit_pixels
     from cua_rl.testing.tiny_qwen import build_tiny_qwen2_vl
 
     h, w = shots[0].shape[:2]

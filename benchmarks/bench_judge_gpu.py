@@ -219,8 +219,8 @@ def measure(
 
     from cua_rl.judges.base import JudgeRequest
     from cua_rl.judges.config import JudgeConfig
-    from cua_rl.judges.prompts import fit_pixels
     from cua_rl.judges.qwen_vl import QwenVLJudge
+    from cua_rl.messages import fit_pixels
 
     config = JudgeConfig(str(checkpoint), max_pixels=1280 * 28 * 28)
     judge = QwenVLJudge(

@@ -2,7 +2,9 @@
 
 Used by the config dataclasses (:mod:`cua_rl.envs.config`, :mod:`cua_rl.training.config`). A
 config dataclass has a ``SECTION`` class variable (its dotted place in the YAML file, for
-messages) and calls :func:`check_fields` in ``__post_init__``.
+messages) and calls :func:`check_fields` in ``__post_init__``. A section whose YAML form is its
+own (:class:`cua_rl.judges.config.JudgeConfig`: its decision rule is one of two classes) has a
+``from_plain(data, where)`` class method and a ``to_plain()`` method instead.
 """
 
 from __future__ import annotations
@@ -96,6 +98,9 @@ def check(obj: Any, name: str, ok: bool, message: str) -> None:
 
 def plain(value: Any) -> Any:
     """Plain data (dicts, lists, scalars) of a config dataclass, for YAML, JSON and hashing."""
+    own = getattr(value, "to_plain", None)  # a section with its own YAML form
+    if callable(own) and not isinstance(value, type):
+        return own()
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
         return {f.name: plain(getattr(value, f.name)) for f in dataclasses.fields(value)
                 if f.name not in NOT_YAML}  # fmt: skip
@@ -178,8 +183,10 @@ def build_section(kind: type, data: Any, where: str) -> Any:
             a for a in (hints[key], *typing.get_args(hints[key])) if dataclasses.is_dataclass(a)
         ]
         if nested and value is not None:
+            own = getattr(nested[0], "from_plain", None)  # a section with its own YAML form
             try:
-                value = build_section(nested[0], value, f"{where}.{key}")
+                value = (own(value, f"{where}.{key}") if callable(own)
+                         else build_section(nested[0], value, f"{where}.{key}"))  # fmt: skip
             except ConfigError as error:
                 problems.add(error)
                 continue

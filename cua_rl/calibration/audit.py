@@ -40,10 +40,11 @@ import logging
 from collections import deque
 from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any, ClassVar, Literal
 
 import numpy as np
 
+from cua_rl._strict import check, check_fields
 from cua_rl.calibration.audit_stats import (
     AuditItem,
     Estimate,
@@ -86,42 +87,42 @@ ALARM_POLICIES = ("warn", "switch", "stop")
 # -- the audit loop -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AuditSettings:
-    """What :class:`JudgeAudit` does (the ``reward.audit`` config section, plain).
+    """What :class:`JudgeAudit` does: the ``reward.audit`` section of a training config (read
+    strictly: unknown keys, wrong types and out-of-range values raise
+    :class:`~cua_rl.errors.ConfigError` naming ``reward.audit.<key>``)."""
 
-    Attributes:
-        every: Updates between audits (>= 1).
-        per_audit: Episodes labelled per audit.
-        budget: Labels per run (audits stop when it is spent).
-        window: Audits whose labels form the audited rates (the most recent ones).
-        min_per_class: Audited positives / negatives needed to compare a rate.
-        confidence: Level of every interval.
-        on_alarm: ``warn``, ``switch`` or ``stop``.
-        labels: ``auto`` (checker, else queue), ``checker`` or ``queue``.
-        queue: The labelling queue's folder: needed with ``labels == "queue"``, and with
-            ``auto`` for episodes without a checker score (refused without one).
-        seed: Seed of the sampling.
-    """
+    SECTION: ClassVar[str] = "reward.audit"
 
-    every: int = 4
+    #: Updates between audits; 0 = no audits (a JudgeAudit needs >= 1).
+    every: int = 0
+    #: Episodes labelled per audit (stratified by task OS and domain).
     per_audit: int = 16
+    #: Labels per run; audits stop sampling when it is spent.
     budget: int = 256
+    #: The most recent audits whose labels form the audited error rates.
     window: int = 4
+    #: Audited positives / negatives needed before a rate is compared.
     min_per_class: int = 10
+    #: Level of the audited intervals and of the estimate's interval.
     confidence: float = 0.95
+    #: On a reward-hacking alarm: log a warning, pool the audits into the calibration, or stop.
     on_alarm: Literal["warn", "switch", "stop"] = "warn"
+    #: True labels: the backend's checker, else the queue (auto); or only one of them.
     labels: Literal["auto", "checker", "queue"] = "auto"
+    #: Labelling-queue folder (episodes + labels.jsonl), relative to the config; None = none
+    #: (needed with labels queue, and with auto for episodes without a checker score).
     queue: str | None = None
+    #: Seed of the audit sampling.
     seed: int = 0
 
     def __post_init__(self) -> None:
-        for name in ("every", "per_audit", "budget", "window", "min_per_class"):
-            if getattr(self, name) < 1:
-                raise CalibrationError(f"audit {name} must be >= 1, got {getattr(self, name)}")
-        if self.on_alarm not in ALARM_POLICIES:
-            raise CalibrationError(f"audit on_alarm must be one of {ALARM_POLICIES}, got "
-                                   f"{self.on_alarm!r}")  # fmt: skip
-        if self.labels == "queue" and self.queue is None:
-            raise CalibrationError("audit labels 'queue' needs a queue folder")
+        check_fields(self)
+        check(self, "every", self.every >= 0, "must be >= 0")
+        for name in ("per_audit", "budget", "window", "min_per_class"):
+            check(self, name, getattr(self, name) >= 1, "must be >= 1")
+        check(self, "confidence", 0.5 <= self.confidence < 1.0, "must be in [0.5, 1)")
+        check(self, "queue", self.labels != "queue" or self.queue is not None,
+              "labels 'queue' needs a queue folder")  # fmt: skip
 
 
 @dataclass
@@ -184,6 +185,8 @@ class JudgeAudit:
 
     def __init__(self, settings: AuditSettings, calibrations: dict[str, Calibration],
                  queue: LabelQueue | None = None) -> None:  # fmt: skip
+        if settings.every < 1:
+            raise CalibrationError(f"audit every must be >= 1, got {settings.every}")
         if settings.labels != "checker" and queue is None and settings.labels == "queue":
             raise CalibrationError("audit labels 'queue' needs a LabelQueue")
         self.settings = settings

@@ -313,6 +313,25 @@ class JudgeConfig:
             kwargs["decision"] = _decision_from_dict(decision)
         return cls(**kwargs)
 
+    @classmethod
+    def from_plain(cls, data: object, where: str) -> JudgeConfig:
+        """The ``reward.judge.config`` section of a training config (:meth:`from_dict`, with
+        errors naming ``where``).
+
+        Raises:
+            ConfigError: ``<where>: ...`` for a non-mapping, an unknown key or a bad value.
+        """
+        if not isinstance(data, Mapping):
+            raise ConfigError(f"{where}: expected a mapping, got {data!r}")
+        try:
+            return cls.from_dict(data)
+        except ConfigError as error:
+            raise ConfigError(f"{where}: {error}") from None
+
+    def to_plain(self) -> dict[str, Any]:
+        """Plain data for a config file (:meth:`to_dict`; :meth:`from_plain` reads it back)."""
+        return self.to_dict()
+
     @property
     def content_hash(self) -> str:
         """sha256 (hex, 8 chars) of everything the id covers (the prompt template included)."""

@@ -276,7 +276,7 @@ class OpenAIJudge(OpenAICompatClient):
         """One verdict per prebuilt chat conversation, with this judge's model and rule.
 
         For prompts other than the judge prompt that still ask for one word, YES or NO (build
-        them with :func:`~cua_rl.judges.prompts.openai_image_messages`): the same request
+        them with :func:`~cua_rl.messages.openai_image_messages`): the same request
         settings, retries, concurrency bound, log-probability decision and error verdicts as
         :meth:`judge`.
 

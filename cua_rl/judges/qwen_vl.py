@@ -231,7 +231,7 @@ class QwenVLJudge:
         """One verdict per prebuilt Qwen chat conversation, with this judge's model and rule.
 
         For prompts other than the judge prompt that still ask for one word, YES or NO (build
-        them with :func:`~cua_rl.judges.prompts.qwen_image_messages`): the same batching,
+        them with :func:`~cua_rl.messages.qwen_image_messages`): the same batching,
         next-token YES/NO probability (or vote), decision rule, error verdicts and
         :attr:`stats` as :meth:`judge`.
         """
@@ -285,7 +285,7 @@ class QwenVLJudge:
 
         Args:
             conversations: One message list per row (see
-                :func:`~cua_rl.judges.prompts.qwen_image_messages`).
+                :func:`~cua_rl.messages.qwen_image_messages`).
 
         Returns:
             The processor's ``BatchFeature``, left-padded.

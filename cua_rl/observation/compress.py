@@ -64,13 +64,13 @@ def count_tokens(text: str | None) -> int:
 def image_tokens(width: int, height: int, max_pixels: int = 1280 * 28 * 28,
                  min_pixels: int = 4 * 28 * 28) -> int:
     """Visual tokens of one image for a Qwen2-VL-style encoder: one per 28 x 28 patch after the
-    encoder's resize (:func:`~cua_rl.judges.prompts.fit_pixels`).
+    encoder's resize (:func:`~cua_rl.messages.fit_pixels`).
 
     Example:
         >>> image_tokens(1280, 720)
         1196
     """
-    from cua_rl.judges.prompts import fit_pixels
+    from cua_rl.messages import fit_pixels
 
     w, h = fit_pixels(width, height, min_pixels, max_pixels)
     return (w // 28) * (h // 28)
@@ -249,7 +249,7 @@ class VLMSummary:
             JudgeError: If the backend answers with an error verdict (the observation is not
                 silently replaced by an empty summary).
         """
-        from cua_rl.judges.prompts import openai_image_messages
+        from cua_rl.messages import openai_image_messages
 
         text = self.prompt.replace("{instruction}", task.instruction)
         messages = openai_image_messages([observation.screenshot], text,

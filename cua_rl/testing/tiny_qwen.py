@@ -21,8 +21,9 @@ from typing import Any, Literal
 from cua_rl.errors import DependencyNotInstalled
 
 __all__ = [
-    "ANSWER_WORDS", "CHAT_TEMPLATE", "TINY_POLICY", "TinyVariant", "build_tiny_qwen2_vl",
-    "tiny_policy_config",
+    "ANSWER_WORDS", "CHAT_TEMPLATE", "RL4VLM_PPO", "TINY_POLICY", "TinyVariant",
+    "build_tiny_qwen2_vl",
+    "tiny_policy_config", "update_sections",
 ]  # fmt: skip
 
 TinyVariant = Literal["qwen2_vl", "qwen2_5_vl"]
@@ -233,6 +234,31 @@ TINY_POLICY: dict[str, Any] = {
     "lora_r": 4,
     "lora_alpha": 8,
 }
+
+
+#: The ``ppo`` settings of RL4VLM that the VLM update's tests start from (the rest: defaults).
+RL4VLM_PPO: dict[str, Any] = {
+    "gamma": 0.9, "clip_range": 0.1, "ent_coef": 0.0, "max_grad_norm": 1.0, "batch_size": 8,
+}  # fmt: skip
+
+
+def update_sections(**overrides: Any) -> tuple[Any, Any]:
+    """The ``ppo`` (:data:`RL4VLM_PPO` under ``overrides``) and ``ppo.vlm`` sections of a VLM
+    update: each override goes to the section that has that key.
+
+    Example:
+        >>> ppo, vlm = update_sections(algorithm="group", n_epochs=2)
+        >>> (ppo.n_epochs, ppo.clip_range, vlm.algorithm)
+        (2, 0.1, 'group')
+    """
+    import dataclasses
+
+    from cua_rl.training.config import PPOConfig, VLMUpdateSection
+
+    vlm_keys = {f.name for f in dataclasses.fields(VLMUpdateSection)}
+    vlm = {k: v for k, v in overrides.items() if k in vlm_keys}
+    ppo = {k: v for k, v in overrides.items() if k not in vlm_keys}
+    return PPOConfig(**{**RL4VLM_PPO, **ppo}), VLMUpdateSection(**vlm)
 
 
 def tiny_policy_config(model: str | os.PathLike[str], **overrides: Any) -> Any:

@@ -15,6 +15,7 @@ audits' summary is logged and kept in :attr:`AuditJudge.audit`.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 from typing import Any
 
@@ -53,7 +54,7 @@ class AuditJudge(RunCallback):
 
     :func:`~cua_rl.training.train.train` puts the audit on ``parts.audit``: every judge-based
     success estimate made with the run's parts (the held-out evaluations during training,
-    :func:`cua_rl.pipeline.evaluate_greedy` after it) then uses the audited calibration once
+    :func:`cua_rl.demo.steps.evaluate_greedy` after it) then uses the audited calibration once
     one exists (:attr:`JudgeAudit.audited_calibration`: per class, the audits' rate where they
     have enough labels of it), and reports no estimate rather than one from a calibration the
     audits contradict, when the latest audit raised the alarm or the audited rates leave no
@@ -73,7 +74,7 @@ class AuditJudge(RunCallback):
         self.log = log
         self.corrected = corrected
         cals = corrected.calibrations if corrected is not None else parts.calibrations
-        self.audit = JudgeAudit(section.settings(queue), cals,
+        self.audit = JudgeAudit(dataclasses.replace(section, queue=queue), cals,
                                 None if queue is None else LabelQueue(queue))  # fmt: skip
         self._withheld = False
 

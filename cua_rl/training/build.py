@@ -194,7 +194,7 @@ def _judge_id(section: JudgeSection) -> str:
 
 def _primary(config: TrainConfig, judge: Judge | None, cals: dict[str, Calibration]) -> Any:
     r = config.reward
-    last_k = int(r.judge.config.get("last_k", 1)) if r.judge is not None else 1
+    last_k = r.judge.last_k if r.judge is not None else 1
     if r.primary == "ground_truth":
         return GroundTruthReward()
     assert judge is not None  # RewardConfig requires a judge for judge/corrected

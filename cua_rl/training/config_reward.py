@@ -1,24 +1,26 @@
 """The ``reward`` section of the training configuration and its sub-sections.
 
-Moved out of :mod:`cua_rl.training.config` (which re-exports every name here, so
-``from cua_rl.training.config import RewardConfig`` keeps working): :class:`RewardConfig` (where
-the terminal reward comes from and which episodes reach the update), :class:`JudgeSection`
-(``reward.judge``), :class:`FilterConfig` (``reward.filter``) and :class:`AuditConfig`
-(``reward.audit``). Same strict rules as every section: a ``#:`` doc on each field, unknown keys,
-wrong types and out-of-range values raise :class:`~cua_rl.errors.ConfigError` naming
-``section.key``.
+:class:`RewardConfig` (where the terminal reward comes from and which episodes reach the
+update), :class:`JudgeSection` (``reward.judge``) and :class:`FilterConfig` (``reward.filter``);
+``reward.audit`` is :class:`cua_rl.calibration.audit.AuditSettings` itself. Same strict rules
+as every section: a ``#:`` doc on each field, unknown keys, wrong types and out-of-range values
+raise :class:`~cua_rl.errors.ConfigError` naming ``section.key``.
 """
 
 from __future__ import annotations
 
 import dataclasses
 from dataclasses import dataclass, field
-from typing import Any, ClassVar, Literal
+from typing import TYPE_CHECKING, Any, ClassVar, Literal
 
 from cua_rl._strict import check, check_fields
-from cua_rl.errors import ConfigError
+from cua_rl.calibration.audit import AuditSettings
+from cua_rl.judges.config import JudgeConfig
 
-__all__ = ["AuditConfig", "FilterConfig", "JudgeSection", "RewardConfig"]
+if TYPE_CHECKING:
+    from cua_rl.judges.factory import SimulatedJudgeConfig
+
+__all__ = ["FilterConfig", "JudgeSection", "RewardConfig"]
 
 
 @dataclass(frozen=True)
@@ -39,8 +41,9 @@ class JudgeSection:
     seed: int = 0
     #: simulated: a readable name in the judge id (the id also covers rates, seed, threshold).
     name: str | None = None
-    #: qwen_vl/openai: JudgeConfig fields (model, prompt_version, decision, ...).
-    config: dict[str, Any] = field(default_factory=dict)
+    #: qwen_vl/openai: the judge's JudgeConfig (model, prompt_version, decision, ...; its
+    #: kind is this section's).
+    config: JudgeConfig | None = None
     #: qwen_vl/openai: run-time settings (qwen_vl: device, dtype...; openai: base_url...).
     options: dict[str, Any] = field(default_factory=dict)
     #: sqlite verdict cache file; None = no cache.
@@ -51,35 +54,40 @@ class JudgeSection:
 
         check_fields(self)
         if self.kind == "simulated":
-            check(self, "config", not self.config, "is for qwen_vl/openai judges")
+            check(self, "config", self.config is None, "is for qwen_vl/openai judges")
             check(self, "options", not self.options, "is for qwen_vl/openai judges")
             for name in ("e_pos", "e_neg"):
                 check(self, name, 0.0 <= getattr(self, name) <= 1.0, "must be in [0, 1]")
             bad = {k: v for k, v in self.per_stratum.items() if not all(0 <= r <= 1 for r in v)}
             check(self, "per_stratum", not bad, f"rates must be in [0, 1] ({sorted(bad)})")
             return
-        self.judge_config()
+        check(self, "config", self.config is not None,
+              f"a {self.kind} judge needs one (at least its model)")  # fmt: skip
+        assert self.config is not None
+        if self.config.kind != self.kind:  # the section says which kind the judge is
+            object.__setattr__(self, "config", dataclasses.replace(self.config, kind=self.kind))
         allowed = RUNTIME_OPTIONS[self.kind]
         unknown = sorted(set(self.options) - allowed)
         check(self, "options", not unknown, f"unknown keys {unknown}; allowed: {sorted(allowed)}")
         ok = self.kind != "openai" or "base_url" in self.options
         check(self, "options", ok, "an openai judge needs base_url")
 
-    def judge_config(self) -> Any:
-        """The :class:`~cua_rl.judges.config.JudgeConfig` (or
-        :class:`~cua_rl.judges.factory.SimulatedJudgeConfig`) this section describes, for
-        :func:`~cua_rl.judges.factory.make_judge`."""
-        from cua_rl.judges.config import JudgeConfig
+    def judge_config(self) -> JudgeConfig | SimulatedJudgeConfig:
+        """What :func:`~cua_rl.judges.factory.make_judge` builds this section's judge from: the
+        :class:`~cua_rl.judges.config.JudgeConfig`, or a
+        :class:`~cua_rl.judges.factory.SimulatedJudgeConfig` of the simulated keys."""
         from cua_rl.judges.factory import SimulatedJudgeConfig
 
-        if self.kind == "simulated":
-            return SimulatedJudgeConfig(
-                self.e_pos, self.e_neg, dict(self.per_stratum), self.seed, self.name
-            )
-        try:
-            return JudgeConfig.from_dict({**self.config, "kind": self.kind})
-        except ConfigError as error:
-            raise ConfigError(f"{self.SECTION}.config: {error}") from None
+        if self.config is not None:
+            return self.config
+        return SimulatedJudgeConfig(
+            self.e_pos, self.e_neg, dict(self.per_stratum), self.seed, self.name
+        )
+
+    @property
+    def last_k(self) -> int:
+        """Screenshots the judge sees (1 for a simulated judge)."""
+        return 1 if self.config is None else self.config.last_k
 
 
 @dataclass(frozen=True)
@@ -103,52 +111,6 @@ class FilterConfig:
         check(self, "weight", 0.0 < self.weight < 1.0, "must be in (0, 1)")
         cov = self.min_coverage
         check(self, "min_coverage", cov is None or 0.0 <= cov <= 1.0, "must be in [0, 1] or null")
-
-
-@dataclass(frozen=True)
-class AuditConfig:
-    """Audits of the judge on the policy's own episodes (:mod:`cua_rl.calibration.audit`)."""
-
-    SECTION: ClassVar[str] = "reward.audit"
-
-    #: Updates between audits; 0 = no audits.
-    every: int = 0
-    #: Episodes labelled per audit (stratified by task OS and domain).
-    per_audit: int = 16
-    #: Labels per run; audits stop sampling when it is spent.
-    budget: int = 256
-    #: The most recent audits whose labels form the audited error rates.
-    window: int = 4
-    #: Audited positives / negatives needed before a rate is compared.
-    min_per_class: int = 10
-    #: Level of the audited intervals and of the estimate's interval.
-    confidence: float = 0.95
-    #: On a reward-hacking alarm: log a warning, pool the audits into the calibration, or stop.
-    on_alarm: Literal["warn", "switch", "stop"] = "warn"
-    #: True labels: the backend's checker, else the queue (auto); or only one of them.
-    labels: Literal["auto", "checker", "queue"] = "auto"
-    #: Labelling-queue folder (episodes + labels.jsonl), relative to the config; None = none.
-    queue: str | None = None
-    #: Seed of the audit sampling.
-    seed: int = 0
-
-    def __post_init__(self) -> None:
-        check_fields(self)
-        check(self, "every", self.every >= 0, "must be >= 0")
-        for name in ("per_audit", "budget", "window", "min_per_class"):
-            check(self, name, getattr(self, name) >= 1, "must be >= 1")
-        check(self, "confidence", 0.5 <= self.confidence < 1.0, "must be in [0.5, 1)")
-        check(self, "queue", self.labels != "queue" or self.queue is not None,
-              "labels 'queue' needs a queue folder")  # fmt: skip
-
-    def settings(self, queue: str | None = None) -> Any:
-        """The :class:`~cua_rl.calibration.audit.AuditSettings` of this section (``every`` >= 1),
-        with the queue path resolved by the caller."""
-        from cua_rl.calibration.audit import AuditSettings
-
-        values = {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
-        values["queue"] = queue
-        return AuditSettings(**values)
 
 
 @dataclass(frozen=True)
@@ -180,7 +142,7 @@ class RewardConfig:
     #: clip: corrected rewards are clipped to [−clip, 1 + clip].
     clip: float = 0.5
     #: Audits of the judge on the policy's own episodes and the reward-hacking alarm.
-    audit: AuditConfig = field(default_factory=AuditConfig)
+    audit: AuditSettings = field(default_factory=AuditSettings)
 
     def __post_init__(self) -> None:
         check_fields(self)

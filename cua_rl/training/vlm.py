@@ -45,12 +45,13 @@ from __future__ import annotations
 import logging
 from collections import OrderedDict, defaultdict, deque
 from collections.abc import Hashable, Iterable, Sequence
-from dataclasses import dataclass, field, fields
-from typing import Any, Literal
+from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 
 from cua_rl.errors import ConfigError, DependencyNotInstalled
+from cua_rl.training.config import PPOConfig, VLMUpdateSection
 from cua_rl.training.distributed import DistContext
 from cua_rl.training.gae import compute_gae
 
@@ -60,10 +61,11 @@ except ImportError as exc:  # pragma: no cover - torch is in every test environm
     raise DependencyNotInstalled("torch", "vlm") from exc
 
 __all__ = [
+    "GROUP_EPS",
     "SuccessBuffer",
     "VLMBatch",
     "VLMStep",
-    "VLMTrainConfig",
+    "build_batch",
     "build_group_batch",
     "build_ppo_batch",
     "vlm_update",
@@ -71,96 +73,8 @@ __all__ = [
 
 logger = logging.getLogger(__name__)
 
-Algorithm = Literal["ppo", "group"]
-DegenerateGroups = Literal["skip", "replay"]
-
-
-@dataclass(frozen=True)
-class VLMTrainConfig:
-    """Settings of the VLM update (defaults: RL4VLM's PPO, ARPO's group handling).
-
-    Attributes:
-        algorithm: ``"ppo"`` (GAE, value head) or ``"group"`` (group-relative, no value head).
-        gamma: Discount factor (RL4VLM: 0.9).
-        gae_lambda: GAE lambda (RL4VLM: 0.95).
-        clip: Lower clip range of the ratio, ``1 - clip`` (RL4VLM: 0.1); also the upper one
-            unless ``clip_high`` is set.
-        clip_high: Upper clip range, ``1 + clip_high`` (ARPO / DAPO clip-higher); None = clip.
-        value_coef: Weight of the value loss (RL4VLM: 0.5; PPO only).
-        clip_value: Clip the value around the old value by this much (RL4VLM: as ``clip``);
-            None = unclipped.
-        entropy_coef: Weight of the entropy bonus.
-        kl_coef: Weight of the KL penalty to the reference policy (needs LoRA); 0 = none.
-        target_kl: Stop the update's epochs when the approximate KL to the rollout policy
-            exceeds ``1.5 * target_kl``; None = never.
-        n_epochs: Passes over the batch per update (RL4VLM: 4).
-        minibatch_size: Steps per optimizer step.
-        micro_batch_size: Steps per forward/backward pass; their gradients add up to the
-            minibatch's (same update, activations of fewer rows in memory); None = all.
-        max_grad_norm: Global gradient-norm clip.
-        normalize_advantage: Whiten PPO advantages over the batch's kept steps.
-        group_std: Divide group advantages by the group's std (False: mean-centred only).
-        group_eps: Added to the group std; also the std at or under which a group is degenerate.
-        degenerate_groups: What an all-equal group does: ``"skip"`` or ``"replay"``.
-        success_threshold: Episode return above which an episode is a success (ARPO: 0.1).
-        replay_per_task: Successful episodes kept per task for ``replay``.
-    """
-
-    algorithm: Algorithm = "ppo"
-    gamma: float = 0.9
-    gae_lambda: float = 0.95
-    clip: float = 0.1
-    clip_high: float | None = None
-    value_coef: float = 0.5
-    clip_value: float | None = None
-    entropy_coef: float = 0.0
-    kl_coef: float = 0.0
-    target_kl: float | None = None
-    n_epochs: int = 4
-    minibatch_size: int = 8
-    micro_batch_size: int | None = None
-    max_grad_norm: float = 1.0
-    normalize_advantage: bool = True
-    group_std: bool = True
-    group_eps: float = 1e-6
-    degenerate_groups: DegenerateGroups = "skip"
-    success_threshold: float = 0.1
-    replay_per_task: int = 4
-
-    def __post_init__(self) -> None:
-        if self.algorithm not in ("ppo", "group"):
-            raise ConfigError(f"algorithm must be 'ppo' or 'group', got {self.algorithm!r}")
-        if self.degenerate_groups not in ("skip", "replay"):
-            raise ConfigError(
-                f"degenerate_groups must be 'skip' or 'replay', got {self.degenerate_groups!r}"
-            )
-        for name in ("gamma", "gae_lambda"):
-            if not 0.0 <= getattr(self, name) <= 1.0:
-                raise ConfigError(f"{name} must be in [0, 1], got {getattr(self, name)!r}")
-        for name in ("clip", "clip_high", "clip_value", "target_kl", "max_grad_norm"):
-            value = getattr(self, name)
-            if value is not None and not value > 0:
-                raise ConfigError(f"{name} must be > 0, got {value!r}")
-        if self.clip >= 1.0:
-            raise ConfigError(f"clip must be < 1, got {self.clip!r}")
-        for name in ("value_coef", "entropy_coef", "kl_coef", "group_eps"):
-            if not getattr(self, name) >= 0:
-                raise ConfigError(f"{name} must be >= 0, got {getattr(self, name)!r}")
-        for name in ("n_epochs", "minibatch_size", "micro_batch_size", "replay_per_task"):
-            value = getattr(self, name)
-            if name == "micro_batch_size" and value is None:
-                continue
-            if not (isinstance(value, int) and value >= 1):
-                raise ConfigError(f"{name} must be an integer >= 1, got {value!r}")
-
-    @classmethod
-    def from_dict(cls, data: dict[str, Any]) -> VLMTrainConfig:
-        """Build from a mapping; unknown keys raise :class:`ConfigError`."""
-        known = {f.name for f in fields(cls)}
-        unknown = sorted(set(data) - known)
-        if unknown:
-            raise ConfigError(f"unknown VLM training keys {unknown}; allowed: {sorted(known)}")
-        return cls(**data)
+#: Added to a group's reward std; also the std at or under which a group is degenerate.
+GROUP_EPS = 1e-6
 
 
 @dataclass(frozen=True, eq=False)
@@ -244,12 +158,24 @@ def _episodes(steps: Iterable[VLMStep]) -> OrderedDict[Hashable, list[int]]:
     return episodes
 
 
-def build_ppo_batch(steps: Sequence[VLMStep], config: VLMTrainConfig) -> VLMBatch:
+def build_batch(
+    steps: Sequence[VLMStep],
+    ppo: PPOConfig,
+    vlm: VLMUpdateSection,
+    successes: SuccessBuffer | None = None,
+) -> VLMBatch:
+    """:func:`build_ppo_batch` or :func:`build_group_batch`, as ``vlm.algorithm`` says."""
+    if vlm.algorithm == "ppo":
+        return build_ppo_batch(steps, ppo)
+    return build_group_batch(steps, vlm, successes)
+
+
+def build_ppo_batch(steps: Sequence[VLMStep], ppo: PPOConfig) -> VLMBatch:
     """GAE over each episode's steps; an episode's last step is terminal.
 
     Args:
         steps: Steps of whole episodes (an episode's steps in order; episodes may interleave).
-        config: Gives gamma and lambda.
+        ppo: Gives ``gamma`` and ``gae_lambda``.
 
     Returns:
         The batch (weight-0 episodes kept with weight 0).
@@ -273,8 +199,8 @@ def build_ppo_batch(steps: Sequence[VLMStep], config: VLMTrainConfig) -> VLMBatc
             episode_starts=[[1.0]] + [[0.0]] * (n - 1),
             last_values=[0.0],
             last_dones=[1.0],
-            gamma=config.gamma,
-            gae_lambda=config.gae_lambda,
+            gamma=ppo.gamma,
+            gae_lambda=ppo.gae_lambda,
         )
         advantages[rows] = adv[:, 0]
         returns[rows] = ret[:, 0]
@@ -314,28 +240,31 @@ class SuccessBuffer:
 
 def build_group_batch(
     steps: Sequence[VLMStep],
-    config: VLMTrainConfig,
+    vlm: VLMUpdateSection,
     successes: SuccessBuffer | None = None,
+    *,
+    eps: float = GROUP_EPS,
 ) -> VLMBatch:
     """Group-relative advantages from each group's episode returns.
 
     An episode's return is the sum of its rewards; scorable (weight > 0) episodes of a group
     give the mean and std, and every step of an episode gets its episode's advantage. Successful
     episodes (return > ``success_threshold``) are stored in ``successes``. A group whose returns
-    spread (std) is at most ``group_eps`` (or with fewer than 2 scorable episodes) is degenerate:
+    spread (std) is at most ``eps`` (or with fewer than 2 scorable episodes) is degenerate:
     ``skip`` gives its steps weight 0; ``replay`` replaces its first episode by the newest stored
     success of its task (old log-probs as stored: an off-policy sample the clip bounds), then
     computes the advantages, or skips it when none is stored.
 
     Args:
         steps: Steps of whole episodes with their ``group_id``.
-        config: Group settings.
+        vlm: Gives ``group_std``, ``degenerate_groups`` and ``success_threshold``.
         successes: The per-task success buffer (needed for ``replay``).
+        eps: Added to the group std; also the std at or under which a group is degenerate.
 
     Returns:
         The batch, with ``rollout/skipped_groups`` and ``rollout/replayed_groups`` counts.
     """
-    if config.degenerate_groups == "replay" and successes is None:
+    if vlm.degenerate_groups == "replay" and successes is None:
         raise ConfigError("degenerate_groups='replay' needs a SuccessBuffer")
     steps = list(steps)
     groups: OrderedDict[Hashable, list[list[VLMStep]]] = OrderedDict()
@@ -351,15 +280,15 @@ def build_group_batch(
         returns = [sum(s.reward for s in e) for e in scored]
         if successes is not None:
             for episode, ret in zip(scored, returns, strict=True):
-                if ret > config.success_threshold:
+                if ret > vlm.success_threshold:
                     successes.add(episode[0].task, episode)
-        degenerate = len(scored) < 2 or float(np.std(returns)) <= config.group_eps
-        if degenerate and config.degenerate_groups == "replay" and scored:
+        degenerate = len(scored) < 2 or float(np.std(returns)) <= eps
+        if degenerate and vlm.degenerate_groups == "replay" and scored:
             stored = successes.get(scored[0][0].task) if successes is not None else None
             if stored is not None:
                 scored = [list(stored), *scored[1:]]
                 returns = [sum(s.reward for s in e) for e in scored]
-                degenerate = float(np.std(returns)) <= config.group_eps
+                degenerate = float(np.std(returns)) <= eps
                 replayed += 1
         if degenerate:
             skipped += 1
@@ -370,8 +299,8 @@ def build_group_batch(
             continue
         r = np.asarray(returns, dtype=np.float64)
         adv = r - r.mean()
-        if config.group_std:
-            adv = adv / (r.std() + config.group_eps)
+        if vlm.group_std:
+            adv = adv / (r.std() + eps)
         for episode, a in zip(scored, adv, strict=True):
             out_steps += episode
             out_adv += [float(a)] * len(episode)
@@ -408,7 +337,8 @@ def vlm_update(
     policy: Any,
     optimizer: Any,
     batch: VLMBatch,
-    config: VLMTrainConfig,
+    ppo: PPOConfig,
+    vlm: VLMUpdateSection,
     *,
     seed: int = 0,
     dist: DistContext | None = None,
@@ -430,7 +360,11 @@ def vlm_update(
         policy: The :class:`~cua_rl.policies.vlm.policy.VLMPolicy`.
         optimizer: A torch optimizer over ``policy.trainable_parameters()``.
         batch: From :func:`build_ppo_batch` or :func:`build_group_batch`.
-        config: The settings (``algorithm`` says whether the value loss is used).
+        ppo: The PPO settings: ``n_epochs``, ``batch_size`` (the minibatch), ``clip_range``,
+            ``vf_coef``, ``ent_coef``, ``target_kl``, ``max_grad_norm``,
+            ``normalize_advantage``.
+        vlm: The VLM settings (``algorithm`` says whether the value loss is used;
+            ``clip_high``, ``clip_value``, ``kl_coef``, ``micro_batch_size``).
         seed: Seed of the minibatch shuffling (the same on every rank).
         dist: The data-parallel group, or None for one process.
 
@@ -444,14 +378,14 @@ def vlm_update(
         ConfigError: With ``dist``, if the ranks' configs, seeds or batch stats keys differ.
     """
     kept = np.flatnonzero(batch.weights > 0)
-    use_value = config.algorithm == "ppo"
+    use_value = vlm.algorithm == "ppo"
     old_v = np.array([batch.steps[i].value for i in kept], dtype=np.float32)
     # The kept rows of every rank (rank order): advantage, old value, return.
     local = np.stack([batch.advantages[kept], old_v, batch.returns[kept]], axis=1)
     if dist is None:
         parts, stats = [local.astype(np.float64)], dict(batch.stats)
     else:
-        dist.check_same("the update's config and seed", f"{config!r} seed={seed}")
+        dist.check_same("the update's config and seed", f"{ppo!r} {vlm!r} seed={seed}")
         parts, stats = dist.all_gather_rows(local), _global_stats(batch.stats, dist)
     offset = sum(len(p) for p in parts[: dist.rank]) if dist is not None else 0
     every = np.concatenate(parts)  # float32 values, exactly, as float64
@@ -464,7 +398,7 @@ def vlm_update(
     if n_kept == 0:
         return {**metrics, "train/n_updates": 0.0, "train/early_stopped": 0.0}
     advantages = batch.advantages.astype(np.float64)
-    if use_value and config.normalize_advantage and n_kept > 1:
+    if use_value and ppo.normalize_advantage and n_kept > 1:
         a = every[:, 0]
         advantages = (advantages - a.mean()) / (a.std() + 1e-8)
     with_ref = bool(policy.config.lora)
@@ -473,31 +407,31 @@ def vlm_update(
     sums: dict[str, list[float]] = defaultdict(list)
     n_updates, stopped = 0, False
     policy.train()
-    for _epoch in range(config.n_epochs):
+    for _epoch in range(ppo.n_epochs):
         order = generator.permutation(n_kept)  # global row numbers
-        for start in range(0, n_kept, config.minibatch_size):
-            chunk = order[start : start + config.minibatch_size]
+        for start in range(0, n_kept, ppo.batch_size):
+            chunk = order[start : start + ppo.batch_size]
             mine = chunk[(chunk >= offset) & (chunk < offset + kept.size)]
             rows = kept[mine - offset]  # this rank's rows of the minibatch (maybe none)
             optimizer.zero_grad(set_to_none=True)
             # Per-row sums of this rank (see _backward_rows), gradients accumulated in .grad.
             local_sums = torch.zeros(6, dtype=torch.float64)
-            micro = config.micro_batch_size or max(rows.size, 1)
+            micro = vlm.micro_batch_size or max(rows.size, 1)
             for m in range(0, rows.size, micro):
                 local_sums += _backward_rows(
-                    policy, batch, rows[m : m + micro], advantages, config, chunk.size, with_ref
+                    policy, batch, rows[m : m + micro], advantages, ppo, vlm, chunk.size, with_ref
                 )
             means = local_sums.numpy() if dist is None else dist.all_reduce_sum(local_sums)
             means = means / chunk.size
             approx_kl = float(means[0])
-            if config.target_kl is not None and approx_kl > 1.5 * config.target_kl:
-                logger.info("early stop: approx KL %.4g, target %.4g", approx_kl, config.target_kl)
+            if ppo.target_kl is not None and approx_kl > 1.5 * ppo.target_kl:
+                logger.info("early stop: approx KL %.4g, target %.4g", approx_kl, ppo.target_kl)
                 optimizer.zero_grad(set_to_none=True)  # this minibatch's step is not taken
                 stopped = True
                 break
             if dist is not None:
                 dist.all_reduce_gradients(params)
-            torch.nn.utils.clip_grad_norm_(params, config.max_grad_norm)
+            torch.nn.utils.clip_grad_norm_(params, ppo.max_grad_norm)
             optimizer.step()
             n_updates += 1
             sums["train/approx_kl"].append(approx_kl)
@@ -524,7 +458,8 @@ def _backward_rows(
     batch: VLMBatch,
     rows: np.ndarray,
     advantages: np.ndarray,
-    config: VLMTrainConfig,
+    ppo: PPOConfig,
+    vlm: VLMUpdateSection,
     n_rows: int,
     with_ref: bool,
 ) -> Any:
@@ -542,8 +477,8 @@ def _backward_rows(
     def tensor(values: Any) -> Any:
         return torch.as_tensor(np.asarray(values), dtype=torch.float32, device=device)
 
-    high = config.clip if config.clip_high is None else config.clip_high
-    lo, hi = 1.0 - config.clip, 1.0 + high
+    high = ppo.clip_range if vlm.clip_high is None else vlm.clip_high
+    lo, hi = 1.0 - ppo.clip_range, 1.0 + high
     steps = [batch.steps[i] for i in rows]
     prompts = [s.prompt for s in steps]
     ids = [s.token_ids for s in steps]
@@ -557,26 +492,26 @@ def _backward_rows(
     surrogate = torch.min(ratio * adv, ratio.clamp(lo, hi) * adv)
     policy_loss = -(w * surrogate).sum()
     entropy = (w * ev.entropy).sum()
-    loss = policy_loss - config.entropy_coef * entropy
+    loss = policy_loss - ppo.ent_coef * entropy
     value_loss = kl_term = torch.zeros((), device=device)
-    if config.algorithm == "ppo":
+    if vlm.algorithm == "ppo":
         ret = tensor(batch.returns[rows])
         v_old = tensor([s.value for s in steps])
         v_loss = (ev.value - ret) ** 2
-        if config.clip_value is not None:  # RL4VLM / PPO2 value clipping
-            bound = config.clip_value
+        if vlm.clip_value is not None:  # RL4VLM / PPO2 value clipping
+            bound = vlm.clip_value
             clipped = v_old + (ev.value - v_old).clamp(-bound, bound)
             v_loss = torch.max(v_loss, (clipped - ret) ** 2)
         value_loss = 0.5 * (w * v_loss).sum()
-        loss = loss + config.value_coef * value_loss
+        loss = loss + ppo.vf_coef * value_loss
     if with_ref:
         ref = policy.evaluate_actions(prompts, ids, n_thought, reference=True)
         diff = ref.token_log_probs - ev.token_log_probs  # k3, per generated token
         k3 = (diff.exp() - diff - 1) * ev.mask
         ref_kl = k3.sum(-1) / ev.mask.sum(-1).clamp_min(1)
         kl_term = (w * ref_kl).sum()
-        if config.kl_coef > 0:
-            loss = loss + config.kl_coef * kl_term
+        if vlm.kl_coef > 0:
+            loss = loss + vlm.kl_coef * kl_term
     (loss / n_rows).backward()
     with torch.no_grad():
         clipped_rows = ((ratio < lo) | (ratio > hi)).sum()

@@ -79,42 +79,13 @@ if TYPE_CHECKING:
     from cua_rl.training.callbacks import RunCallback
     from cua_rl.training.config import TrainConfig
     from cua_rl.training.distributed import DistContext
-    from cua_rl.training.vlm import VLMTrainConfig
 
 __all__ = [
     "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "build_vlm_policy", "load_trainable",
-    "load_vlm_agent", "resolve_model", "train_config_of",
+    "load_vlm_agent", "resolve_model",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
-
-
-def train_config_of(config: TrainConfig) -> VLMTrainConfig:
-    """The :class:`~cua_rl.training.vlm.VLMTrainConfig` of a run's ``ppo`` section."""
-    from cua_rl.training.vlm import VLMTrainConfig
-
-    ppo, v = config.ppo, config.vlm_update
-    return VLMTrainConfig(
-        algorithm=v.algorithm,
-        gamma=ppo.gamma,
-        gae_lambda=ppo.gae_lambda,
-        clip=ppo.clip_range,
-        clip_high=v.clip_high,
-        value_coef=ppo.vf_coef,
-        clip_value=v.clip_value,
-        entropy_coef=ppo.ent_coef,
-        kl_coef=v.kl_coef,
-        target_kl=ppo.target_kl,
-        n_epochs=ppo.n_epochs,
-        minibatch_size=ppo.batch_size,
-        max_grad_norm=ppo.max_grad_norm,
-        normalize_advantage=ppo.normalize_advantage,
-        group_std=v.group_std,
-        degenerate_groups=v.degenerate_groups,
-        success_threshold=v.success_threshold,
-        replay_per_task=v.replay_per_task,
-        micro_batch_size=v.micro_batch_size,
-    )
 
 
 class VLMAgent:
@@ -262,13 +233,12 @@ class VLMLearner:
         from cua_rl.training.rollouts import make_env_workers
         from cua_rl.training.vlm import SuccessBuffer
 
-        if config.policy.kind != "vlm" or config.policy.vlm is None:
-            raise ConfigError("VLMLearner needs policy.kind: vlm")
+        if config.policy.vlm is None:
+            raise ConfigError("VLMLearner needs a policy.vlm section (policy.kind: vlm)")
         self.config = config
         self.dist = dist
         rank = 0 if dist is None else dist.rank
         world = 1 if dist is None else dist.world_size
-        self.train_config = train_config_of(config)
         if policy is None:
             policy = build_vlm_policy(config, config.ppo.device if dist is None
                                       else str(dist.device))  # fmt: skip
@@ -295,7 +265,7 @@ class VLMLearner:
             raise
         try:
             self._scorer = EpisodeScorer(parts.reward, parts.extra_rewards, parts.filter)
-            group = self.train_config.algorithm == "group"
+            group = config.vlm_update.algorithm == "group"
             self.collector = EpisodeCollector(
                 self.venv,
                 self._scorer,
@@ -354,7 +324,7 @@ class VLMLearner:
         ``on_training_start``, ``on_rollout_start``, ``on_step`` after each vector step,
         ``on_rollout_end``, then ``on_update_end`` after each update (False stops).
         """
-        from cua_rl.training.vlm import build_group_batch, build_ppo_batch, vlm_update
+        from cua_rl.training.vlm import build_batch, vlm_update
 
         if reset_num_timesteps:
             self.num_timesteps = 0
@@ -385,11 +355,8 @@ class VLMLearner:
                 self.num_timesteps = before + int(self.dist.all_reduce_sum(float(rollout.n_steps)))
             self._count(rollout)
             t0 = time.perf_counter()
-            cfg = self.train_config
-            if cfg.algorithm == "ppo":
-                batch = build_ppo_batch(rollout.steps, cfg)
-            else:
-                batch = build_group_batch(rollout.steps, cfg, self.successes)
+            ppo, vlm = self.config.ppo, self.config.vlm_update
+            batch = build_batch(rollout.steps, ppo, vlm, self.successes)
             kept = int((batch.weights > 0).sum())
             if self.dist is not None:
                 kept = int(self.dist.all_reduce_sum(float(kept)))
@@ -398,7 +365,7 @@ class VLMLearner:
             kwargs = {} if self.dist is None else {"dist": self.dist}
             # the shuffling seed is the same on every rank (vlm_update checks it)
             seed = self.config.ppo.seed + 100_003 * self.updates_done
-            metrics = vlm_update(self.policy, self.optimizer, batch, cfg, seed=seed, **kwargs)
+            metrics = vlm_update(self.policy, self.optimizer, batch, ppo, vlm, seed=seed, **kwargs)
             self.updates_done += 1
             self.generator_sync()
             update_s = time.perf_counter() - t0

@@ -24,7 +24,7 @@ from cua_rl.calibration.audit import (
 )
 from cua_rl.calibration.estimators import ConfusionCounts
 from cua_rl.core import EpisodeEnd, Observation, Step, Task, Trajectory, Verdict
-from cua_rl.errors import CalibrationError
+from cua_rl.errors import CalibrationError, ConfigError
 
 SHOT = Observation(np.zeros((4, 6, 3), np.uint8))
 
@@ -268,12 +268,15 @@ def test_an_episode_without_checker_and_without_queue_is_refused() -> None:
 
 
 def test_settings_refuse_bad_values() -> None:
-    with pytest.raises(CalibrationError, match="audit per_audit must be >= 1, got 0"):
+    with pytest.raises(ConfigError, match=r"reward\.audit\.per_audit: must be >= 1, got 0"):
         AuditSettings(per_audit=0)
-    with pytest.raises(CalibrationError, match="on_alarm must be one of"):
+    with pytest.raises(ConfigError, match=r"reward\.audit\.on_alarm: must be one of"):
         AuditSettings(on_alarm="panic")  # type: ignore[arg-type]
-    with pytest.raises(CalibrationError, match="needs a queue folder"):
+    with pytest.raises(ConfigError, match="needs a queue folder"):
         AuditSettings(labels="queue")
+    assert AuditSettings().every == 0  # the section's default: no audits
+    with pytest.raises(CalibrationError, match="audit every must be >= 1, got 0"):
+        JudgeAudit(AuditSettings(), {"all": _calibration()})
 
 
 def test_the_audited_calibration_is_the_window_alone() -> None:

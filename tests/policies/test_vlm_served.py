@@ -27,11 +27,10 @@ from cua_rl.errors import ConfigError, GenerationError  # noqa: E402
 from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
 from cua_rl.policies.vlm.policy import VLMPolicy, VLMPrompt  # noqa: E402
 from cua_rl.policies.vlm.served import ServedGenerator, _parse_choice  # noqa: E402
-from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY, update_sections  # noqa: E402
 from cua_rl.testing.vlm_server import VLLMTestServer  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     VLMStep,
-    VLMTrainConfig,
     build_group_batch,
     vlm_update,
 )
@@ -156,9 +155,9 @@ def test_sync_pushes_the_updated_adapter(
         VLMStep.from_generation(g, reward=r, done=True, episode_id=k, group_id=0)
         for k, (g, r) in enumerate(zip(rollout, [1.0, 0.0], strict=True))
     ]
-    config = VLMTrainConfig(algorithm="group", n_epochs=2, minibatch_size=2)
+    config = update_sections(algorithm="group", n_epochs=2, batch_size=2)
     optimizer = torch.optim.Adam(learner.trainable_parameters(), lr=2e-2)
-    vlm_update(learner, optimizer, build_group_batch(steps, config), config, seed=0)
+    vlm_update(learner, optimizer, build_group_batch(steps, config[1]), *config, seed=0)
     gen.sync(learner, 1)
     assert server.loads[-2:] == ["sync-v0", "sync-v1"] and server.unloads[-1] == "sync-v0"
     assert "sync-v1" in server.adapters and "sync-v0" not in server.adapters

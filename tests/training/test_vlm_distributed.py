@@ -36,12 +36,12 @@ import torch.multiprocessing as mp  # noqa: E402
 from cua_rl.errors import ConfigError  # noqa: E402
 from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
 from cua_rl.policies.vlm.policy import VLMPolicy  # noqa: E402
-from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY, update_sections  # noqa: E402
+from cua_rl.training.config import PPOConfig, VLMUpdateSection  # noqa: E402
 from cua_rl.training.distributed import DistContext  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     VLMBatch,
     VLMStep,
-    VLMTrainConfig,
     build_group_batch,
     build_ppo_batch,
     vlm_update,
@@ -57,7 +57,7 @@ WORLD = 2
 
 @dataclass(frozen=True)
 class Case:
-    config: VLMTrainConfig
+    config: tuple[PPOConfig, VLMUpdateSection]
     batches: tuple[VLMBatch, ...]  # one per rank
     seed: int = 0
 
@@ -79,7 +79,7 @@ def restore(policy: VLMPolicy, state: dict[str, torch.Tensor]) -> None:
 
 def run_case(policy: VLMPolicy, case: Case, batch: VLMBatch, dist: DistContext | None) -> Any:
     optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=LR, momentum=0.9)
-    metrics = vlm_update(policy, optimizer, batch, case.config, seed=case.seed, dist=dist)
+    metrics = vlm_update(policy, optimizer, batch, *case.config, seed=case.seed, dist=dist)
     return trainable(policy), metrics
 
 
@@ -118,7 +118,7 @@ def worker(rank: int, init: str, model: str, cases: dict[str, Case], out: str) -
             results[name] = run_case(policy, case, case.batches[rank], dist)
         try:
             vlm_update(
-                policy, None, cases["ppo"].batches[rank], VLMTrainConfig(), seed=rank, dist=dist
+                policy, None, cases["ppo"].batches[rank], *update_sections(), seed=rank, dist=dist
             )
         except ConfigError as exc:
             results["seed_error"] = str(exc)
@@ -197,34 +197,36 @@ def episodes(policy: VLMPolicy, spec: list[tuple[Any, Any, list[float], float]])
 
 
 def make_cases(policy: VLMPolicy) -> dict[str, Case]:
-    ppo = VLMTrainConfig(n_epochs=2, minibatch_size=3, micro_batch_size=2, clip_value=0.1,
-                         entropy_coef=0.01, kl_coef=0.05)  # fmt: skip
+    ppo = update_sections(n_epochs=2, batch_size=3, micro_batch_size=2, clip_value=0.1,
+                          ent_coef=0.01, kl_coef=0.05)  # fmt: skip
     rank0 = episodes(policy, [("a", 0, [0.0, 1.0], 1.0), ("b", 0, [0.5], 1.0),
                               ("x", 0, [9.0], 0.0)])  # fmt: skip
     rank1 = episodes(policy, [(f"c{k}", 1, [float(k % 2)], 1.0) for k in range(4)])
-    cases = {"ppo": Case(ppo, (build_ppo_batch(rank0, ppo), build_ppo_batch(rank1, ppo)))}
+    cases = {"ppo": Case(ppo, (build_ppo_batch(rank0, ppo[0]), build_ppo_batch(rank1, ppo[0])))}
 
-    group = VLMTrainConfig(algorithm="group", n_epochs=2, minibatch_size=3, clip_high=0.28,
-                           entropy_coef=0.01, kl_coef=0.1)  # fmt: skip
+    group = update_sections(algorithm="group", n_epochs=2, batch_size=3, clip_high=0.28,
+                            ent_coef=0.01, kl_coef=0.1)  # fmt: skip
     rank0 = episodes(policy, [(f"A{k}", "A", [r], 1.0) for k, r in enumerate([1, 0, 0, 1])]
                      + [(f"F{k}", "F", [0.0], 1.0) for k in range(2)])  # fmt: skip
     rank1 = episodes(policy, [(f"B{k}", "B", [r], 1.0) for k, r in enumerate([1, 0, 0])]
                      + [("B9", "B", [5.0], 0.0)])  # fmt: skip
-    group_batches = (build_group_batch(rank0, group), build_group_batch(rank1, group))
+    group_batches = (build_group_batch(rank0, group[1]), build_group_batch(rank1, group[1]))
     cases["group"] = Case(group, group_batches, seed=3)
     # Rank 1 holds only an all-failure group: no kept row at all, in any minibatch.
-    idle = (group_batches[0], build_group_batch(rank0[-2:], group))
+    idle = (group_batches[0], build_group_batch(rank0[-2:], group[1]))
     cases["idle_rank"] = Case(group, idle, seed=1)
 
-    sparse = VLMTrainConfig(n_epochs=2, minibatch_size=2)
+    sparse = update_sections(n_epochs=2, batch_size=2)
     rank0 = episodes(policy, [("s0", 0, [1.0], 1.0), ("s1", 0, [0.0], 0.0)])
     rank1 = episodes(policy, [(f"t{k}", 1, [float(k % 2)], 1.0) for k in range(5)])
-    cases["sparse"] = Case(sparse, (build_ppo_batch(rank0, sparse), build_ppo_batch(rank1, sparse)))
+    cases["sparse"] = Case(sparse, (build_ppo_batch(rank0, sparse[0]),
+                                    build_ppo_batch(rank1, sparse[0])))  # fmt: skip
 
-    stop = VLMTrainConfig(n_epochs=4, minibatch_size=2, target_kl=1e-5)
+    stop = update_sections(n_epochs=4, batch_size=2, target_kl=1e-5)
     rank0 = episodes(policy, [(f"u{k}", 0, [float(k)], 1.0) for k in range(2)])
     rank1 = episodes(policy, [(f"v{k}", 1, [float(1 - k)], 1.0) for k in range(2)])
-    cases["early_stop"] = Case(stop, (build_ppo_batch(rank0, stop), build_ppo_batch(rank1, stop)))
+    cases["early_stop"] = Case(stop, (build_ppo_batch(rank0, stop[0]),
+                                      build_ppo_batch(rank1, stop[0])))  # fmt: skip
     return cases
 
 
@@ -249,7 +251,7 @@ def test_two_gloo_ranks_equal_one_process(tmp_path: Path) -> None:
     assert any(0 not in c for c in chunks) and any(0 in c for c in chunks)
     # Groups never span ranks, so per-rank batches concatenate to the one-process batch.
     whole = build_group_batch([s for b in cases["group"].batches for s in b.steps],
-                              cases["group"].config)  # fmt: skip
+                              cases["group"].config[1])  # fmt: skip
     np.testing.assert_array_equal(whole.advantages, concat(cases["group"].batches).advantages)
 
     started = time.perf_counter()

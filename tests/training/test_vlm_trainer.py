@@ -86,8 +86,8 @@ def test_config_sections_of_a_vlm_run(tmp_path: Path) -> None:
     config = TrainConfig.from_dict(data, base_dir=str(tmp_path))
     assert config.policy.kind == "vlm" and config.vlm_update.algorithm == "ppo"
     assert config.policy.vlm is not None and config.policy.vlm.lora_r == 4
-    pc = config.policy.vlm.policy_config("cpu", "/x")
-    assert (pc.model, pc.lora_r, pc.value_hidden, pc.device) == ("/x", 4, (16,), "cpu")
+    pc = config.policy.vlm
+    assert (pc.model, pc.lora_r, pc.value_hidden) == ("models/tiny", 4, (16,))
     del data["policy"]["vlm"]
     with pytest.raises(ConfigError, match=r"policy\.vlm: is needed with kind vlm"):
         TrainConfig.from_dict(data)
@@ -181,7 +181,7 @@ def test_one_iteration_end_to_end_then_resume(
         monkeypatch.setattr(vlm_trainer, "_make_generator", scripted)
     config = make_config(tmp_path, tiny_path, ppo={"vlm": {"algorithm": algorithm}}, **extra)
     parts = prepare_run(config)
-    policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
+    policy = VLMPolicy(dataclasses.replace(config.policy.vlm, model=str(tiny_path)), seed=0)
     before = trainable(policy)
     result = train(config, parts=parts)
     assert result.updates_done >= 1 and result.num_timesteps >= 4
@@ -272,7 +272,7 @@ def test_collector_groups_whole_episodes_and_marks_invalid_actions(
 
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
                          ppo={"n_envs": 3, "vlm": {"algorithm": "group"}})  # fmt: skip
-    settings = config.policy.vlm.policy_config("cpu", str(tiny_path))
+    settings = dataclasses.replace(config.policy.vlm, model=str(tiny_path))
     policy = VLMPolicy(dataclasses.replace(settings, history_screenshots=1), seed=0)
     echo = _Echo(policy, ["Thought: hmm\nAction: not an action", "Action: WAIT", "Action: DONE"])
     venv = make_env_workers(config, wrap=False)
@@ -314,7 +314,7 @@ def test_a_worker_that_dies_loses_its_episode_with_weight_zero(
     from cua_rl.training.vlm_rollouts import EpisodeCollector
 
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3}, ppo={"n_envs": 2})
-    policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
+    policy = VLMPolicy(dataclasses.replace(config.policy.vlm, model=str(tiny_path)), seed=0)
     echo = _Echo(policy, ["Action: WAIT"])
     venv = make_env_workers(config, wrap=False)
     worker = venv.workers[1]
@@ -348,8 +348,7 @@ def test_the_agent_keeps_one_history_per_episode(tiny_path: Path) -> None:
     from cua_rl.training.vlm_trainer import VLMAgent
 
     policy = VLMPolicy(VLMPolicyConfig(str(tiny_path), lora_r=4, lora_alpha=8, value_hidden=(16,),
-                                       min_pixels=3136, max_pixels=3136, max_new_tokens=4,
-                                       device="cpu"))  # fmt: skip
+                                       min_pixels=3136, max_pixels=3136, max_new_tokens=4))
     echo = _Echo(policy, ["Action: WAIT", "Action: pyautogui.click(3, 4)"])
     agent = VLMAgent(policy, echo)
     obs = {"instruction": "Do it.", "screenshot": np.zeros((56, 56, 3), np.uint8)}
@@ -400,7 +399,7 @@ def test_rollouts_through_process_and_ray_workers_survive_a_killed_worker(
     ray_cfg = {"num_cpus": 2, "object_store_mb": 80, "step_timeout_s": 60.0}
     config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
                          ppo={"n_envs": 2, "vec_env": vec_env, "ray": ray_cfg})  # fmt: skip
-    policy = VLMPolicy(config.policy.vlm.policy_config("cpu", str(tiny_path)), seed=0)
+    policy = VLMPolicy(dataclasses.replace(config.policy.vlm, model=str(tiny_path)), seed=0)
     venv = make_env_workers(config, wrap=False)
 
     class Killer(_Echo):

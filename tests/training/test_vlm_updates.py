@@ -25,11 +25,11 @@ import torch  # noqa: E402
 from cua_rl.errors import ConfigError  # noqa: E402
 from cua_rl.policies.vlm.config import VLMPolicyConfig  # noqa: E402
 from cua_rl.policies.vlm.policy import VLMPolicy  # noqa: E402
-from cua_rl.testing.tiny_qwen import TINY_POLICY  # noqa: E402
+from cua_rl.testing.tiny_qwen import TINY_POLICY, update_sections  # noqa: E402
 from cua_rl.training.vlm import (  # noqa: E402
     SuccessBuffer,
     VLMStep,
-    VLMTrainConfig,
+    build_batch,
     build_group_batch,
     build_ppo_batch,
     vlm_update,
@@ -76,11 +76,11 @@ def test_gae_over_each_episode_matches_a_hand_computation() -> None:
         step(reward=0.0, done=False, episode="a", value=0.6),
         step(reward=1.0, done=True, episode="a", value=0.7),
     ]
-    batch = build_ppo_batch(steps, VLMTrainConfig())
+    batch = build_ppo_batch(steps, update_sections()[0])
     np.testing.assert_allclose(batch.advantages, [0.2849575, 1.5, 0.2865, 0.3], atol=1e-6)
     np.testing.assert_allclose(batch.returns, [0.7849575, 2.0, 0.8865, 1.0], atol=1e-6)
     with pytest.raises(ConfigError, match=r"episode 'a' must end with its one done step"):
-        build_ppo_batch(steps[:1], VLMTrainConfig())
+        build_ppo_batch(steps[:1], update_sections()[0])
 
 
 def test_group_advantages_match_a_hand_computation() -> None:
@@ -93,34 +93,34 @@ def test_group_advantages_match_a_hand_computation() -> None:
         for k, r in enumerate(rs)
     ]  # fmt: skip
     steps.append(step(reward=5.0, episode=(1, 9), group=1, weight=0.0))
-    config = VLMTrainConfig(algorithm="group", group_eps=0.0)
-    batch = build_group_batch(steps, config)
+    config = update_sections(algorithm="group")
+    batch = build_group_batch(steps, config[1], eps=0.0)
     np.testing.assert_allclose(
         batch.advantages, [1, -1, -1, 1, 2**0.5, -(0.5**0.5), -(0.5**0.5), 0], atol=1e-6
     )
     np.testing.assert_allclose(batch.weights, [1, 1, 1, 1, 1, 1, 1, 0])
-    no_std = build_group_batch(steps, VLMTrainConfig(algorithm="group", group_std=False))
+    no_std = build_group_batch(steps, update_sections(algorithm="group", group_std=False)[1])
     np.testing.assert_allclose(no_std.advantages[:4], [0.5, -0.5, -0.5, 0.5], atol=1e-6)
     assert batch.stats["rollout/skipped_groups"] == 0
 
 
 def test_all_failure_group_is_skipped_or_replays_a_stored_success() -> None:
     buffer = SuccessBuffer(capacity=2)
-    config = VLMTrainConfig(algorithm="group", degenerate_groups="replay", group_eps=0.0)
+    config = update_sections(algorithm="group", degenerate_groups="replay")
     first = [step(reward=r, episode=k, group="g1") for k, r in enumerate([1.0, 0.0])]
-    build_group_batch(first, config, buffer)  # stores episode 0 of task "g1"
+    build_group_batch(first, config[1], buffer, eps=0.0)  # stores episode 0 of task "g1"
     assert len(buffer) == 1
     failures = [step(reward=0.0, episode=10 + k, group="g1") for k in range(3)]
-    replay = build_group_batch(failures, config, buffer)
+    replay = build_group_batch(failures, config[1], buffer, eps=0.0)
     assert replay.stats["rollout/replayed_groups"] == 1
     assert replay.steps[0] is first[0]  # the stored success replaces the first episode
     np.testing.assert_allclose(replay.advantages, [2**0.5, -(0.5**0.5), -(0.5**0.5)], atol=1e-6)
     other = [step(reward=0.0, episode=20 + k, group="g2") for k in range(3)]  # nothing stored
-    skipped = build_group_batch(other, config, buffer)
+    skipped = build_group_batch(other, config[1], buffer, eps=0.0)
     assert skipped.stats["rollout/skipped_groups"] == 1
     assert not skipped.weights.any() and not skipped.advantages.any()
     with pytest.raises(ConfigError, match="needs a SuccessBuffer"):
-        build_group_batch(other, config)
+        build_group_batch(other, config[1])
 
 
 # -- updates on the tiny model ---------------------------------------------------------------
@@ -166,14 +166,13 @@ def test_the_rewarded_action_becomes_more_likely(
     done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
     answers = [done, wait, done, wait]
     rewards = [float(rewarded == "DONE"), float(rewarded == "WAIT")] * 2
-    config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=4)  # type: ignore[arg-type]
+    config = update_sections(algorithm=algorithm, n_epochs=2, batch_size=4)  # type: ignore[arg-type]
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=3e-3)
     history = [prob(policy, prompt, done)]
     kls = []
     for update in range(4):
         steps = rollout(policy, prompt, answers, rewards)
-        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
-        metrics = vlm_update(policy, optimizer, build(steps, config), config, seed=update)
+        metrics = vlm_update(policy, optimizer, build_batch(steps, *config), *config, seed=update)
         kls.append(metrics["train/ref_kl"])
         assert metrics["train/n_updates"] == 2
         history.append(prob(policy, prompt, done))
@@ -195,12 +194,12 @@ def test_a_skipped_all_failure_group_gives_no_gradient(tiny_path: Path) -> None:
     prompt = policy.build_prompt("Finish the task.", screen(1))
     answers = [ids_of(policy, "DONE"), ids_of(policy, "WAIT")]
     steps = rollout(policy, prompt, answers, [0.0, 0.0])
-    config = VLMTrainConfig(algorithm="group", entropy_coef=0.1, kl_coef=0.1)
-    batch = build_group_batch(steps, config)
+    config = update_sections(algorithm="group", ent_coef=0.1, kl_coef=0.1)
+    batch = build_group_batch(steps, config[1])
     assert batch.stats["rollout/skipped_groups"] == 1
     before = params(policy)
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
-    metrics = vlm_update(policy, optimizer, batch, config)
+    metrics = vlm_update(policy, optimizer, batch, *config)
     assert metrics["train/n_updates"] == 0
     assert all(p.grad is None for p in policy.trainable_parameters())
     after = params(policy)
@@ -217,10 +216,9 @@ def test_weight_zero_episodes_change_nothing(tiny_path: Path, algorithm: str) ->
         steps = rollout(policy, prompt, [done, wait], [1.0, 0.0])
         if extra:  # an unscorable episode with a large reward, in the same group
             steps += rollout(policy, prompt, [wait], [9.0], weights=[0.0], first_episode=5)
-        config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=2)  # type: ignore[arg-type]
-        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
+        config = update_sections(algorithm=algorithm, n_epochs=2, batch_size=2)  # type: ignore[arg-type]
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
-        vlm_update(policy, optimizer, build(steps, config), config, seed=0)
+        vlm_update(policy, optimizer, build_batch(steps, *config), *config, seed=0)
         results.append(params(policy))
     plain, with_extra = results
     for name in plain:
@@ -232,15 +230,15 @@ def test_a_tiny_target_kl_stops_the_update_early(tiny_path: Path) -> None:
     prompt = policy.build_prompt("Finish the task.", screen(3))
     done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
     steps = rollout(policy, prompt, [done, wait, done, wait], [1.0, 0.0, 1.0, 0.0])
-    config = VLMTrainConfig(n_epochs=4, minibatch_size=2, target_kl=1e-6)
+    config = update_sections(n_epochs=4, batch_size=2, target_kl=1e-6)
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-2)
-    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config[0]), *config)
     assert metrics["train/early_stopped"] == 1.0
     assert 1 <= metrics["train/n_updates"] < 8  # at least the first step (ratio 1) ran
     fresh = make_policy(tiny_path)
-    free_config = VLMTrainConfig(n_epochs=1, minibatch_size=2)
+    free_config = update_sections(n_epochs=1, batch_size=2)
     optimizer = torch.optim.Adam(fresh.trainable_parameters(), lr=1e-2)
-    free = vlm_update(fresh, optimizer, build_ppo_batch(steps, free_config), free_config)
+    free = vlm_update(fresh, optimizer, build_ppo_batch(steps, free_config[0]), *free_config)
     assert free["train/early_stopped"] == 0.0 and free["train/n_updates"] == 2
 
 
@@ -249,10 +247,10 @@ def test_ppo_metrics_and_clip_higher(tiny_path: Path) -> None:
     prompt = policy.build_prompt("Finish the task.", screen(4))
     done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
     steps = rollout(policy, prompt, [done, wait], [1.0, 0.0])
-    config = VLMTrainConfig(n_epochs=3, minibatch_size=2, clip_high=0.28, clip_value=0.1,
-                            entropy_coef=0.01, kl_coef=0.05)  # fmt: skip
+    config = update_sections(n_epochs=3, batch_size=2, clip_high=0.28, clip_value=0.1,
+                            ent_coef=0.01, kl_coef=0.05)  # fmt: skip
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=3e-2)
-    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config[0]), *config)
     keys = {"train/policy_loss", "train/value_loss", "train/entropy", "train/approx_kl",
             "train/clip_fraction", "train/explained_variance", "train/ref_kl"}  # fmt: skip
     assert keys <= metrics.keys()
@@ -264,27 +262,25 @@ def test_ppo_metrics_and_clip_higher(tiny_path: Path) -> None:
 @pytest.mark.parametrize(
     ("overrides", "match"),
     [
-        ({"algorithm": "a2c"}, "algorithm must be 'ppo' or 'group', got 'a2c'"),
-        ({"gamma": 1.5}, r"gamma must be in \[0, 1\], got 1.5"),
-        ({"clip": 0.0}, "clip must be > 0, got 0.0"),
-        ({"clip_high": -0.1}, "clip_high must be > 0, got -0.1"),
-        ({"n_epochs": 0}, "n_epochs must be an integer >= 1, got 0"),
-        ({"micro_batch_size": 0}, "micro_batch_size must be an integer >= 1, got 0"),
-        ({"kl_coef": -1.0}, "kl_coef must be >= 0, got -1.0"),
-        ({"degenerate_groups": "drop"}, "degenerate_groups must be .* got 'drop'"),
+        ({"algorithm": "a2c"}, r"ppo\.vlm\.algorithm: must be one of \['ppo', 'group'\]"),
+        ({"gamma": 1.5}, r"ppo\.gamma: must be in \[0, 1\], got 1.5"),
+        ({"clip_range": 0.0}, r"ppo\.clip_range: must be > 0, got 0.0"),
+        ({"clip_high": -0.1}, r"ppo\.vlm\.clip_high: must be > 0 or null, got -0.1"),
+        ({"n_epochs": 0}, r"ppo\.n_epochs: must be >= 1, got 0"),
+        ({"micro_batch_size": 0}, r"ppo\.vlm\.micro_batch_size: must be >= 1 or null, got 0"),
+        ({"kl_coef": -1.0}, r"ppo\.vlm\.kl_coef: must be >= 0, got -1.0"),
+        ({"degenerate_groups": "drop"}, r"ppo\.vlm\.degenerate_groups: must be one of .*'drop'"),
     ],
 )
-def test_bad_config_is_refused(overrides: dict[str, Any], match: str) -> None:
+def test_bad_update_settings_are_refused(overrides: dict[str, Any], match: str) -> None:
     with pytest.raises(ConfigError, match=match):
-        VLMTrainConfig(**overrides)
+        update_sections(**overrides)
 
 
-def test_config_defaults_and_unknown_keys() -> None:
-    config = VLMTrainConfig()
-    defaults = (config.gamma, config.gae_lambda, config.clip, config.value_coef)
-    assert defaults == (0.9, 0.95, 0.1, 0.5)
-    with pytest.raises(ConfigError, match=r"unknown VLM training keys \['lr_x'\]"):
-        VLMTrainConfig.from_dict({"lr_x": 1})
+def test_the_update_reads_the_ppo_sections_own_names() -> None:
+    ppo, vlm = update_sections(ent_coef=0.25, vf_coef=0.75, clip_range=0.3, batch_size=5)
+    assert (ppo.gamma, ppo.gae_lambda, ppo.clip_range, ppo.vf_coef) == (0.9, 0.95, 0.3, 0.75)
+    assert (ppo.ent_coef, ppo.batch_size, vlm.algorithm) == (0.25, 5, "ppo")
 
 
 def test_the_kl_penalty_keeps_the_policy_closer_to_the_reference(tiny_path: Path) -> None:
@@ -293,11 +289,11 @@ def test_the_kl_penalty_keeps_the_policy_closer_to_the_reference(tiny_path: Path
         policy = make_policy(tiny_path)
         prompt = policy.build_prompt("Finish the task.", screen(5))
         done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
-        config = VLMTrainConfig(algorithm="group", n_epochs=2, minibatch_size=2, kl_coef=kl_coef)
+        config = update_sections(algorithm="group", n_epochs=2, batch_size=2, kl_coef=kl_coef)
         optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=3e-3)
         for update in range(3):
             steps = rollout(policy, prompt, [done, wait], [1.0, 0.0])
-            vlm_update(policy, optimizer, build_group_batch(steps, config), config, seed=update)
+            vlm_update(policy, optimizer, build_group_batch(steps, config[1]), *config, seed=update)
         with torch.no_grad():
             new = policy.evaluate_actions([prompt], [done], [0]).token_log_probs
             ref = policy.evaluate_actions([prompt], [done], [0], reference=True).token_log_probs
@@ -313,9 +309,9 @@ def test_weights_scale_the_loss(tiny_path: Path) -> None:
         done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
         steps = rollout(policy, prompt, [done, wait], [1.0, 0.0], weights=[weight, weight])
         before = params(policy)
-        config = VLMTrainConfig(n_epochs=1, minibatch_size=2, max_grad_norm=1e9)
+        config = update_sections(n_epochs=1, batch_size=2, max_grad_norm=1e9)
         optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=1e-2)
-        vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+        vlm_update(policy, optimizer, build_ppo_batch(steps, config[0]), *config)
         after = params(policy)
         deltas[weight] = {n: after[n] - before[n] for n in before}
     moved = [n for n in deltas[1.0] if deltas[1.0][n].abs().max() > 0]
@@ -333,9 +329,9 @@ def test_steps_from_sampled_generations_update_at_ratio_one(tiny_path: Path) -> 
         for k, g in enumerate(gens)
     ]
     assert steps[0].token_ids == gens[0].token_ids and steps[0].log_prob == gens[0].log_prob
-    config = VLMTrainConfig(n_epochs=1, minibatch_size=4)
+    config = update_sections(n_epochs=1, batch_size=4)
     optimizer = torch.optim.Adam(policy.trainable_parameters(), lr=1e-3)
-    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config), config)
+    metrics = vlm_update(policy, optimizer, build_ppo_batch(steps, config[0]), *config)
     assert metrics["train/n_updates"] == 1
     assert metrics["train/approx_kl"] < 1e-6  # generation and training passes agree
     assert metrics["train/clip_fraction"] == 0.0
@@ -349,12 +345,11 @@ def test_micro_batches_give_the_same_update(tiny_path: Path, algorithm: str) -> 
         prompt = policy.build_prompt("Finish the task.", screen(8))
         done, wait = ids_of(policy, "DONE"), ids_of(policy, "WAIT")
         steps = rollout(policy, prompt, [done, wait, wait, done, done], [1, 0, 0, 1, 0])
-        config = VLMTrainConfig(algorithm=algorithm, n_epochs=2, minibatch_size=3,  # type: ignore[arg-type]
-                                micro_batch_size=micro, kl_coef=0.1, entropy_coef=0.01)  # fmt: skip
+        config = update_sections(algorithm=algorithm, n_epochs=2, batch_size=3,  # type: ignore[arg-type]
+                                micro_batch_size=micro, kl_coef=0.1, ent_coef=0.01)  # fmt: skip
         before = params(policy)
-        build = build_ppo_batch if algorithm == "ppo" else build_group_batch
         optimizer = torch.optim.SGD(policy.trainable_parameters(), lr=0.1, momentum=0.9)
-        metrics = vlm_update(policy, optimizer, build(steps, config), config, seed=4)
+        metrics = vlm_update(policy, optimizer, build_batch(steps, *config), *config, seed=4)
         results.append((params(policy), metrics))
     (whole, metrics), moved = results[0], 0.0
     for name in whole:
