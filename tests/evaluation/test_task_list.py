@@ -241,7 +241,8 @@ def _missing_for_x11() -> str | None:
     import importlib.util
     import shutil
 
-    for module in ("cua_rl.desktop", "cua_rl.envs.backends.osworld.evaluation", "cua_rl.envs.backends.osworld.local_suite"):
+    for module in ("cua_rl.envs.backends.x11.backend", "cua_rl.envs.backends.osworld.evaluation",
+                   "cua_rl.envs.backends.osworld.local_suite"):
         if importlib.util.find_spec(module) is None:
             return f"{module} is not importable here (another part of issue 11)"
     if shutil.which("Xvfb") is None:
@@ -292,8 +293,8 @@ def _no_osworld_eval() -> str | None:
     import importlib.util
 
     if importlib.util.find_spec("cua_rl.envs.backends.osworld.evaluation") is None:
-        return "cua_rl.envs.backends.osworld.evaluation is not importable here (another part of issue 11)"
-    from cua_rl.envs.backends.osworld.evaluation.runner import default_python  # type: ignore[import-not-found]
+        return "cua_rl.envs.backends.osworld.evaluation is not importable here"
+    from cua_rl.envs.backends.osworld.evaluation.runner import default_python
 
     if not Path(default_python()).exists():
         return "the isolated OSWorld evaluator is not built (make osworld-eval)"
@@ -302,8 +303,9 @@ def _no_osworld_eval() -> str | None:
 
 @pytest.mark.skipif(_no_osworld_eval() is not None, reason=str(_no_osworld_eval()))
 def test_osworld_hooks_score_infeasible_and_exclude_unknown_metrics(tmp_path: Path) -> None:
-    """The default hooks (cua_rl.envs.backends.osworld.evaluation): an infeasible task scores 1 only after FAIL; a
-    task naming a metric the evaluator does not have is excluded before its episode."""
+    """The default hooks (cua_rl.envs.backends.osworld.evaluation): an infeasible task scores 1
+    only after FAIL; a task naming a metric the evaluator does not have is excluded before its
+    episode."""
     root = tmp_path / "examples"
     for domain, task_id, func in (("os", "00000000-0000-0000-0000-000000000001", "infeasible"),
                                   ("os", "00000000-0000-0000-0000-000000000002",
