@@ -16,7 +16,8 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cua_rl.core import Observation, Task
-from cua_rl.envs.backends.vm.client import Checker, Setup, VMServerBackend, VMServerClient
+from cua_rl.envs.backends.vm.backend import Checker, Setup, VMServerBackend
+from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.x11.session import MALLOC_ENV, MARKER, kill_pids, session_pids
 from cua_rl.errors import BackendError, ConfigError
 
