@@ -3,6 +3,7 @@ gives :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` (a stand-in
 
 from __future__ import annotations
 
+import subprocess
 import sys
 import types
 from pathlib import Path
@@ -90,3 +91,14 @@ def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
     config = env_config(suite, screen=(1280, 720), sandbox=False, network="host")
     X11.make_backend(config, index=0).close()
     assert (made[0]["sandbox"], made[0]["network"]) == (False, "host")
+
+
+def test_the_spec_imports_no_desktop_module() -> None:
+    """Naming the backend in a config loads the spec only: the desktop's modules (processes,
+    mss, the server) are imported when the first desktop is made."""
+    code = ("import sys, cua_rl.envs.backends.x11.spec\n"
+            "print(sorted(m for m in sys.modules if m.startswith('cua_rl.envs.backends.x11.')))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          check=True)  # fmt: skip
+    assert done.stdout.split() == ["['cua_rl.envs.backends.x11.settings',",
+                                   "'cua_rl.envs.backends.x11.spec']"]  # fmt: skip
