@@ -14,7 +14,7 @@ it the keyboard focus, so the agent, having looked, clicks back into the editor)
 script later closes through the window manager (``wmctrl -c``), again not the agent's doing.
 Each step waits ``--settle`` seconds before the observation (apps draw
 asynchronously). The accessibility text comes from the real apps through AT-SPI
-(:func:`~cua_rl.envs.backends.vm.client.linearize_a11y`).
+(:func:`~cua_rl.envs.backends.vm.codec.linearize_a11y`).
 
 Every frame is recorded; "every step" is what an agent that re-reads after each action ingests
 on the same run, "SDO" what the wrapper handed over. Appends its section to

@@ -4,7 +4,7 @@ This is not OSWorld and runs no VM: it is a real HTTP server (stdlib ``Threading
 bound to 127.0.0.1 on a free port) that answers the endpoints of OSWorld's server with their
 documented request and response shapes (``shared/reference/osworld.md`` section 2), so that
 :class:`~cua_rl.envs.backends.vm.client.VMServerClient` and
-:class:`~cua_rl.envs.backends.vm.client.VMServerBackend` can be tested end to end without a VM:
+:class:`~cua_rl.envs.backends.vm.backend.VMServerBackend` can be tested end to end without a VM:
 
 * ``GET /screenshot``: the SimDesk frame as PNG.
 * ``POST /execute`` (and ``/setup/execute``): only OSWorld's pyautogui wrapper
@@ -59,9 +59,11 @@ from PIL import Image
 from cua_rl._http import encode_answer, parse_multipart
 from cua_rl.actions import Action, Done, Fail, parse_actions
 from cua_rl.core import Task
-from cua_rl.envs.backends.x11.a11y_walker import NS as _NS  # OSWorld's namespaces (registered there)
 from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig
 from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient
+from cua_rl.envs.backends.x11.a11y_walker import (
+    NS as _NS,  # OSWorld's namespaces (registered there)
+)
 from cua_rl.errors import ActionError, BackendError
 
 __all__ = ["FakeOSWorldServer", "a11y_xml", "simdesk_checker", "simdesk_setup"]
