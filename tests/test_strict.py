@@ -94,8 +94,9 @@ def test_every_problem_of_a_config_is_reported_at_once(tmp_path: Path) -> None:
 
 def test_one_problem_is_said_without_a_count(tmp_path: Path) -> None:
     (tmp_path / "bad.yaml").write_text("ppo: {learning_rate: 0.1, zzzz: 1}\n")
-    with pytest.raises(ConfigError, match=r"bad\.yaml: ppo\.zzzz: unknown key; allowed: ") as caught:
+    with pytest.raises(ConfigError, match=r"bad\.yaml: ppo\.zzzz: unknown key; allowed: ") as err:
         load_config(tmp_path / "bad.yaml")
+    caught = err
     assert len(caught.value.problems) == 1
 
 
