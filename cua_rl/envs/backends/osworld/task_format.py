@@ -16,14 +16,23 @@ Unknown top-level and evaluator keys (OSWorld's rare ``hint``, ``_config_note``)
 
 from __future__ import annotations
 
-import math
 import re
-from collections.abc import Callable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
 from cua_rl.errors import TaskSpecError
+from cua_rl.tasks.fields import (
+    Check,
+    integer,
+    kind_of,
+    list_of,
+    nonempty_string,
+    nonnegative_number,
+    record,
+    string,
+)
 
 __all__ = [
     "STEP_TYPES", "Evaluator", "OSWorldTask", "SetupStep", "parse_evaluator", "parse_osworld_task",
@@ -39,26 +48,6 @@ EVALUATOR_KEYS = frozenset({"func", "result", "expected", "options", "conj", "po
 ENV_CHANGE = ("low", "medium", "high")
 
 
-def _kind(value: Any) -> str:
-    return "null" if value is None else type(value).__name__
-
-
-# Parameter checkers: (value, where) -> normalized value, or TaskSpecError naming ``where``.
-Check = Callable[[Any, str], Any]
-
-
-def _str(value: Any, where: str) -> str:
-    if not isinstance(value, str):
-        raise TaskSpecError(f"{where} must be a string, got {_kind(value)}")
-    return value
-
-
-def _nonempty_str(value: Any, where: str) -> str:
-    if not _str(value, where):
-        raise TaskSpecError(f"{where} must be a non-empty string, got ''")
-    return value
-
-
 def _bool(value: Any, where: str) -> bool:
     # OSWorld passes the value on to subprocess, where any non-empty string is true; one real
     # file spells ``"shell": "true"``. That spelling is read as true; any other string is refused
@@ -67,66 +56,20 @@ def _bool(value: Any, where: str) -> bool:
         return value
     if value == "true":
         return True
-    raise TaskSpecError(f"{where} must be true or false, got {value!r} ({_kind(value)})")
-
-
-def _number(value: Any, where: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value) \
-            or value < 0:
-        raise TaskSpecError(f"{where} must be a finite number >= 0, got {value!r} ({_kind(value)})")
-    return float(value)
-
-
-def _int(value: Any, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TaskSpecError(f"{where} must be an integer, got {value!r} ({_kind(value)})")
-    return value
+    raise TaskSpecError(f"{where} must be true or false, got {value!r} ({kind_of(value)})")
 
 
 def _command(value: Any, where: str) -> str | tuple[str, ...]:
     if isinstance(value, str):
-        return _nonempty_str(value, where)
+        return nonempty_string(value, where)
     if isinstance(value, list) and value:
-        return tuple(_str(v, f"{where}[{i}]") for i, v in enumerate(value))
+        return tuple(string(v, f"{where}[{i}]") for i, v in enumerate(value))
     raise TaskSpecError(f"{where} must be a non-empty string or list of strings, got "
-                        f"{value!r} ({_kind(value)})")
-
-
-def _list_of(item: Check, *, nonempty: bool = True) -> Check:
-    def check(value: Any, where: str) -> tuple[Any, ...]:
-        if not isinstance(value, list):
-            raise TaskSpecError(f"{where} must be a list, got {_kind(value)}")
-        if nonempty and not value:
-            raise TaskSpecError(f"{where} must be a non-empty list, got []")
-        return tuple(item(v, f"{where}[{i}]") for i, v in enumerate(value))
-    return check
-
-
-def _record(required: Mapping[str, Check], optional: Mapping[str, Check] | None = None) -> Check:
-    """A JSON object with these keys (unknown keys refused)."""
-    optional = optional or {}
-
-    def check(value: Any, where: str) -> Mapping[str, Any]:
-        if not isinstance(value, dict):
-            raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
-        unknown = sorted(set(value) - set(required) - set(optional))
-        if unknown:
-            raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed "
-                                f"{sorted({*required, *optional})}")
-        out = {}
-        for key, checker in required.items():
-            if key not in value:
-                raise TaskSpecError(f"{where}: missing key {key!r}")
-            out[key] = checker(value[key], f"{where}.{key}")
-        for key, checker in optional.items():
-            if key in value:
-                out[key] = checker(value[key], f"{where}.{key}")
-        return MappingProxyType(out)
-    return check
+                        f"{value!r} ({kind_of(value)})")
 
 
 def _until(value: Any, where: str) -> Mapping[str, Any]:
-    checked = _record({}, {"returncode": _int, "stdout": _str, "stderr": _str})(value, where)
+    checked = record({}, {"returncode": integer, "stdout": string, "stderr": string})(value, where)
     if not checked:
         raise TaskSpecError(f"{where} must name returncode, stdout or stderr, got {{}}")
     return checked
@@ -134,13 +77,13 @@ def _until(value: Any, where: str) -> Mapping[str, Any]:
 
 def _object(value: Any, where: str) -> Mapping[str, Any]:
     if not isinstance(value, dict):
-        raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be an object, got {kind_of(value)}")
     return MappingProxyType(dict(value))
 
 
-_WINDOW = ({"window_name": _nonempty_str}, {"strict": _bool, "by_class": _bool})
+_WINDOW = ({"window_name": nonempty_string}, {"strict": _bool, "by_class": _bool})
 _EXECUTE = ({"command": _command},
-            {"shell": _bool, "stdout": _nonempty_str, "stderr": _nonempty_str, "until": _until})
+            {"shell": _bool, "stdout": nonempty_string, "stderr": nonempty_string, "until": _until})
 _GDRIVE_OPS = ("delete", "mkdirs", "upload")
 
 
@@ -158,28 +101,29 @@ def _login_platform(value: Any, where: str) -> str:
 
 
 STEP_PARAMETERS: Mapping[str, tuple[Mapping[str, Check], Mapping[str, Check]]] = {
-    "download": ({"files": _list_of(_record({"url": _nonempty_str, "path": _nonempty_str}))}, {}),
+    "download": ({"files": list_of(record({"url": nonempty_string, "path": nonempty_string}))}, {}),
     "upload_file": (
-        {"files": _list_of(_record({"local_path": _nonempty_str, "path": _nonempty_str}))}, {}),
-    "open": ({"path": _nonempty_str}, {}),
+        {"files": list_of(record({"local_path": nonempty_string, "path": nonempty_string}))}, {}),
+    "open": ({"path": nonempty_string}, {}),
     "launch": ({"command": _command}, {"shell": _bool}),
     "execute": _EXECUTE,
     "command": _EXECUTE,
     "execute_with_verification": (
         {"command": _command},
-        {"verification": _object, "max_wait_time": _number, "check_interval": _number,
-         "shell": _bool}),
-    "sleep": ({"seconds": _number}, {}),
+        {"verification": _object, "max_wait_time": nonnegative_number,
+         "check_interval": nonnegative_number, "shell": _bool}),
+    "sleep": ({"seconds": nonnegative_number}, {}),
     "activate_window": _WINDOW,
     "close_window": _WINDOW,
-    "change_wallpaper": ({"path": _nonempty_str}, {}),
-    "chrome_open_tabs": ({"urls_to_open": _list_of(_nonempty_str)}, {}),
-    "chrome_close_tabs": ({"urls_to_close": _list_of(_nonempty_str)}, {}),
-    "update_browse_history": ({"history": _list_of(_record({
-        "url": _nonempty_str, "title": _str, "visit_time_from_now_in_seconds": _number}))}, {}),
-    "googledrive": ({"operation": _list_of(_gdrive_op), "args": _list_of(_object)},
-                    {"settings_file": _nonempty_str}),
-    "login": ({"settings_file": _nonempty_str, "platform": _login_platform}, {}),
+    "change_wallpaper": ({"path": nonempty_string}, {}),
+    "chrome_open_tabs": ({"urls_to_open": list_of(nonempty_string)}, {}),
+    "chrome_close_tabs": ({"urls_to_close": list_of(nonempty_string)}, {}),
+    "update_browse_history": ({"history": list_of(record({
+        "url": nonempty_string, "title": string,
+        "visit_time_from_now_in_seconds": nonnegative_number}))}, {}),
+    "googledrive": ({"operation": list_of(_gdrive_op), "args": list_of(_object)},
+                    {"settings_file": nonempty_string}),
+    "login": ({"settings_file": nonempty_string, "platform": _login_platform}, {}),
 }
 STEP_TYPES: tuple[str, ...] = tuple(STEP_PARAMETERS)
 """The set-up step types OSWorld's SetupController runs (osworld.md 3.2)."""
@@ -209,7 +153,7 @@ def parse_setup_step(value: Any, where: str) -> SetupStep:
         TaskSpecError: not an object, an unknown type, a missing, unknown or wrong-typed parameter.
     """
     if not isinstance(value, dict):
-        raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be an object, got {kind_of(value)}")
     unknown = sorted(set(value) - {"type", "parameters"})
     if unknown:
         raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed ['parameters', 'type']")
@@ -218,7 +162,7 @@ def parse_setup_step(value: Any, where: str) -> SetupStep:
         raise TaskSpecError(f"{where}.type: unknown step type {kind!r}; allowed {list(STEP_TYPES)}")
     params = value.get("parameters", {})
     required, optional = STEP_PARAMETERS[kind]
-    checked = _record(required, optional)(params, f"{where} ({kind}).parameters")
+    checked = record(required, optional)(params, f"{where} ({kind}).parameters")
     if kind == "googledrive" and len(checked["operation"]) != len(checked["args"]):
         raise TaskSpecError(f"{where} (googledrive).parameters: 'operation' has "
                             f"{len(checked['operation'])} items but 'args' has "
@@ -229,7 +173,7 @@ def parse_setup_step(value: Any, where: str) -> SetupStep:
 def parse_steps(value: Any, where: str) -> tuple[SetupStep, ...]:
     """Check a list of steps (``config`` or ``postconfig``); ``where`` names the list."""
     if not isinstance(value, list):
-        raise TaskSpecError(f"{where} must be a list of steps, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be a list of steps, got {kind_of(value)}")
     return tuple(parse_setup_step(step, f"{where}[{i}]") for i, step in enumerate(value))
 
 
@@ -239,7 +183,7 @@ def _getter(value: Any, where: str, *, nullable: bool) -> Mapping[str, Any] | No
             return None
         raise TaskSpecError(f"{where} must be a getter config object, got null")
     if not isinstance(value, dict):
-        raise TaskSpecError(f"{where} must be a getter config object, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be a getter config object, got {kind_of(value)}")
     kind = value.get("type")
     if not isinstance(kind, str) or not kind:
         raise TaskSpecError(f"{where}.type must be a non-empty string (the getter get_<type>), "
@@ -304,7 +248,7 @@ def parse_evaluator(value: Any, where: str) -> Evaluator:
         TaskSpecError: a missing ``func``, mismatched list lengths, a wrong type, a bad ``conj``.
     """
     if not isinstance(value, dict):
-        raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be an object, got {kind_of(value)}")
     if "func" not in value:
         raise TaskSpecError(f"{where}: missing key 'func'")
     func = value["func"]
@@ -314,7 +258,7 @@ def parse_evaluator(value: Any, where: str) -> Evaluator:
         raise TaskSpecError(f"{where}.conj must be 'and' or 'or', got {conj!r}")
     postconfig = parse_steps(value.get("postconfig", []), f"{where}.postconfig")
     if isinstance(func, str):
-        _nonempty_str(func, f"{where}.func")
+        nonempty_string(func, f"{where}.func")
         for key in ("result", "expected", "options"):
             if isinstance(value.get(key), list):
                 raise TaskSpecError(f"{where}.{key} is a list but 'func' is a single metric "
@@ -330,7 +274,7 @@ def parse_evaluator(value: Any, where: str) -> Evaluator:
     if not isinstance(func, list) or not func:
         raise TaskSpecError(f"{where}.func must be a metric name or a non-empty list of them, "
                             f"got {func!r}")
-    funcs = tuple(_nonempty_str(f, f"{where}.func[{i}]") for i, f in enumerate(func))
+    funcs = tuple(nonempty_string(f, f"{where}.func[{i}]") for i, f in enumerate(func))
     if "infeasible" in funcs:
         raise TaskSpecError(f"{where}.func: 'infeasible' must be the only metric (a string), "
                             f"got it in a list of {len(funcs)}")
@@ -344,7 +288,7 @@ def parse_evaluator(value: Any, where: str) -> Evaluator:
         items = value[key]
         if not isinstance(items, list):
             raise TaskSpecError(f"{where}.{key} must be a list of {n} items like 'func', "
-                                f"got {_kind(items)}")
+                                f"got {kind_of(items)}")
         if len(items) != n:
             raise TaskSpecError(f"{where}.{key} has {len(items)} items but 'func' has {n}; "
                                 f"lists must have the same length (null/{{}} as placeholders)")
@@ -427,7 +371,7 @@ def parse_osworld_task(data: Any, where: str, *, domain: str = "",
         TaskSpecError: naming ``where`` and the field.
     """
     if not isinstance(data, dict):
-        raise TaskSpecError(f"{where}: a task must be a JSON object, got {_kind(data)}")
+        raise TaskSpecError(f"{where}: a task must be a JSON object, got {kind_of(data)}")
     task_id = data.get("id")
     if not isinstance(task_id, str) or not UUID_RE.match(task_id):
         raise TaskSpecError(f"{where}: key 'id' must be a lowercase uuid "
@@ -471,12 +415,12 @@ def common_fields(data: dict[str, Any], where: str, *,
     if null_source and not source:
         source = ""
     if isinstance(source, list):
-        source = tuple(_str(s, f"{where}.source[{i}]") for i, s in enumerate(source))
+        source = tuple(string(s, f"{where}.source[{i}]") for i, s in enumerate(source))
     else:
-        _str(source, f"{where}.source")
+        string(source, f"{where}.source")
     related = data.get("related_apps", [])
     if not isinstance(related, list):
-        raise TaskSpecError(f"{where}.related_apps must be a list, got {_kind(related)}")
+        raise TaskSpecError(f"{where}.related_apps must be a list, got {kind_of(related)}")
     env_change = data.get("possibility_of_env_change", "low")
     if env_change not in ENV_CHANGE:
         raise TaskSpecError(f"{where}.possibility_of_env_change must be one of "
@@ -488,11 +432,11 @@ def common_fields(data: dict[str, Any], where: str, *,
             raise TaskSpecError(f"{where}.{key} must be true or false, got {flag!r}")
         flags[key] = flag
     return dict(
-        snapshot=_nonempty_str(data["snapshot"], f"{where}.snapshot"),
-        instruction=_nonempty_str(data["instruction"], f"{where}.instruction"),
+        snapshot=nonempty_string(data["snapshot"], f"{where}.snapshot"),
+        instruction=nonempty_string(data["instruction"], f"{where}.instruction"),
         source=source,
-        related_apps=tuple(_str(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
+        related_apps=tuple(string(a, f"{where}.related_apps[{i}]") for i, a in enumerate(related)),
         possibility_of_env_change=env_change,
-        trajectory=_str(data.get("trajectory", ""), f"{where}.trajectory"),
+        trajectory=string(data.get("trajectory", ""), f"{where}.trajectory"),
         **flags,
     )

@@ -47,17 +47,19 @@ from cua_rl.envs.backends.osworld.task_format import (
     STEP_PARAMETERS,
     OSWorldTask,
     SetupStep,
-    _kind,
-    _list_of,
-    _nonempty_str,
-    _number,
-    _record,
-    _str,
     common_fields,
     parse_evaluator,
 )
 from cua_rl.errors import TaskSpecError
 from cua_rl.tasks.base import stratified_split
+from cua_rl.tasks.fields import (
+    kind_of,
+    list_of,
+    nonempty_string,
+    nonnegative_number,
+    record,
+    string,
+)
 from cua_rl.tasks.task_files import TaskList, load_task_files, read_task_json, resolve_task_list
 
 __all__ = [
@@ -73,15 +75,16 @@ ID_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]{0,127}$")
 
 _DOMAIN = attrgetter("domain")
 _ORDER = attrgetter("domain", "id")
-_PATH = ({"path": _nonempty_str}, {})
+_PATH = ({"path": nonempty_string}, {})
 WAA_STEP_PARAMETERS: Mapping[str, tuple[Mapping[str, Any], Mapping[str, Any]]] = {
     **STEP_PARAMETERS,
     "create_folder": _PATH,
     "recycle_file": _PATH,
     "close_all": ({}, {}),
-    "edge_open_tabs": ({"urls_to_open": _list_of(_nonempty_str)}, {}),
-    "update_browse_history_edge": ({"history": _list_of(_record({
-        "url": _nonempty_str, "title": _str, "visit_time_from_now_in_seconds": _number}))}, {}),
+    "edge_open_tabs": ({"urls_to_open": list_of(nonempty_string)}, {}),
+    "update_browse_history_edge": ({"history": list_of(record({
+        "url": nonempty_string, "title": string,
+        "visit_time_from_now_in_seconds": nonnegative_number}))}, {}),
 }
 WAA_STEP_TYPES: tuple[str, ...] = tuple(WAA_STEP_PARAMETERS)
 """Every set-up step type a WAA task may name (OSWorld's and WAA's own)."""
@@ -95,7 +98,7 @@ def parse_waa_step(value: Any, where: str) -> SetupStep:
             parameter (the message names ``where``, the type and the field).
     """
     if not isinstance(value, dict):
-        raise TaskSpecError(f"{where} must be an object, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be an object, got {kind_of(value)}")
     unknown = sorted(k for k in set(value) - {"type", "parameters"} if not k.startswith("_"))
     if unknown:  # "_comment" keys (one real file) are notes, as upstream ignores them
         raise TaskSpecError(f"{where}: unknown key {unknown[0]!r}; allowed ['parameters', "
@@ -110,17 +113,17 @@ def parse_waa_step(value: Any, where: str) -> SetupStep:
         params = value.get("parameters", {})
         if not isinstance(params, dict):
             raise TaskSpecError(f"{where} ({kind}).parameters must be an object, got "
-                                f"{_kind(params)}")  # fmt: skip
+                                f"{kind_of(params)}")  # fmt: skip
         return SetupStep(kind, params)
     required, optional = WAA_STEP_PARAMETERS[kind]
-    checked = _record(required, optional)(value.get("parameters", {}),
+    checked = record(required, optional)(value.get("parameters", {}),
                                           f"{where} ({kind}).parameters")  # fmt: skip
     return SetupStep(kind, checked)
 
 
 def _steps(value: Any, where: str) -> tuple[SetupStep, ...]:
     if not isinstance(value, list):
-        raise TaskSpecError(f"{where} must be a list of steps, got {_kind(value)}")
+        raise TaskSpecError(f"{where} must be a list of steps, got {kind_of(value)}")
     return tuple(parse_waa_step(step, f"{where}[{i}]") for i, step in enumerate(value))
 
 
@@ -157,7 +160,7 @@ def parse_waa_task(data: Any, where: str, *, domain: str = "", file_id: str | No
             ``id``/``snapshot``/``instruction``/``evaluator``, a bad step, bad list lengths.
     """
     if not isinstance(data, dict):
-        raise TaskSpecError(f"{where}: a task must be a JSON object, got {_kind(data)}")
+        raise TaskSpecError(f"{where}: a task must be a JSON object, got {kind_of(data)}")
     declared = data.get("id")
     if not isinstance(declared, str) or not ID_RE.match(declared):
         raise TaskSpecError(f"{where}: key 'id' must be 1-128 characters of [A-Za-z0-9._-] "
@@ -169,7 +172,7 @@ def parse_waa_task(data: Any, where: str, *, domain: str = "", file_id: str | No
     fields = common_fields(data, where, null_source=True)
     evaluator = data["evaluator"]
     if not isinstance(evaluator, dict):
-        raise TaskSpecError(f"{where}.evaluator must be an object, got {_kind(evaluator)}")
+        raise TaskSpecError(f"{where}.evaluator must be an object, got {kind_of(evaluator)}")
     rest = {k: v for k, v in evaluator.items() if k != "postconfig"}
     post = _steps(evaluator.get("postconfig", []), f"{where}.evaluator.postconfig")
     parsed = dataclasses.replace(parse_evaluator(rest, f"{where}.evaluator"), postconfig=post)
