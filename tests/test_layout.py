@@ -234,3 +234,42 @@ def test_no_import_circle_between_top_level_packages() -> None:
     found = cycles(graph)
     assert found == [], "import circles between packages:\n" + "\n".join(
         describe(c, graph) for c in found)  # fmt: skip
+
+
+# -- private names stay in their package ------------------------------------------------------
+
+
+def private_imports(package: Path = PACKAGE) -> list[str]:
+    """``source.name <- importer`` for each private name (``_x``, not dunder) imported from a
+    module of another package: not the importer's own package, an enclosing or an enclosed one.
+    Private modules at the top (``cua_rl._io``) are the library's shared internals: allowed."""
+    found = []
+    for path in sorted(package.rglob("*.py")):
+        me = module_name(path, package.parent)
+        here = me if path.name == "__init__.py" else me.rpartition(".")[0]
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+            if not isinstance(node, ast.ImportFrom) or not (node.module or "").startswith(
+                    "cua_rl") or node.level:  # fmt: skip
+                continue
+            there = node.module.rpartition(".")[0] if node.module.count(".") > 1 else \
+                node.module
+            related = here == there or here.startswith(f"{there}.") or \
+                there.startswith(f"{here}.")
+            for alias in node.names:
+                private = alias.name.startswith("_") and not alias.name.startswith("__")
+                if private and not related:
+                    found.append(f"{node.module}.{alias.name} <- {me}")
+    return found
+
+
+def test_no_private_name_is_imported_across_packages() -> None:
+    assert private_imports() == []
+
+
+def test_private_imports_finds_one(tmp_path: Path) -> None:
+    package = tmp_path / "cua_rl"
+    (package / "a").mkdir(parents=True)
+    (package / "b").mkdir()
+    (package / "a" / "m.py").write_text("from cua_rl.b.n import _hidden, shown\n")
+    (package / "a" / "ok.py").write_text("from cua_rl.a.m import _own\nfrom cua_rl._io import x\n")
+    assert private_imports(package) == ["cua_rl.b.n._hidden <- cua_rl.a.m"]
