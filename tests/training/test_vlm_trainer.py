@@ -103,7 +103,7 @@ def test_config_sections_of_a_vlm_run(tmp_path: Path) -> None:
         TrainConfig.from_dict(bad)
     bad = vlm_dict(tmp_path, Path("m"))
     bad["policy"]["vlm"]["thought_factor"] = 2.0
-    with pytest.raises(ConfigError, match=r"policy\.vlm: thought_factor must be in \[0, 1\]"):
+    with pytest.raises(ConfigError, match=r"policy\.vlm\.thought_factor: must be in \[0, 1\]"):
         TrainConfig.from_dict(bad)
     bad["policy"]["vlm"]["lora_rank"] = 2
     with pytest.raises(ConfigError, match=r"policy\.vlm\.lora_rank: unknown key"):
@@ -150,6 +150,9 @@ class _Choices:
 
     def sync(self, policy: Any, version: int) -> None:
         self.synced.append(version)
+
+    def close(self) -> None:
+        pass
 
 
 @pytest.mark.parametrize("algorithm", ["ppo", "group"])
@@ -259,6 +262,9 @@ class _Echo:
         return out
 
     def sync(self, policy: Any, version: int) -> None:
+        pass
+
+    def close(self) -> None:
         pass
 
 
