@@ -11,12 +11,18 @@ Modules (importing this package imports neither torch nor SB3):
   backend) with the policy's wrappers (no torch).
 * :mod:`~cua_rl.training.rollouts`: ``make_vec_env(config, reward, extras, filter)``:
   ``VecMonitor(ScoreEpisodesVec(<dummy / subproc / Ray sub-envs>))``.
+* :mod:`~cua_rl.training.learner`: the ``Learner`` protocol (what callbacks, checkpoints and
+  evaluation read of a model), the ``Generator`` protocol, and ``make_learner(config, parts)``,
+  the one place that chooses between the two learners (``policy.kind``).
+* :mod:`~cua_rl.training.episodes`: the record of a finished episode (both learners).
 * :mod:`~cua_rl.training.gae`: ``compute_gae`` (pure).
 * :mod:`~cua_rl.training.ppo_sb3`: :class:`~cua_rl.training.ppo_sb3.WeightedPPO`, SB3's PPO with
   per-episode weights (unscorable episodes excluded, the filter's drops and down-weights).
 * :mod:`~cua_rl.training.vlm`: updates of a VLM policy (needs torch): ``VLMStep`` records,
   ``build_ppo_batch`` (GAE per episode) / ``build_group_batch`` (group-relative, skip or success
-  replay), and ``vlm_update`` (clipped loss, value loss, entropy, KL to the reference).
+  replay), and ``vlm_update`` (clipped loss, value loss, entropy, KL to the reference), read from
+  the ``ppo`` and ``ppo.vlm`` sections.
+* :mod:`~cua_rl.training.vlm_trainer`: ``VLMLearner``, the VLM policy's learner.
 * :mod:`~cua_rl.training.callbacks`, :mod:`~cua_rl.training.checkpoint`: the run loop's parts.
 * :mod:`~cua_rl.training.train`: ``train(config, resume=...)`` (``cua-rl train``).
 
