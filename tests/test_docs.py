@@ -54,7 +54,8 @@ DOCS = ROOT / "docs"
 SKIP_MARK = "# not run by tests/test_docs.py"
 #: Size substitutions, applied to shell commands and python blocks: (regex, replacement).
 SMALLER: tuple[tuple[str, str], ...] = (
-    (r"^(cua-rl train configs/simdesk\.yaml)$", r"\1 --total-timesteps 512 --no-progress"),
+    (r"^(cua-rl train configs/simdesk\.yaml --run-dir \S+)$",
+     r"\1 --total-timesteps 512 --no-progress"),
     (r"--episodes 200\b", "--episodes 4"),
     (r"\bepisodes=20\b", "episodes=4"),
 )
@@ -298,6 +299,6 @@ def test_the_pages_run_as_written(tmp_path: Path) -> None:
                 )
                 ran += 1
     assert ran >= 14
-    assert (tmp_path / "runs" / "cal" / "calibration.json").is_file()
+    assert (tmp_path / "runs" / "calibration" / "calibration.json").is_file()
     assert list((tmp_path / "runs" / "simdesk" / "checkpoints").glob("ckpt_*.pt"))
     assert (tmp_path / "runs" / "manifest.json").is_file()
