@@ -27,6 +27,7 @@ EXPECTED = {
     "simdesk.yaml": ("simdesk", "cnn", 4, 64, 64, 0.2, 0.01, 0.99, "ground_truth"),
     "simdesk_vlm.yaml": ("simdesk", "vlm", 8, 16, 8, 0.1, 0.0, 0.9, "ground_truth"),
     "simdesk_vlm_group.yaml": ("simdesk", "vlm", 8, 16, 8, 0.1, 0.0, 0.9, "ground_truth"),
+    "simdesk_vlm_cpu.yaml": ("simdesk", "vlm", 2, 4, 4, 0.1, 0.0, 0.9, "ground_truth"),
     "waa.yaml": ("waa", "cnn", 4, 64, 128, 0.2, 0.01, 0.99, "corrected"),
 }
 
