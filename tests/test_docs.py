@@ -29,11 +29,13 @@ Four checks:
    page (``page.md#section``, where the command is), an upstream page (``http(s)://...``), or
    say ``not measured`` (arithmetic such as a model's bytes); or be followed directly by a code
    block (the command that counts it).
-4. **Named things exist**: every repository path in backticks (``cua_rl/...``, ``tests/...``,
-   ``benchmarks/...``, ``configs/...``, ``scripts/...``, ``docs/...``) exists, every dotted
-   ``cua_rl.`` name in backticks is a module that exists followed by at most an attribute or a
-   ``Class.member``, every relative link of the README resolves, and every result file is
-   linked from ``docs/studies.md``. This catches pages left behind when modules move.
+4. **Named things exist**: every repository path in backticks or in a shell block
+   (``cua_rl/...``, ``tests/...``, ``benchmarks/...``, ``configs/...``, ``scripts/...``,
+   ``docs/...``) exists, every ``from cua_rl... import`` of a python block names a module,
+   every dotted ``cua_rl.`` name in backticks is a module that exists followed by at most an
+   attribute or a ``Class.member``, every relative link of the README resolves, and every
+   result file is linked from ``docs/studies.md``. This catches pages left behind when modules
+   move.
 """
 
 from __future__ import annotations
@@ -178,10 +180,19 @@ def unsourced_claims(page: Path) -> list[str]:
 
 
 def stale_names(page: Path) -> list[str]:
-    """``page: name`` for every path or ``cua_rl.`` name in backticks that does not exist."""
+    """``page: name`` for every path or ``cua_rl.`` name in backticks, every repository path a
+    shell block names and every ``cua_rl`` module a python block imports from (run or not), that
+    does not exist."""
     text = _FENCE.sub("", page.read_text(encoding="utf-8"))
+    named = re.findall(r"`([^`\s]+)`", text)
+    for lang, code in code_blocks(page):
+        if lang == "bash":
+            named += [w for c in shell_commands(code) for w in shlex.split(c) if _PATH.match(w)]
+        elif lang == "python":  # the modules of blocks that are not run, too
+            imported = re.findall(r"^\s*from (cua_rl(?:\.\w+)*) import", code, flags=re.M)
+            named += [f"{m}.__init__" for m in imported]  # the module itself, not an attribute
     bad = []
-    for name in re.findall(r"`([^`\s]+)`", text):
+    for name in named:
         name = name.split("::")[0].rstrip(".,:")
         missing_path = _PATH.match(name) and "*" not in name and not (ROOT / name).exists()
         missing_module = _DOTTED.match(name) and not _module_prefix_exists(name)
