@@ -54,8 +54,8 @@ from cua_rl.calibration import (
     estimate_calibration,
     load_labelled,
 )
+from cua_rl.calibration.success import estimate_success
 from cua_rl.provenance import cpu_model, git
-from cua_rl.rewards.estimate import estimate_success
 
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_OUT = REPO / "benchmarks" / "results" / "calibration.md"

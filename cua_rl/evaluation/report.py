@@ -3,7 +3,7 @@
 True success comes from the benchmark's checker (``ground_truth >= 0.5``,
 :func:`cua_rl.core.is_success`) with a Wilson interval; the judge's view is its raw success rate
 and, with a calibration, the corrected (Rogan-Gladen) estimate whose bootstrap interval includes
-the calibration's own uncertainty (:func:`cua_rl.rewards.estimate.estimate_success`). Both are
+the calibration's own uncertainty (:func:`cua_rl.calibration.success.estimate_success`). Both are
 reported overall and per domain (a domain's estimate uses the domain's own calibration stratum
 when the calibration has per-domain strata).
 """
@@ -187,7 +187,7 @@ def _wilson(wins: Sequence[bool], confidence: float) -> Rate | None:
 
 
 def _estimate(verdicts: Sequence[Verdict], cal: Calibration, confidence: float) -> Rate:
-    from cua_rl.rewards.estimate import estimate_success
+    from cua_rl.calibration.success import estimate_success
 
     est = estimate_success(verdicts, cal, n_boot=N_BOOT, confidence=confidence)
     return Rate(est.estimate, est.interval[0], est.interval[1], est.n)

@@ -13,7 +13,6 @@ from cua_rl._lazy import lazy_exports
 if TYPE_CHECKING:
     from cua_rl.rewards.base import GroundTruthReward, RewardSource, WeightedReward
     from cua_rl.rewards.corrected import CorrectedReward
-    from cua_rl.rewards.estimate import SuccessEstimate, estimate_success
     from cua_rl.rewards.judge import JudgeReward
     from cua_rl.rewards.structural import StructuralReward
 
@@ -23,9 +22,7 @@ _WHERE = {
     "JudgeReward": "cua_rl.rewards.judge",
     "RewardSource": "cua_rl.rewards.base",
     "StructuralReward": "cua_rl.rewards.structural",
-    "SuccessEstimate": "cua_rl.rewards.estimate",
     "WeightedReward": "cua_rl.rewards.base",
-    "estimate_success": "cua_rl.rewards.estimate",
 }
 
 __all__ = [
@@ -34,9 +31,7 @@ __all__ = [
     "JudgeReward",
     "RewardSource",
     "StructuralReward",
-    "SuccessEstimate",
     "WeightedReward",
-    "estimate_success",
 ]
 
 

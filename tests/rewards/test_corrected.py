@@ -9,7 +9,7 @@ from collections.abc import Sequence
 import numpy as np
 import pytest
 
-from cua_rl.calibration import Calibration, estimate_calibration
+from cua_rl.calibration import Calibration, estimate_calibration, estimate_success
 from cua_rl.core import Observation, Task, Trajectory
 from cua_rl.errors import CalibrationError
 from cua_rl.judges import JudgeRequest, SimulatedJudge, Verdict
@@ -18,7 +18,6 @@ from cua_rl.rewards import (
     GroundTruthReward,
     RewardSource,
     WeightedReward,
-    estimate_success,
 )
 
 SHOT = Observation(np.zeros((2, 2, 3), np.uint8))

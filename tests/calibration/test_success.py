@@ -7,10 +7,15 @@ import math
 import numpy as np
 import pytest
 
-from cua_rl.calibration import Calibration, ConfusionCounts, estimate_calibration
+from cua_rl.calibration import (
+    Calibration,
+    ConfusionCounts,
+    SuccessEstimate,
+    estimate_calibration,
+    estimate_success,
+)
 from cua_rl.errors import CalibrationError
 from cua_rl.judges import Verdict
-from cua_rl.rewards import SuccessEstimate, estimate_success
 
 
 def _calibration(tp: int, fn: int, fp: int, tn: int, judge_id: str = "j") -> Calibration:
