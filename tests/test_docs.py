@@ -202,14 +202,19 @@ def stale_names(page: Path) -> list[str]:
 
 
 def _module_prefix_exists(name: str) -> bool:
-    """Whether ``name`` is a module of the repository followed by an attribute or a
-    ``Class.member`` (the longest module prefix counts)."""
+    """Whether ``name`` is a module of the repository followed by an attribute its source names
+    (defined or exported there) or a ``Class.member`` (the longest module prefix counts)."""
     parts = name.split(".")
     for cut in range(len(parts), 1, -1):
         base = ROOT.joinpath(*parts[:cut])
-        if base.with_suffix(".py").is_file() or (base / "__init__.py").is_file():
+        module = base.with_suffix(".py")
+        source = module if module.is_file() else base / "__init__.py"
+        if source.is_file():
             rest = parts[cut:]
-            return len(rest) <= 1 or (len(rest) == 2 and rest[0][:1].isupper())
+            if not rest or rest == ["__init__"]:
+                return True
+            named = re.search(rf"\b{rest[0]}\b", source.read_text(encoding="utf-8"))
+            return bool(named) and (len(rest) == 1 or (len(rest) == 2 and rest[0][:1].isupper()))
     return False
 
 
