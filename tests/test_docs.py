@@ -33,9 +33,9 @@ Four checks:
    (``cua_rl/...``, ``tests/...``, ``benchmarks/...``, ``configs/...``, ``scripts/...``,
    ``docs/...``) exists, every ``from cua_rl... import`` of a python block names a module,
    every dotted ``cua_rl.`` name in backticks is a module that exists followed by at most an
-   attribute or a ``Class.member``, every relative link of the README resolves, and every
-   result file is linked from ``docs/studies.md``. This catches pages left behind when modules
-   move.
+   attribute its source names or a ``Class.member``, every relative link of the README
+   resolves, and every result file is linked from ``docs/studies.md``. This catches pages left
+   behind when modules move.
 """
 
 from __future__ import annotations
