@@ -35,9 +35,10 @@ import numpy as np
 from scipy.stats import binom
 
 from cua_rl._io import atomic_write_text
-from cua_rl.evaluation.run import held_out_tasks, load_policy, run_episodes
+from cua_rl.evaluation.run import held_out_tasks, run_episodes
 from cua_rl.judges.base import JudgeRequest
 from cua_rl.judges.simulated import SimulatedJudge, _uniforms
+from cua_rl.training.evaluate import load_policy
 
 
 def episodes(checkpoint: str, split: str, n: int, judge: SimulatedJudge) -> list[dict[str, Any]]:
@@ -45,7 +46,7 @@ def episodes(checkpoint: str, split: str, n: int, judge: SimulatedJudge) -> list
     policy = load_policy(checkpoint)
     env = policy.make_env(split)
     try:
-        trajectories = run_episodes(policy, env, held_out_tasks(policy.config, n, split))
+        trajectories = run_episodes(policy, env, held_out_tasks(policy.config.env, n, split))
     finally:
         env.close()
     rows = []

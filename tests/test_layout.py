@@ -225,10 +225,6 @@ def test_imported_modules_reads_function_level_and_relative_imports(tmp_path: Pa
         "cua_rl.envs.config.EnvConfig", "cua_rl.judges"}  # fmt: skip
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "a circle left to another part of issue 26: [evaluation <-> policies <-> training] "
-    "(evaluation.run/task_list -> training, policies.cnn -> training, training.callbacks -> "
-    "evaluation, training.config/learner -> policies); remove this mark when it is gone"))
 def test_no_import_circle_between_top_level_packages() -> None:
     graph = import_graph()
     found = cycles(graph)

@@ -81,8 +81,8 @@ def run(args: argparse.Namespace) -> int:
     """Run ``cua-rl evaluate``; prints the report. Exit code 0."""
     from cua_rl.calibration.run import read_task_ids
     from cua_rl.cli.train import with_run_dir
-    from cua_rl.evaluation import evaluate_checkpoint
     from cua_rl.training.config import load_config
+    from cua_rl.training.evaluate import evaluate_checkpoint
 
     config = with_run_dir(load_config(args.config), args.run_dir)
     if args.checkpoint is None:
@@ -99,7 +99,7 @@ def run(args: argparse.Namespace) -> int:
 
 def _run_task_list(args: argparse.Namespace, config: Any) -> int:
     from cua_rl.errors import ConfigError
-    from cua_rl.evaluation import evaluate_task_file
+    from cua_rl.training.evaluate import evaluate_task_file
 
     given = [f"--{k.replace('_', '-')}" for k in ("episodes", "task_ids") if getattr(args, k)]
     if args.split != "eval":

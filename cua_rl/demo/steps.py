@@ -161,7 +161,7 @@ def evaluate_greedy(model: Any, config: Any, parts: Any, episodes: int) -> dict[
     env = wrap_for_policy(make_env(config.env, "eval"), config.policy)
     try:
         report = evaluate(lambda o: model.predict(o, deterministic=True)[0], env,
-                          held_out_tasks(config, episodes), parts.judge,
+                          held_out_tasks(config.env, episodes), parts.judge,
                           parts.estimate_calibrations())  # fmt: skip
     finally:
         env.close()

@@ -3,14 +3,14 @@
 * :func:`~cua_rl.evaluation.run.evaluate` ``(policy, env, tasks, judge=None, calibration=None)
   -> EvalReport``: the one evaluation (training callbacks, the demo and ``cua-rl evaluate`` use
   it);
-* :func:`~cua_rl.evaluation.run.load_policy`: a trained checkpoint as a callable policy;
-* :func:`~cua_rl.evaluation.run.evaluate_checkpoint`: what ``cua-rl evaluate`` runs;
 * :class:`~cua_rl.evaluation.report.EvalReport`: the numbers, as metrics, Markdown or JSON;
-* :func:`~cua_rl.evaluation.task_list.run_task_list` /
-  :func:`~cua_rl.evaluation.task_list.evaluate_task_file`: a benchmark task list across parallel
+* :func:`~cua_rl.evaluation.task_list.run_task_list`: a benchmark task list across parallel
   envs, written in OSWorld's result layout (``cua-rl evaluate --tasks``).
 
-Names are imported on first use (no torch until a policy is loaded).
+A trained checkpoint as a policy, and what ``cua-rl evaluate`` runs, are training's
+(:mod:`cua_rl.training.evaluate`): this package does not know checkpoints.
+
+Names are imported on first use.
 """
 
 from __future__ import annotations
@@ -22,17 +22,10 @@ from cua_rl._lazy import lazy_exports
 if TYPE_CHECKING:
     from cua_rl.evaluation.report import EvalReport, Rate, eval_report
     from cua_rl.evaluation.result_layout import ResultLayout
-    from cua_rl.evaluation.run import (
-        TrainedPolicy,
-        evaluate,
-        evaluate_checkpoint,
-        held_out_tasks,
-        load_policy,
-    )
+    from cua_rl.evaluation.run import evaluate, held_out_tasks
     from cua_rl.evaluation.task_list import (
         TaskListReport,
         TaskOutcome,
-        evaluate_task_file,
         load_task_file,
         run_task_list,
     )
@@ -41,15 +34,11 @@ _WHERE = {
     "EvalReport": "cua_rl.evaluation.report",
     "Rate": "cua_rl.evaluation.report",
     "eval_report": "cua_rl.evaluation.report",
-    "TrainedPolicy": "cua_rl.evaluation.run",
     "evaluate": "cua_rl.evaluation.run",
-    "evaluate_checkpoint": "cua_rl.evaluation.run",
     "held_out_tasks": "cua_rl.evaluation.run",
-    "load_policy": "cua_rl.evaluation.run",
     "ResultLayout": "cua_rl.evaluation.result_layout",
     "TaskListReport": "cua_rl.evaluation.task_list",
     "TaskOutcome": "cua_rl.evaluation.task_list",
-    "evaluate_task_file": "cua_rl.evaluation.task_list",
     "load_task_file": "cua_rl.evaluation.task_list",
     "run_task_list": "cua_rl.evaluation.task_list",
 }
@@ -60,13 +49,9 @@ __all__ = [
     "ResultLayout",
     "TaskListReport",
     "TaskOutcome",
-    "TrainedPolicy",
     "eval_report",
     "evaluate",
-    "evaluate_checkpoint",
-    "evaluate_task_file",
     "held_out_tasks",
-    "load_policy",
     "load_task_file",
     "run_task_list",
 ]

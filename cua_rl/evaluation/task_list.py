@@ -45,20 +45,18 @@ from cua_rl.core import Task, Trajectory, is_success
 from cua_rl.errors import BackendError, ConfigError, CuaRLError, TaskSpecError
 from cua_rl.evaluation.report import EvalReport, Rate, eval_report, wilson_rate
 from cua_rl.evaluation.result_layout import ResultLayout, write_task_folder
-from cua_rl.evaluation.run import load_policy, run_episode
+from cua_rl.evaluation.run import run_episode
 
 if TYPE_CHECKING:
     import gymnasium as gym
 
     from cua_rl.calibration.calibration import Calibration
     from cua_rl.envs.config import EnvConfig
-    from cua_rl.evaluation.run import TrainedPolicy
     from cua_rl.judges.base import Judge
-    from cua_rl.training.config import TrainConfig
 
 __all__ = [
-    "ResultLayout", "TaskListReport", "TaskOutcome", "evaluate_task_file", "load_task_file",
-    "run_task_list", "write_task_folder",
+    "ResultLayout", "TaskListReport", "TaskOutcome", "load_task_file", "run_task_list",
+    "write_task_folder",
 ]
 
 logger = logging.getLogger(__name__)
@@ -424,79 +422,3 @@ def load_task_file(config: EnvConfig, path: str | Path,
         root = s.tasks[0]
     return list(load_tasks([str(path)], None if root is None else str(root),
                            max_steps=config.max_steps))  # fmt: skip
-
-
-def evaluate_task_file(
-    config: TrainConfig,
-    tasks_file: str | Path,
-    checkpoint: str | Path,
-    *,
-    out: str | Path | None = None,
-    n_envs: int | None = None,
-    model: str | None = None,
-    action_space: str = "pyautogui",
-    observation_type: str = "screenshot",
-    examples_root: str | Path | None = None,
-    use_judge: bool = True,
-    deterministic: bool = True,
-) -> tuple[TrainedPolicy, TaskListReport]:
-    """What ``cua-rl evaluate --tasks FILE`` runs: a checkpoint's policy on every task of a task
-    list, ``n_envs`` envs at a time (env ``i``: server URL ``i`` / desktop ``i``).
-
-    Args:
-        config: The run's config (``osworld`` or ``x11`` backend).
-        tasks_file: A task list, a task folder or a task file (:func:`load_task_file`).
-        checkpoint: A checkpoint file or a run folder.
-        out: The results root (default ``<logging.dir>/results``).
-        n_envs: Envs in parallel (default: every URL / desktop of the config).
-        model: The results' model folder name (default: the checkpoint's file stem).
-        action_space: The results' action-space folder name (OSWorld's).
-        observation_type: The results' observation-type folder name (OSWorld's).
-        examples_root: Where a task list's domain folders are.
-        use_judge: Judge the episodes when the config has a ``reward.judge``.
-        deterministic: Greedy actions.
-
-    Raises:
-        ConfigError: A bad checkpoint, backend, ``n_envs`` above what the config has.
-        TaskSpecError: A bad task list.
-    """
-    from cua_rl.envs.backends.registry import get_backend
-    from cua_rl.envs.make import make_env
-
-    env_config = config.env
-    tasks = load_task_file(env_config, tasks_file, examples_root)
-    spec = get_backend(env_config.backend)
-    limit = spec.max_envs(env_config)
-    assert limit is not None  # load_task_file refused other backends
-    what = spec.max_envs_key
-    if n_envs is None:
-        n_envs = limit
-    elif not 1 <= n_envs <= limit:
-        raise ConfigError(f"--envs {n_envs}: env.backend_kwargs.{what} gives {limit} env"
-                          f"{'' if limit == 1 else 's'} (one per entry)")
-    policy = load_policy(checkpoint, config, deterministic=deterministic)
-    layout = ResultLayout(Path(out) if out is not None else config.resolve(config.logging.dir)
-                          / "results", action_space, observation_type,
-                          model or policy.checkpoint.stem)  # fmt: skip
-
-    from cua_rl.tasks.base import FixedTasks
-
-    listed = FixedTasks(tasks)
-
-    def env_fn(index: int) -> gym.Env[Any, Any]:
-        return policy.wrap_env(make_env(env_config, "eval", index=index, tasks=listed))
-
-    judge = calibrations = None
-    if use_judge and config.reward.judge is not None:
-        from cua_rl.training.build import build_judge, load_calibrations
-
-        calibrations = load_calibrations(config) or None
-        judge = build_judge(config.reward.judge, config)
-    try:
-        report = run_task_list(env_fn, policy, tasks, layout, n_envs=n_envs, judge=judge,
-                               calibration=calibrations)  # fmt: skip
-    finally:
-        close = getattr(judge, "close", None)
-        if callable(close):
-            close()
-    return policy, report

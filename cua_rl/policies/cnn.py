@@ -20,7 +20,7 @@ Use it with ``MultiInputPolicy``::
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import gymnasium as gym
 import torch
@@ -31,10 +31,17 @@ from torch import nn
 
 from cua_rl.errors import ConfigError
 
-if TYPE_CHECKING:
-    from cua_rl.training.config import PolicyConfig, TrainConfig
+__all__ = ["CompactPolicySettings", "ScreenInstructionExtractor", "policy_kwargs"]
 
-__all__ = ["ScreenInstructionExtractor", "build_policy", "policy_kwargs"]
+
+class CompactPolicySettings(Protocol):
+    """What :func:`policy_kwargs` reads of a run's ``policy`` section
+    (:class:`cua_rl.training.config.PolicyConfig`)."""
+
+    cnn_channels: Sequence[int]
+    cnn_features: int
+    text_features: int
+    net_arch: Sequence[int]
 
 
 class ScreenInstructionExtractor(BaseFeaturesExtractor):
@@ -126,7 +133,7 @@ class ScreenInstructionExtractor(BaseFeaturesExtractor):
         return torch.cat([screen, text], dim=1)
 
 
-def policy_kwargs(config: PolicyConfig) -> dict[str, Any]:
+def policy_kwargs(config: CompactPolicySettings) -> dict[str, Any]:
     """SB3 ``policy_kwargs`` of the compact policy a ``policy`` config section describes."""
     return {
         "features_extractor_class": ScreenInstructionExtractor,
@@ -137,35 +144,3 @@ def policy_kwargs(config: PolicyConfig) -> dict[str, Any]:
         },
         "net_arch": {"pi": list(config.net_arch), "vf": list(config.net_arch)},
     }
-
-
-def build_policy(config: TrainConfig, *, device: str = "cpu") -> Any:
-    """A fresh SB3 ``MultiInputActorCriticPolicy`` of a run's config, as PPO builds it.
-
-    Its observation and action spaces are those of the config's wrapped env (images
-    channels-first, as SB3's ``VecTransposeImage`` gives them to PPO), so a checkpoint's
-    ``policy`` state loads into it and ``predict`` takes the wrapped env's observations.
-    """
-    from stable_baselines3.common.policies import MultiInputActorCriticPolicy
-    from stable_baselines3.common.preprocessing import is_image_space
-    from stable_baselines3.common.vec_env import VecTransposeImage
-
-    from cua_rl.envs.make import make_env
-    from cua_rl.training.envs import wrap_for_policy
-
-    env = wrap_for_policy(make_env(config.env, "eval"), config.policy)
-    try:
-        obs_space, action_space = env.observation_space, env.action_space
-    finally:
-        env.close()
-    assert isinstance(obs_space, spaces.Dict)
-    transposed = {
-        key: VecTransposeImage.transpose_space(space, key)
-        if is_image_space(space) and not is_image_space_channels_first(space)  # type: ignore[arg-type]
-        else space
-        for key, space in obs_space.spaces.items()
-    }
-    policy = MultiInputActorCriticPolicy(
-        spaces.Dict(transposed), action_space, lambda _: 0.0, **policy_kwargs(config.policy)
-    )
-    return policy.to(device)

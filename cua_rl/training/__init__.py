@@ -25,10 +25,32 @@ Modules (importing this package imports neither torch nor SB3):
 * :mod:`~cua_rl.training.vlm_trainer`: ``VLMLearner``, the VLM policy's learner.
 * :mod:`~cua_rl.training.callbacks`, :mod:`~cua_rl.training.checkpoint`: the run loop's parts.
 * :mod:`~cua_rl.training.train`: ``train(config, resume=...)`` (``cua-rl train``).
+* :mod:`~cua_rl.training.evaluate`: ``load_policy(checkpoint)``, a trained checkpoint as a
+  policy; ``evaluate_checkpoint`` / ``evaluate_task_file`` (``cua-rl evaluate``).
 
 Nothing here names a backend: adding one touches ``cua_rl/envs/backends/`` only.
 """
 
+from typing import TYPE_CHECKING
+
+from cua_rl._lazy import lazy_exports
 from cua_rl.training.config import TrainConfig, config_hash, load_config
 
-__all__ = ["TrainConfig", "config_hash", "load_config"]
+if TYPE_CHECKING:
+    from cua_rl.training.evaluate import (
+        TrainedPolicy,
+        evaluate_checkpoint,
+        evaluate_task_file,
+        load_policy,
+    )
+
+__all__ = [
+    "TrainConfig", "TrainedPolicy", "config_hash", "evaluate_checkpoint", "evaluate_task_file",
+    "load_config", "load_policy",
+]  # fmt: skip
+
+# imported on first use: loading a checkpoint needs torch
+__getattr__, __dir__ = lazy_exports(__name__, {
+    name: "cua_rl.training.evaluate"
+    for name in ("TrainedPolicy", "evaluate_checkpoint", "evaluate_task_file", "load_policy")
+})

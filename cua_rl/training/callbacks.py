@@ -355,7 +355,7 @@ class EvaluateHeldOut(RunCallback):
         report = evaluate(
             policy,
             self.env,
-            held_out_tasks(self.config, self.config.eval.episodes),
+            held_out_tasks(self.config.env, self.config.eval.episodes),
             self.parts.judge,
             self.parts.estimate_calibrations(),  # the audits' choice on an audited run
         )

@@ -75,7 +75,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "CompactAgent", "WeightedBatch", "WeightedDictRolloutBuffer", "WeightedPPO", "build_model",
-    "load_compact_agent",
+    "build_policy", "load_compact_agent",
 ]  # fmt: skip
 
 
@@ -536,9 +536,43 @@ def load_compact_agent(
     deterministic: bool = True,
 ) -> CompactAgent:
     """The compact policy of a checkpoint (its ``policy`` state) as an evaluation agent."""
-    from cua_rl.policies.cnn import build_policy
-
     policy = build_policy(config, device=device)
     policy.load_state_dict(state["policy"])
     policy.set_training_mode(False)
     return CompactAgent(policy, config.policy, deterministic)
+
+
+def build_policy(config: TrainConfig, *, device: str = "cpu") -> Any:
+    """A fresh SB3 ``MultiInputActorCriticPolicy`` of a run's config, as PPO builds it.
+
+    Its observation and action spaces are those of the config's wrapped env (images
+    channels-first, as SB3's ``VecTransposeImage`` gives them to PPO), so a checkpoint's
+    ``policy`` state loads into it and ``predict`` takes the wrapped env's observations.
+    """
+    from stable_baselines3.common.policies import MultiInputActorCriticPolicy
+    from stable_baselines3.common.preprocessing import (
+        is_image_space,
+        is_image_space_channels_first,
+    )
+    from stable_baselines3.common.vec_env import VecTransposeImage
+
+    from cua_rl.envs.make import make_env
+    from cua_rl.policies.cnn import policy_kwargs
+    from cua_rl.training.envs import wrap_for_policy
+
+    env = wrap_for_policy(make_env(config.env, "eval"), config.policy)
+    try:
+        obs_space, action_space = env.observation_space, env.action_space
+    finally:
+        env.close()
+    assert isinstance(obs_space, spaces.Dict)
+    transposed = {
+        key: VecTransposeImage.transpose_space(space, key)
+        if is_image_space(space) and not is_image_space_channels_first(space)  # type: ignore[arg-type]
+        else space
+        for key, space in obs_space.spaces.items()
+    }
+    policy = MultiInputActorCriticPolicy(
+        spaces.Dict(transposed), action_space, lambda _: 0.0, **policy_kwargs(config.policy)
+    )
+    return policy.to(device)

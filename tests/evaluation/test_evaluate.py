@@ -39,7 +39,7 @@ def test_true_success_per_domain_with_wilson_intervals(
     config = tiny_config(env={"families": ["click_ok", "close_window"]})
     env = eval_env(config)
     enter = env.key_start  # "enter" presses the focused button: OK when it comes first
-    tasks = held_out_tasks(config, 12)
+    tasks = held_out_tasks(config.env, 12)
     report = evaluate(lambda obs: enter, env, tasks)
     assert isinstance(report, EvalReport)
     assert (report.episodes, report.unscorable, report.env_errors) == (12, 0, 0)
@@ -78,7 +78,7 @@ def test_judge_estimate_from_a_calibrated_simulated_judge(
     )
     parts = prepare_run(config)
     env = eval_env(config)
-    report = evaluate(lambda obs: env.key_start, env, held_out_tasks(config, 30), parts.judge,
+    report = evaluate(lambda obs: env.key_start, env, held_out_tasks(config.env, 30), parts.judge,
                       parts.calibrations)  # fmt: skip
     env.close()
     metrics = report.metrics()
@@ -140,12 +140,12 @@ def test_env_errors_and_missing_checkers_are_counted_not_scored() -> None:
 
 def test_held_out_tasks_checks_its_arguments(tiny_config: Callable[..., TrainConfig]) -> None:
     config = tiny_config()
-    assert [t.id for t in held_out_tasks(config, 2)] == [
+    assert [t.id for t in held_out_tasks(config.env, 2)] == [
         "simdesk/click_ok/1000000000", "simdesk/click_ok/1000000001"]  # fmt: skip
     with pytest.raises(ConfigError, match="episodes must be >= 1, got 0"):
-        held_out_tasks(config, 0)
+        held_out_tasks(config.env, 0)
     with pytest.raises(ConfigError, match="split must be 'train' or 'eval', got 'test'"):
-        held_out_tasks(config, 1, "test")
+        held_out_tasks(config.env, 1, "test")
 
 
 def test_evaluate_needs_an_env_that_emits_episode_ends(
@@ -162,5 +162,5 @@ def test_evaluate_needs_an_env_that_emits_episode_ends(
     config = tiny_config()
     env = Forgetful(eval_env(config))
     with pytest.raises(ConfigError, match="has no episode_end with a trajectory"):
-        evaluate(lambda obs: 0, env, held_out_tasks(config, 1))
+        evaluate(lambda obs: 0, env, held_out_tasks(config.env, 1))
     env.close()

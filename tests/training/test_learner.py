@@ -80,7 +80,7 @@ def test_the_compact_learner_is_a_learner(tiny_config: Callable[..., TrainConfig
         env = learner.wrap_eval_env(make_env(config.env, "eval"))
         try:
             agent = learner.evaluation_agent(deterministic=True)
-            trajectory = run_episode(agent, env, held_out_tasks(config, 1)[0])
+            trajectory = run_episode(agent, env, held_out_tasks(config.env, 1)[0])
             assert len(trajectory.steps) >= 1
         finally:
             env.close()

@@ -165,10 +165,10 @@ def test_one_iteration_end_to_end_then_resume(
     run answers "press enter" (solves click_ok) or "WAIT" at random through :class:`_Choices`,
     rewarded by the task's own checker, so its group has a reward spread.
     """
-    from cua_rl.evaluation.run import load_policy
     from cua_rl.policies.vlm.policy import VLMPolicy
     from cua_rl.training import vlm_trainer
     from cua_rl.training.build import prepare_run
+    from cua_rl.training.evaluate import load_policy
 
     extra: dict[str, Any] = {}
     if algorithm == "group":
@@ -225,7 +225,7 @@ def test_one_iteration_end_to_end_then_resume(
 
 
 def test_a_checkpoint_of_another_policy_config_is_refused(tmp_path: Path, tiny_path: Path) -> None:
-    from cua_rl.evaluation.run import load_policy
+    from cua_rl.training.evaluate import load_policy
 
     config = make_config(tmp_path, tiny_path)
     result = train(config)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.errors import ConfigError
-from cua_rl.evaluation import evaluate_checkpoint, load_policy
 from cua_rl.training.config import TrainConfig
+from cua_rl.training.evaluate import evaluate_checkpoint, load_policy
 from cua_rl.training.train import train
 
 
