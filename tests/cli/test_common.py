@@ -33,7 +33,7 @@ COMMANDS = _subcommands()
 
 def test_every_subcommand_is_registered() -> None:
     assert COMMANDS == ["demo", "calibrate", "validate", "filter", "train", "evaluate",
-                        "desktop-server"]
+                        "make-tiny-model", "desktop-server"]
 
 
 def test_version(capsys: pytest.CaptureFixture[str]) -> None:
@@ -101,7 +101,10 @@ def test_defaults_shown_are_the_real_defaults(capsys: pytest.CaptureFixture[str]
         (["train"], "the following arguments are required: config"),
         (["evaluate", "--config", "{tmp}/none.yaml", "--checkpoint", "{tmp}"],
          "cannot read the config"),
-        (["evaluate", "--config", "c.yaml"], "required: --checkpoint"),
+        (["evaluate", "--config", "{tmp}/none.yaml"], "cannot read the config"),
+        (["evaluate", "--config", "c.yaml", "--checkpoint", "a", "--run-dir", "b"],
+         "argument --run-dir: not allowed with argument --checkpoint"),
+        (["evaluate"], "required: --config"),
         (["nonsense"], "invalid choice: 'nonsense'"),
         ([], "the following arguments are required: <cmd>"),
     ],
