@@ -180,7 +180,8 @@ def _run_sandboxed(args: argparse.Namespace, token: str | None, apps_env: dict[s
 
 
 def run(args: argparse.Namespace) -> int:
-    from cua_rl.envs.backends.x11.server import DesktopServer, check_host
+    from cua_rl.envs.backends.x11.server import DesktopServer
+    from cua_rl.envs.backends.x11.server_http import check_host
     from cua_rl.envs.backends.x11.session import DesktopSession
 
     check_host(args.host, args.allow_remote)

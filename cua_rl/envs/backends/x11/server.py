@@ -40,7 +40,7 @@ VM the same way. Differences, all deliberate:
 The HTTP side (:func:`check_host`, the request handler class) lives in
 :mod:`cua_rl.envs.backends.x11.server_http`, the connection limits in
 :mod:`cua_rl.envs.backends.x11.server_conn`, the reset gate and the health probe in
-:mod:`cua_rl.envs.backends.x11.server_health`; ``check_host`` is re-exported here.
+:mod:`cua_rl.envs.backends.x11.server_health`.
 """
 
 from __future__ import annotations
@@ -73,7 +73,7 @@ from cua_rl.envs.backends.x11.server_waa import WAAMode, windows_path
 from cua_rl.envs.backends.x11.session import USER_HOME, DesktopSession
 from cua_rl.errors import ActionError, ConfigError
 
-__all__ = ["PPM", "DesktopServer", "ServerLimits", "check_host"]
+__all__ = ["PPM", "DesktopServer", "ServerLimits"]
 
 PPM = "image/x-portable-pixmap"
 EXECUTE_TIMEOUT_S = 120.0

@@ -1,9 +1,8 @@
 """The HTTP side of :class:`~cua_rl.envs.backends.x11.server.DesktopServer`: bind check and request
 handler.
 
-Moved out of :mod:`cua_rl.envs.backends.x11.server` (which re-exports :func:`check_host`, so
-``from cua_rl.envs.backends.x11.server import check_host`` keeps working). :func:`make_handler`
-builds the :class:`~http.server.BaseHTTPRequestHandler` the server's
+:func:`check_host` refuses a bind address the server must not listen on;
+:func:`make_handler` builds the :class:`~http.server.BaseHTTPRequestHandler` the server's
 :class:`~cua_rl.envs.backends.x11.server_conn.BoundedHTTPServer` uses. For each request, in this
 order:
 

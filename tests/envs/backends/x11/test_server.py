@@ -15,7 +15,8 @@ from cua_rl.actions import Click, Type, to_xdotool
 from cua_rl.cli import main
 from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient, VMServerHTTPError
 from cua_rl.envs.backends.vm.codec import linearize_a11y
-from cua_rl.envs.backends.x11.server import DesktopServer, check_host
+from cua_rl.envs.backends.x11.server import DesktopServer
+from cua_rl.envs.backends.x11.server_http import check_host
 from cua_rl.envs.backends.x11.session import USER_HOME
 from cua_rl.errors import BackendError, ConfigError
 from tests.envs.backends.x11.conftest import needs_calc, needs_desktop, needs_mousepad
