@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, ClassVar
 
 from cua_rl._strict import build_section, check, check_fields
-from cua_rl.envs.backends.vm.settings import W, absolute, listed
+from cua_rl.envs.backends.vm.settings import W, absolute, task_kwargs
 from cua_rl.errors import ConfigError, TaskSpecError
 
 if TYPE_CHECKING:
@@ -171,14 +171,8 @@ def settings(config: EnvConfig) -> MacOSWorldSettings:
         ConfigError: Naming ``env.backend_kwargs.<key>``: unknown keys, wrong types, missing
             ``hosts``/``ssh_key``/``known_hosts``, tasks given twice or not at all.
     """
-    kw = listed(config.backend_kwargs, "tasks", "eval_tasks")
-    if "tasks" in kw and config.task_files:
-        raise ConfigError(f"{W}.tasks and env.task_files both name tasks; give one")
-    where = f"{W}.tasks" if "tasks" in kw else "env.task_files"
-    kw.setdefault("tasks", list(config.task_files))
-    if not kw["tasks"]:
-        raise ConfigError(f"{where}: the macosworld backend needs task folders or files "
-                          f"(tasks/<category>/<uuid>.json)")
+    kw = task_kwargs(config, "the macosworld backend needs task folders or files "
+                             "(tasks/<category>/<uuid>.json)")
     s = build_section(MacOSWorldSettings, kw, W)
     base = config.base_dir
     return dataclasses.replace(

@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from cua_rl._strict import build_section, check, check_fields
-from cua_rl.envs.backends.vm.settings import W, absolute, check_url, listed
+from cua_rl.envs.backends.vm.settings import W, absolute, check_url, task_kwargs
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -146,14 +146,8 @@ def load_settings(kind: type[T], config: EnvConfig) -> T:
         ConfigError: Naming ``env.backend_kwargs.<key>`` (or ``env.task_files``): an unknown
             key, a wrong type or value, tasks given twice or not at all.
     """
-    kw = listed(config.backend_kwargs, "tasks", "eval_tasks")
-    if "tasks" in kw and config.task_files:
-        raise ConfigError(f"{W}.tasks and env.task_files both name tasks; give one")
-    where = f"{W}.tasks" if "tasks" in kw else "env.task_files"
-    kw.setdefault("tasks", list(config.task_files))
-    if not kw["tasks"]:
-        raise ConfigError(f"{where}: the {kind.backend} backend needs a task folder or task "
-                          f"list (a path or a list of paths), got {kw['tasks']!r}")  # fmt: skip
+    kw = task_kwargs(config, f"the {kind.backend} backend needs a task folder or task list (a "
+                             f"path or a list of paths), got []")  # fmt: skip
     s = build_section(kind, kw, W)
     base = config.base_dir
     values: dict[str, object] = {"SCREEN_WIDTH": config.screen[0],

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import importlib
 import urllib.parse
-from collections.abc import Callable, Mapping
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol, TypeVar
@@ -19,9 +19,10 @@ from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
     from cua_rl.envs.backends.vm.backend import Checker, Revert, Setup
+    from cua_rl.envs.config import EnvConfig
 
-__all__ = ["W", "Hooks", "absolute", "check_index", "check_url", "listed", "load_hooks",
-           "read_token"]  # fmt: skip
+__all__ = ["W", "Hooks", "absolute", "check_index", "check_url", "load_hooks", "read_token",
+           "task_kwargs"]  # fmt: skip
 
 #: Where backend settings sit in a config, for messages.
 W = "env.backend_kwargs"
@@ -127,14 +128,29 @@ def check_url(where: str, url: str) -> str:
     return url.rstrip("/")
 
 
-def listed(kw: Mapping[str, Any], *keys: str) -> dict[str, Any]:
-    """``kw`` with each of ``keys`` that holds a single string made a one-item list: keys that
-    take "a path or a list of paths" (``tasks``, ``eval_tasks``)."""
-    out = dict(kw)
-    for key in keys:
-        if isinstance(out.get(key), str):
-            out[key] = [out[key]]
-    return out
+def task_kwargs(config: EnvConfig, needs: str) -> dict[str, Any]:
+    """``config.backend_kwargs`` with its tasks settled: ``tasks`` and ``eval_tasks`` as lists
+    (each takes "a path or a list of paths"), ``tasks`` from ``env.task_files`` when not given.
+
+    Args:
+        config: The env section.
+        needs: What the backend needs, for the message when no task is named
+            (``"the x backend needs ..."``).
+
+    Raises:
+        ConfigError: Tasks named both in ``tasks`` and ``env.task_files``, or in neither.
+    """
+    kw = dict(config.backend_kwargs)
+    for key in ("tasks", "eval_tasks"):
+        if isinstance(kw.get(key), str):
+            kw[key] = [kw[key]]
+    if "tasks" in kw and config.task_files:
+        raise ConfigError(f"{W}.tasks and env.task_files both name tasks; give one")
+    where = f"{W}.tasks" if "tasks" in kw else "env.task_files"
+    kw.setdefault("tasks", list(config.task_files))
+    if not kw["tasks"]:
+        raise ConfigError(f"{where}: {needs}")
+    return kw
 
 
 def absolute(base_dir: str, path: str | None) -> str | None:

@@ -19,9 +19,9 @@ from cua_rl.envs.backends.vm.settings import (
     absolute,
     check_index,
     check_url,
-    listed,
     load_hooks,
     read_token,
+    task_kwargs,
 )
 from cua_rl.envs.backends.waa.settings import WAASettings, waa_settings
 from cua_rl.envs.backends.x11.settings import X11Settings
@@ -124,8 +124,15 @@ def test_token_file_listed_and_absolute(tmp_path: Path) -> None:
     assert read_token(S(), allow_empty=True) == ""
     with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.token_file: .* is empty"):
         read_token(S())
-    assert listed({"tasks": "a", "eval_tasks": ["b"], "x": "c"}, "tasks", "eval_tasks") == {
+    from types import SimpleNamespace
+
+    env = SimpleNamespace(backend_kwargs={"tasks": "a", "eval_tasks": ["b"], "x": "c"},
+                          task_files=())  # what task_kwargs reads of an env section
+    assert task_kwargs(env, "tasks needed") == {  # type: ignore[arg-type]
         "tasks": ["a"], "eval_tasks": ["b"], "x": "c"}
+    with pytest.raises(ConfigError, match=r"^env\.task_files: tasks needed$"):
+        task_kwargs(SimpleNamespace(backend_kwargs={}, task_files=()),  # type: ignore[arg-type]
+                    "tasks needed")
     assert absolute(str(tmp_path), "a/b") == str(tmp_path / "a/b")
     assert absolute(str(tmp_path), "/x") == "/x" and absolute(str(tmp_path), None) is None
 
