@@ -92,13 +92,23 @@ class RunParts:
             close()
 
 
+#: How to make a missing calibration file (the end of its not-found message).
+MAKE_CALIBRATION = (
+    "; make one with `cua-rl calibrate --labelled LABELLED.jsonl --judge KIND --out FOLDER` (it "
+    "writes FOLDER/calibration.json; relative paths of a config resolve against the config "
+    "file's folder)"
+)
+
+
 def _existing(
-    config: TrainConfig, key: str, path: str, what: str, *, folder: bool = False
+    config: TrainConfig, key: str, path: str, what: str, *, folder: bool = False,
+    how: str = "",
 ) -> Path:
-    """The config path ``path`` resolved, checked to be an existing file (or folder)."""
+    """The config path ``path`` resolved, checked to be an existing file (or folder); ``how``
+    (how to make a missing one) ends the not-found message."""
     file = config.resolve(path)
     if not file.exists():
-        raise ConfigError(f"{key}: {what} {str(file)!r} not found")
+        raise ConfigError(f"{key}: {what} {str(file)!r} not found{how}")
     if folder and not file.is_dir():
         raise ConfigError(f"{key}: {what} {str(file)!r} is a file; expected a folder")
     if not folder and not file.is_file():
@@ -115,14 +125,7 @@ def load_calibrations(config: TrainConfig) -> dict[str, Calibration]:
     out = {}
     for stratum, path in config.reward.calibration.items():
         key = f"reward.calibration.{stratum}"
-        if not config.resolve(path).exists():
-            raise ConfigError(
-                f"{key}: calibration file {str(config.resolve(path))!r} not found; make one with "
-                f"`cua-rl calibrate --labelled LABELLED.jsonl --judge KIND --out FOLDER` (it "
-                f"writes FOLDER/calibration.json; relative paths of a config resolve against "
-                f"the config file's folder)"
-            )
-        file = _existing(config, key, path, "calibration file")
+        file = _existing(config, key, path, "calibration file", how=MAKE_CALIBRATION)
         try:
             out[stratum] = Calibration.load(file)
         except CalibrationError as error:
