@@ -14,8 +14,9 @@ The episodes run through :func:`cua_rl.evaluation.run.evaluate` and
 
 from __future__ import annotations
 
+import contextlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -101,6 +102,27 @@ class TrainedPolicy:
             env.close()
 
 
+@contextlib.contextmanager
+def _judging(
+    config: TrainConfig, use_judge: bool
+) -> Iterator[tuple[Judge | None, Mapping[str, Calibration] | None]]:
+    """The config's judge and calibrations for an evaluation (none without ``reward.judge`` or
+    ``use_judge``); the judge is closed afterwards."""
+    if not use_judge or config.reward.judge is None:
+        yield None, None
+        return
+    from cua_rl.training.build import build_judge, load_calibrations
+
+    calibrations = load_calibrations(config) or None
+    judge = build_judge(config.reward.judge, config)
+    try:
+        yield judge, calibrations
+    finally:
+        close = getattr(judge, "close", None)
+        if callable(close):
+            close()
+
+
 def load_policy(
     checkpoint: str | os.PathLike[str],
     config: TrainConfig | None = None,
@@ -178,19 +200,9 @@ def evaluate_checkpoint(
         tasks = _tasks_by_id(config, task_ids, split)
     else:
         tasks = held_out_tasks(config.env, episodes or config.eval.episodes, split)
-    judge = calibrations = None
-    if use_judge and config.reward.judge is not None:
-        from cua_rl.training.build import build_judge, load_calibrations
-
-        calibrations = load_calibrations(config) or None
-        judge = build_judge(config.reward.judge, config)
-    try:
+    with _judging(config, use_judge) as (judge, calibrations):
         return policy, policy.evaluate(tasks=tasks, split=split, judge=judge,
                                        calibration=calibrations)  # fmt: skip
-    finally:
-        close = getattr(judge, "close", None)
-        if callable(close):
-            close()
 
 
 def _tasks_by_id(config: TrainConfig, task_ids: Sequence[str], split: str) -> list[Task]:
@@ -265,17 +277,7 @@ def evaluate_task_file(
     def env_fn(index: int) -> gym.Env[Any, Any]:
         return policy.wrap_env(make_env(env_config, "eval", index=index, tasks=listed))
 
-    judge = calibrations = None
-    if use_judge and config.reward.judge is not None:
-        from cua_rl.training.build import build_judge, load_calibrations
-
-        calibrations = load_calibrations(config) or None
-        judge = build_judge(config.reward.judge, config)
-    try:
+    with _judging(config, use_judge) as (judge, calibrations):
         report = run_task_list(env_fn, policy, tasks, layout, n_envs=n_envs, judge=judge,
                                calibration=calibrations)  # fmt: skip
-    finally:
-        close = getattr(judge, "close", None)
-        if callable(close):
-            close()
     return policy, report
