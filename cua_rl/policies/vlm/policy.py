@@ -134,6 +134,7 @@ class Generation:
         action_text: The text after the last ``Action:`` marker (the whole text without one).
         action: The parsed action, or None when it cannot be parsed.
         parse_error: Why it cannot be parsed (the ``ActionParseError`` message), else None.
+        version: The policy version (updates done) whose weights generated it; None when unknown.
     """
 
     prompt: VLMPrompt
@@ -146,6 +147,7 @@ class Generation:
     action_text: str
     action: Action | None
     parse_error: str | None
+    version: int | None = None
 
     @property
     def valid(self) -> bool:
