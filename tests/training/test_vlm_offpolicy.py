@@ -166,8 +166,12 @@ def test_a_stale_step_has_the_documented_weight_loss_and_gradient(
     moved = [n for n in grad if grad[n].abs().max() > 0]
     assert moved
     for name in moved:
-        torch.testing.assert_close(after[name] - before[name],
-                                   lr * expected_w * advantage * grad[name], atol=1e-7, rtol=1e-3)
+        torch.testing.assert_close(
+            after[name] - before[name],
+            lr * expected_w * advantage * grad[name],
+            atol=1e-7,
+            rtol=1e-3,
+        )
 
 
 def test_truncation_counts_tokens_and_values_are_refreshed(tiny_path: Path) -> None:
