@@ -22,15 +22,17 @@ with transformers from a local folder (the tiny random one in tests) and peft ad
 * ``POST /v1/load_lora_adapter`` ``{"lora_name", "lora_path"}`` and ``POST
   /v1/unload_lora_adapter`` ``{"lora_name"}`` (vLLM's runtime LoRA API): a peft adapter saved
   with ``save_pretrained`` is loaded from the path; a request whose ``model`` is the adapter's
-  name generates with it, one naming the base without adapters; an unknown ``model`` is a 404
-  like vLLM's.
+  name generates with it, one naming the base without adapters; an unknown ``model`` (an
+  adapter never loaded, or unloaded before the request is answered) is a 404 like vLLM's.
 
 Failures can be injected: the first N chat requests answered with an error status
 (``fail_first``, ``fail_status``, ``retry_after``), a delay before each chat answer
-(``delay_s``, to pass a client's timeout), failed adapter loads (``fail_loads``), and
-``mode``: ``malformed`` (200 with a body that is not JSON) or ``no_token_ids`` (tokens as
-text, ignoring ``return_tokens_as_token_ids``). The server counts requests and records chat
-bodies.
+(``delay_s``, to pass a client's timeout), failed adapter loads and unloads (``fail_loads``,
+``fail_unloads``), and ``mode``: ``malformed`` (200 with a body that is not JSON) or
+``no_token_ids`` (tokens as text, ignoring ``return_tokens_as_token_ids``). A test can hold a
+chat request in flight with ``on_chat``, called with its body before it is answered (wait on
+an event there). The server counts requests, records chat bodies, and logs adapter loads,
+unloads and answered chat requests in order (``events``).
 
 Example:
     >>> with VLLMTestServer("path/to/tiny-qwen2-vl") as server:  # doctest: +SKIP
@@ -45,6 +47,7 @@ import io
 import json
 import threading
 import time
+from collections.abc import Callable
 from http.server import BaseHTTPRequestHandler
 from pathlib import Path
 from typing import Any, Literal
@@ -114,10 +117,15 @@ class VLLMTestServer(LocalServer):
         fail_loads: Answer the next N ``/v1/load_lora_adapter`` requests with
             ``fail_load_status`` (404 = a server without the runtime LoRA API).
         fail_load_status: Status of those failures.
+        fail_unloads: Answer the next N ``/v1/unload_lora_adapter`` requests with
+            ``fail_load_status``.
 
     Attributes:
         loads: Adapter names loaded, in order. unloads: Adapter names unloaded, in order.
         adapters: The loaded adapters, ``{name: path}``.
+        events: ``("load" | "unload" | "answer", name)`` in order: adapter loads, unloads and
+            the chat requests answered with 200 (``name`` the request's ``model``).
+        on_chat: None, or called with each chat body (handler thread) before it is answered.
         requests, model_requests, headers, bodies, max_in_flight: What was asked (see
             :class:`~cua_rl.testing._local_server.LocalServer`).
     """
@@ -134,6 +142,7 @@ class VLLMTestServer(LocalServer):
         delay_s: float = 0.0,
         fail_loads: int = 0,
         fail_load_status: int = 400,
+        fail_unloads: int = 0,
     ) -> None:
         if mode not in _MODES:
             raise ConfigError(f"mode must be one of {_MODES}, got {mode!r}")
@@ -169,9 +178,12 @@ class VLLMTestServer(LocalServer):
         self.mode = mode
         self.fail_loads = fail_loads
         self.fail_load_status = fail_load_status
+        self.fail_unloads = fail_unloads
         self.loads: list[str] = []
         self.unloads: list[str] = []
         self.adapters: dict[str, str] = {}
+        self.events: list[tuple[str, str]] = []
+        self.on_chat: Callable[[dict[str, Any]], None] | None = None
         self._seed_counter = 0
         self._model_lock = threading.Lock()  # one generation / adapter change at a time
 
@@ -214,10 +226,15 @@ class VLLMTestServer(LocalServer):
             self._peft.eval()
             self.adapters[name] = path
             self.loads.append(name)
+            self.events.append(("load", name))
         return f"Success: LoRA adapter '{name}' added successfully."
 
     def unload_adapter(self, body: dict[str, Any]) -> str:
         """``/v1/unload_lora_adapter``: forget an adapter."""
+        with self._lock:
+            fail, self.fail_unloads = self.fail_unloads > 0, max(self.fail_unloads - 1, 0)
+        if fail:
+            raise HTTPError(self.fail_load_status, "injected unload failure")
         name = body.get("lora_name")
         with self._model_lock:
             if name not in self.adapters:
@@ -225,13 +242,15 @@ class VLLMTestServer(LocalServer):
             del self.adapters[name]
             self._peft.delete_adapter(name)
             self.unloads.append(name)
+            self.events.append(("unload", str(name)))
         return f"Success: LoRA adapter '{name}' removed successfully."
 
     def completion(self, body: dict[str, Any]) -> dict[str, Any]:
         """``/v1/chat/completions`` for one request body (see the module docstring)."""
+        if self.on_chat is not None:
+            self.on_chat(body)
         model = body.get("model")
-        if model != self.served_name and model not in self.adapters:
-            raise HTTPError(404, f"The model `{model}` does not exist.")
+        self._check_model(model)
         if float(body.get("top_p", 1.0)) != 1.0 or int(body.get("top_k", -1)) not in (-1, 0):
             raise HTTPError(400, "this test server samples without top-p / top-k only")
         messages, images = _qwen_messages(body["messages"])
@@ -288,6 +307,8 @@ class VLLMTestServer(LocalServer):
                     ]
                 }
             choices.append(choice)
+        with self._lock:
+            self.events.append(("answer", str(model)))
         return {
             "id": f"chatcmpl-{self.requests}",
             "object": "chat.completion",
@@ -300,6 +321,10 @@ class VLLMTestServer(LocalServer):
                 "total_tokens": n_prompt + n_completion,
             },
         }
+
+    def _check_model(self, model: Any) -> None:
+        if model != self.served_name and model not in self.adapters:
+            raise HTTPError(404, f"The model `{model}` does not exist.")
 
     def _token(self, token_id: int, as_id: bool) -> str:
         if as_id:
@@ -326,6 +351,7 @@ class VLLMTestServer(LocalServer):
         )
         scale = 1.0 if greedy else temperature
         with self._model_lock, torch.no_grad(), torch.random.fork_rng(devices=[]):
+            self._check_model(model)  # again: it may have been unloaded meanwhile
             torch.manual_seed(seed)
             if model == self.served_name:
                 lm = self._base

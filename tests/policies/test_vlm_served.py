@@ -10,6 +10,8 @@ from __future__ import annotations
 import json
 import os
 import socket
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -180,6 +182,114 @@ def test_sync_pushes_the_updated_adapter(
     )
     gen.close()
     rerun.close()
+
+
+# -- versions and adapters in use -----------------------------------------------------------
+
+
+def adapter_events(server: VLLMTestServer, prefix: str) -> list[tuple[str, str]]:
+    return [e for e in server.events if e[1].startswith(prefix)]
+
+
+def test_generations_carry_the_version_of_each_sequential_sync(
+    policy: VLMPolicy, prompts: list[VLMPrompt], server: VLLMTestServer, tmp_path: Path
+) -> None:
+    gen = generator(policy, server.url, tmp_path, adapter_name="seq")
+    for version in (0, 1, 3):
+        gen.sync(policy, version)
+        out = gen.generate(prompts, seed=0)
+        assert [g.version for g in out] == [version, version] and gen.version == version
+        assert [b["model"] for b in server.bodies[-2:]] == [f"seq-v{version}"] * 2
+    gen.sync(policy, 3)  # the version in use again (a loaded checkpoint): reloaded, same name
+    assert [g.version for g in gen.generate(prompts[:1], seed=0)] == [3]
+    assert adapter_events(server, "seq-") == [
+        ("load", "seq-v0"), ("answer", "seq-v0"), ("answer", "seq-v0"),
+        ("load", "seq-v1"), ("unload", "seq-v0"), ("answer", "seq-v1"), ("answer", "seq-v1"),
+        ("load", "seq-v3"), ("unload", "seq-v1"), ("answer", "seq-v3"), ("answer", "seq-v3"),
+        ("unload", "seq-v3"), ("load", "seq-v3"), ("answer", "seq-v3"),
+    ]  # fmt: skip
+    gen.close()
+    assert sorted(p.name for p in (tmp_path / "adapters").iterdir()) == ["seq-v3"]
+    assert "seq-v3" in server.adapters and gen.n_unload_failures == 0  # in use: kept loaded
+
+
+def test_a_request_in_flight_keeps_its_adapter_until_it_ends(
+    policy: VLMPolicy, prompts: list[VLMPrompt], server: VLLMTestServer, tmp_path: Path
+) -> None:
+    arrived, release = threading.Event(), threading.Event()
+
+    def hold(body: dict[str, Any]) -> None:  # keeps the v0 request in flight until released
+        if body["model"] == "busy-v0":
+            arrived.set()
+            release.wait(timeout=10)
+
+    gen = generator(policy, server.url, tmp_path, adapter_name="busy")
+    gen.sync(policy, 0)
+    server.on_chat = hold
+    try:
+        with ThreadPoolExecutor(1) as desktop:
+            first = desktop.submit(gen.generate, [prompts[0]], seed=0)
+            assert arrived.wait(timeout=10)
+            gen.sync(policy, 1)  # returns with the v0 request still in flight
+            assert gen.served_model == "busy-v1" and "busy-v0" in server.adapters
+            assert (tmp_path / "adapters" / "busy-v0" / "adapter_config.json").is_file()
+            with pytest.raises(ConfigError, match=r"adapter 'busy-v0' is still held by 2 "):
+                gen.sync(policy, 0)
+            later = gen.generate(prompts, seed=1)  # on v1 meanwhile
+            assert [g.version for g in later] == [1, 1]
+            assert [b["model"] for b in server.bodies[-2:]] == ["busy-v1"] * 2
+            assert "busy-v0" in server.adapters
+            release.set()
+            old = first.result(timeout=10)
+    finally:
+        server.on_chat = None
+        release.set()
+    assert old[0].version == 0 and len(old[0].token_ids) >= 1
+    assert adapter_events(server, "busy-") == [
+        ("load", "busy-v0"), ("load", "busy-v1"), ("answer", "busy-v1"), ("answer", "busy-v1"),
+        ("answer", "busy-v0"), ("unload", "busy-v0"),
+    ]  # fmt: skip
+    assert not (tmp_path / "adapters" / "busy-v0").exists()
+    assert gen.n_unload_failures == 0 and "busy-v1" in server.adapters
+    gen.close()
+
+
+def test_a_failed_load_keeps_the_version_in_use(
+    policy: VLMPolicy, prompts: list[VLMPrompt], server: VLLMTestServer, tmp_path: Path
+) -> None:
+    gen = generator(policy, server.url, tmp_path, adapter_name="keep")
+    gen.sync(policy, 1)
+    server.fail_loads, server.fail_load_status = 1, 400
+    with pytest.raises(GenerationError, match=r"load_lora_adapter \(adapter 'keep-v2'\) answered"):
+        gen.sync(policy, 2)
+    assert (gen.served_model, gen.version) == ("keep-v1", 1)
+    assert not (tmp_path / "adapters" / "keep-v2").exists()  # the failed save is cleaned up
+    out = gen.generate(prompts, seed=0)
+    assert [g.version for g in out] == [1, 1] and server.bodies[-1]["model"] == "keep-v1"
+    assert ("unload", "keep-v1") not in server.events
+    gen.sync(policy, 2)
+    assert [g.version for g in gen.generate(prompts[:1], seed=0)] == [2]
+    assert adapter_events(server, "keep-")[-3:] == [
+        ("load", "keep-v2"),
+        ("unload", "keep-v1"),
+        ("answer", "keep-v2"),
+    ]
+    gen.close()
+
+
+def test_a_failed_unload_is_counted_and_retried_on_close(
+    policy: VLMPolicy, server: VLLMTestServer, tmp_path: Path
+) -> None:
+    gen = generator(policy, server.url, tmp_path, adapter_name="linger")
+    gen.sync(policy, 0)
+    server.fail_unloads, server.fail_load_status = 1, 400
+    gen.sync(policy, 1)
+    assert gen.n_unload_failures == 1 and gen.summary()["rollout/served_unload_failures"] == 1
+    assert "linger-v0" in server.adapters and (tmp_path / "adapters" / "linger-v0").is_dir()
+    gen.close()
+    assert "linger-v0" not in server.adapters and "linger-v1" in server.adapters
+    assert not (tmp_path / "adapters" / "linger-v0").exists()
+    assert gen.n_unload_failures == 1
 
 
 # -- failures --------------------------------------------------------------------------------

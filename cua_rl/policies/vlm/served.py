@@ -49,11 +49,26 @@ version)``: the LoRA adapter is saved with peft's ``save_pretrained`` into
 ``adapter_dir/<adapter_name>-v<version>`` (written under a temporary name, then renamed),
 loaded with ``POST {base_url}/load_lora_adapter {"lora_name", "lora_path"}`` (vLLM's runtime
 LoRA API: the server needs ``VLLM_ALLOW_RUNTIME_LORA_UPDATING=True``, ``--enable-lora`` and a
-``--max-lora-rank`` of at least ``lora_r``, and must see ``adapter_dir`` at the same path), the
-previous version is unloaded (``/unload_lora_adapter``) and its folder deleted, and later
-requests name the new adapter as ``model``. :meth:`generate` refuses to run before the first
-``sync``, so rollouts never silently come from the bare base model. Full fine-tuning is
-refused: vLLM has no HTTP API to replace a model's weights.
+``--max-lora-rank`` of at least ``lora_r``, and must see ``adapter_dir`` at the same path), and
+later requests name the new adapter as ``model``. A failed load raises and keeps the previous
+adapter in use. :meth:`generate` refuses to run before the first ``sync``, so rollouts never
+silently come from the bare base model. Full fine-tuning is refused: vLLM has no HTTP API to
+replace a model's weights.
+
+Versions and in-flight requests. ``sync`` may run while other threads generate (an
+asynchronous trainer): each :meth:`generate` call takes the adapter in use and its version
+together, under the client's lock, when it starts, names that adapter in all its requests and
+tags each :class:`~cua_rl.policies.vlm.policy.Generation` with that ``version``. Adapters are
+reference-counted: a ``generate`` call, and each of its requests while it runs, holds a
+reference to its adapter. ``sync`` switches new calls to the new adapter and unloads the
+previous one (``/unload_lora_adapter``, then its folder is deleted) at once if nothing holds
+it, else the last call or request to let go of it does, so a request never finds its adapter
+gone (vLLM answers 404). A failed unload is counted (``n_unload_failures``), and the adapter
+is retried by :meth:`~ServedGenerator.close`, which unloads the replaced adapters left (the
+one in use stays loaded). A stale adapter of the same name (an earlier run) is unloaded before
+the load; syncing the version in use again (a loaded checkpoint) replaces it under the same
+name, while new ``generate`` calls wait, and is refused (``ConfigError``) while requests are
+in flight on it, as is syncing a replaced version not yet unloaded.
 
 Transport is :class:`cua_rl._openai_client.OpenAICompatClient`, shared with
 :class:`~cua_rl.judges.openai_compat.OpenAIJudge` (stdlib, a total deadline per attempt, a body
@@ -64,6 +79,8 @@ token ids raise :class:`~cua_rl.errors.GenerationError` at once, naming the URL.
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import json
 import logging
 import math
@@ -93,6 +110,16 @@ _LOGPROB_SLACK = 1e-4  # a log-prob above this is not a log-prob
 
 class _Refused(Exception):
     """An answer that is not what the client needs (the message says what was received)."""
+
+
+@dataclasses.dataclass(eq=False)
+class _Adapter:
+    """A loaded adapter, its version, and the holders of it (``generate`` calls, requests)."""
+
+    name: str
+    version: int
+    refs: int = 0
+    unloading: bool = False  # an unload of it is under way (by one thread)
 
 
 def _parse_choice(
@@ -260,10 +287,24 @@ class ServedGenerator(OpenAICompatClient):
         self.adapter_dir = Path(adapter_dir).resolve()
         self.adapter_name = adapter_name
         self.sync_timeout_s = float(sync_timeout_s)
-        self.served_model: str | None = None  # the adapter requests name, after sync
-        self.version: int | None = None
         self.n_unload_failures = 0
+        self._current: _Adapter | None = None  # what new generate calls take (under _lock)
+        self._retired: dict[str, _Adapter] = {}  # replaced, not yet unloaded (under _lock)
+        self._sync_lock = threading.Lock()  # one sync at a time
+        self._replacing = threading.Lock()  # held while sync reloads the adapter in use
         self._require_model(model)
+
+    @property
+    def served_model(self) -> str | None:
+        """The adapter new requests name; None before the first :meth:`sync`."""
+        current = self._current
+        return None if current is None else current.name
+
+    @property
+    def version(self) -> int | None:
+        """The version new generations get; None before the first :meth:`sync`."""
+        current = self._current
+        return None if current is None else current.version
 
     # -- the generator interface -------------------------------------------------------------
 
@@ -279,47 +320,52 @@ class ServedGenerator(OpenAICompatClient):
                 None lets the server draw.
 
         Returns:
-            The generations, ``value`` nan.
+            The generations, ``value`` nan, ``version`` that of the adapter in use when the
+            call started (all the batch's requests name that adapter).
 
         Raises:
             GenerationError: Before the first :meth:`sync`; or when a request fails after its
                 retries, or is answered with an error status (404: unknown model or adapter),
                 a malformed body or no token ids (the message names the URL).
         """
-        if self.served_model is None:
-            raise GenerationError(
-                f"call sync(policy, version) before generating on {self.base_url}: without "
-                "it the server would answer with the base model, not the policy's adapters"
+        with self._replacing, self._lock:  # the adapter and its version, taken together
+            adapter = self._current
+            if adapter is None:
+                raise GenerationError(
+                    f"call sync(policy, version) before generating on {self.base_url}: without "
+                    "it the server would answer with the base model, not the policy's adapters"
+                )
+            adapter.refs += 1
+        try:
+            seeds: list[int | None] = [None] * len(prompts)
+            if seed is not None:
+                seeds = [int(np.random.SeedSequence([seed, i]).generate_state(1)[0])
+                         for i in range(len(prompts))]  # fmt: skip
+            return self._map(
+                lambda item, abort: self._generate_one(item[0], adapter, greedy, item[1], abort),
+                list(zip(prompts, seeds, strict=True)),
             )
-        if not prompts:
-            return []
-        seeds: list[int | None] = [None] * len(prompts)
-        if seed is not None:
-            states = [
-                np.random.SeedSequence([seed, i]).generate_state(1)[0] for i in range(len(prompts))
-            ]
-            seeds = [int(s) for s in states]
-        model = self.served_model
-        return self._map(
-            lambda item, abort: self._generate_one(item[0], model, greedy, item[1], abort),
-            list(zip(prompts, seeds, strict=True)),
-        )
+        finally:
+            self._release(adapter)
 
     def sync(self, policy: Any, version: int) -> None:
         """Push the policy's LoRA adapter to the server as ``<adapter_name>-v<version>``.
 
-        Saves the adapter (atomically) under ``adapter_dir``, loads it on the server, unloads
-        and deletes the previous version, and makes later requests use it. A stale adapter of
-        the same name (an earlier run) is unloaded first.
+        Saves the adapter (atomically) under ``adapter_dir``, loads it on the server, and makes
+        later ``generate`` calls use it; the previous adapter is unloaded and its folder deleted
+        once no request uses it (see the module docstring). A stale adapter of the same name (an
+        earlier run) is unloaded first. Safe to call while other threads generate.
 
         Args:
             policy: The updated policy (LoRA).
             version: The update count (an integer >= 0).
 
         Raises:
-            ConfigError: For full fine-tuning or a bad version.
+            ConfigError: For full fine-tuning, a bad version, or the version of an adapter
+                that requests still use (the one in use, or a replaced one not yet unloaded).
             GenerationError: If the server does not load the adapter (names the URL and the
-                server's message); the previous adapter stays in use.
+                server's message); the previous adapter stays in use (none does when it had
+                the same name and was unloaded for the reload).
         """
         if not policy.config.lora:
             raise ConfigError(
@@ -330,24 +376,75 @@ class ServedGenerator(OpenAICompatClient):
             raise ConfigError(f"version must be an integer >= 0, got {version!r}")
         name = f"{self.adapter_name}-v{version}"
         folder = self.adapter_dir / name
+        with self._sync_lock:
+            same = self._current is not None and self._current.name == name
+            with self._replacing if same else contextlib.nullcontext():  # generate waits
+                with self._lock:
+                    old = self._current if same else self._retired.get(name)
+                    if old is not None and (old.refs or old.unloading):
+                        raise ConfigError(
+                            f"version {version}: adapter {name!r} is still held by {old.refs} "
+                            "generate calls or requests (or being unloaded); sync a new version"
+                        )
+                    self._retired.pop(name, None)  # replaced, its unload failed: reloaded
+                self._load(policy, name, folder, same)
+                with self._lock:
+                    previous, self._current = self._current, _Adapter(name, version)
+                    mine = previous is not None and not same and previous.refs == 0
+                    if previous is not None and not same:
+                        self._retired[previous.name] = previous
+                        previous.unloading = mine
+            logger.info("adapter %s loaded on %s from %s", name, self.base_url, folder)
+            if mine and previous is not None:
+                self._unload(previous)
+
+    def _load(self, policy: Any, name: str, folder: Path, same: bool) -> None:
+        """Save the adapter into ``folder`` and load it on the server as ``name``, unloading a
+        stale adapter of that name first (``same``: the adapter in use). On failure the folder
+        is deleted unless a loaded adapter still reads it."""
         with atomic_folder(folder, overwrite=True) as tmp:
             policy.model.save_pretrained(str(tmp))
-        if name in self.served_models():
-            self._adapter_call("unload_lora_adapter", {"lora_name": name})
-        self._adapter_call("load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
-        previous = self.served_model
-        self.served_model = name
-        self.version = version
-        logger.info("adapter %s loaded on %s from %s", name, self.base_url, folder)
-        if previous is not None and previous != name:
-            try:
-                self._adapter_call("unload_lora_adapter", {"lora_name": previous})
-            except GenerationError as exc:  # the new adapter is in use; the old one lingers
-                with self._lock:
-                    self.n_unload_failures += 1
-                logger.warning("could not unload the previous adapter: %s", exc)
-                return
-            shutil.rmtree(self.adapter_dir / previous, ignore_errors=True)
+        stale = True  # an adapter of this name may be loaded
+        try:
+            stale = name in self.served_models()
+            if stale:
+                self._adapter_call("unload_lora_adapter", {"lora_name": name})
+                stale = False
+            self._adapter_call("load_lora_adapter", {"lora_name": name, "lora_path": str(folder)})
+        except GenerationError:
+            if not stale:
+                if same:  # unloaded for the reload: nothing is in use now
+                    with self._lock:
+                        self._current = None
+                shutil.rmtree(folder, ignore_errors=True)
+            raise
+
+    def _release(self, adapter: _Adapter) -> None:
+        """Let go of a reference; the last one to a replaced adapter unloads it."""
+        with self._lock:
+            adapter.refs -= 1
+            mine = adapter.refs == 0 and not adapter.unloading
+            mine = mine and self._retired.get(adapter.name) is adapter
+            if mine:
+                adapter.unloading = True
+        if mine:
+            self._unload(adapter)
+
+    def _unload(self, adapter: _Adapter) -> None:
+        """Unload a replaced adapter nothing holds (its ``unloading`` set) and delete its folder;
+        a failure is counted and logged, and the adapter left for :meth:`close`."""
+        try:
+            self._adapter_call("unload_lora_adapter", {"lora_name": adapter.name})
+        except GenerationError as exc:
+            with self._lock:
+                self.n_unload_failures += 1
+                adapter.unloading = False
+            logger.warning("could not unload the replaced adapter: %s", exc)
+            return
+        shutil.rmtree(self.adapter_dir / adapter.name, ignore_errors=True)
+        with self._lock:
+            if self._retired.get(adapter.name) is adapter:
+                del self._retired[adapter.name]
 
     # -- requests ----------------------------------------------------------------------------
 
@@ -383,7 +480,7 @@ class ServedGenerator(OpenAICompatClient):
     def _generate_one(
         self,
         prompt: VLMPrompt,
-        model: str,
+        adapter: _Adapter,
         greedy: bool,
         seed: int | None,
         abort: threading.Event,
@@ -393,8 +490,18 @@ class ServedGenerator(OpenAICompatClient):
                 "served generation needs VLMPrompt.user_text (build prompts with "
                 "VLMPolicy.build_prompt)"
             )
-        payload = json.dumps(self.body(prompt, model, greedy, seed)).encode("utf-8")
-        data = self._request("chat/completions", payload, self.timeout_s, abort, f"model {model!r}")
+        model = adapter.name
+        with self._lock:  # generate holds the batch's reference until it has set abort
+            if abort.is_set():
+                raise GenerationError(f"request for {model!r} to {self.base_url} abandoned: "
+                                      "another request of the batch failed")  # fmt: skip
+            adapter.refs += 1
+        try:
+            payload = json.dumps(self.body(prompt, model, greedy, seed)).encode("utf-8")
+            data = self._request("chat/completions", payload, self.timeout_s, abort,
+                                 f"model {model!r}")  # fmt: skip
+        finally:
+            self._release(adapter)
         try:
             ids, lps = _parse_choice(
                 data, eos_ids=self.eos_ids, vocab_size=self.vocab_size,
@@ -406,9 +513,10 @@ class ServedGenerator(OpenAICompatClient):
                 f"{self.where}: refused the answer to POST "
                 f"{self.base_url}/chat/completions: {exc}: {snippet!r}"
             ) from None
-        return generation_from_ids(
+        generation = generation_from_ids(
             prompt, ids, lps, tokenizer=self.tokenizer, thought_factor=self.thought_factor
         )
+        return dataclasses.replace(generation, version=adapter.version)
 
     def _adapter_call(self, endpoint: str, body: dict[str, Any]) -> None:
         what = f"adapter {body['lora_name']!r}"
@@ -454,6 +562,18 @@ class ServedGenerator(OpenAICompatClient):
             "rollout/served_retries": float(self.n_retries),
             "rollout/served_unload_failures": float(self.n_unload_failures),
         }
+
+    def close(self) -> None:
+        """Stop the worker threads and unload the replaced adapters left (whose unload failed
+        or was still pending), where the server lets it; the adapter in use stays loaded
+        (idempotent)."""
+        super().close()
+        with self._lock:
+            left = [a for a in self._retired.values() if a.refs == 0 and not a.unloading]
+            for adapter in left:
+                adapter.unloading = True
+        for adapter in left:
+            self._unload(adapter)
 
     def __repr__(self) -> str:
         return f"ServedGenerator({self.base_url!r}, model={self.served_model or self.model!r})"
