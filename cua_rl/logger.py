@@ -1,8 +1,8 @@
 """One logging seam: ``record(key, value)`` then ``dump(step)``, fanned out to writers.
 
-Keys live in fixed namespaces (``rollout/``, ``train/``, ``time/``, ``judge/``, ``calibration/``,
-``validator/``, ``env/``, ``reward/<component>``). Writers: stdout, JSONL and wandb (offline by
-default). Library code never prints; it records here or uses ``logging``.
+Keys live in fixed namespaces (``rollout/``, ``train/``, ``time/``, ``async/``, ``judge/``,
+``calibration/``, ``validator/``, ``env/``, ``reward/<component>``). Writers: stdout, JSONL and
+wandb (offline by default). Library code never prints; it records here or uses ``logging``.
 """
 
 from __future__ import annotations
@@ -24,6 +24,7 @@ NAMESPACES = (
     "rollout",
     "train",
     "time",
+    "async",
     "judge",
     "calibration",
     "validator",

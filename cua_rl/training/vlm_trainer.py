@@ -64,6 +64,7 @@ from cua_rl.training.learner import (
     EvaluationAgent,
     Generator,
 )
+from cua_rl.training.vlm_async import AsyncCollector
 from cua_rl.training.vlm_rollouts import EpisodeCollector, Rollout
 
 try:
@@ -79,6 +80,7 @@ if TYPE_CHECKING:
     from cua_rl.training.callbacks import RunCallback
     from cua_rl.training.config import TrainConfig
     from cua_rl.training.distributed import DistContext
+    from cua_rl.training.vlm import VLMStep
 
 __all__ = [
     "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "build_vlm_policy", "load_trainable",
@@ -255,6 +257,16 @@ class VLMLearner:
         self.finished: list[EpisodeSummary] = []
         self.train_metrics: dict[str, float] = {}
         self.generator = _make_generator(config, policy, config.run_dir)
+        if config.vlm_update.max_policy_lag > 0 and self.generator is policy:
+            from cua_rl.policies.vlm.replica import ReplicaGenerator
+
+            # asynchronous rollouts generate with a replica while the policy trains
+            self.generator = ReplicaGenerator(policy)
+        #: The asynchronous collector while learn() runs (max_policy_lag > 0), else None.
+        self.async_collector: AsyncCollector | None = None
+        #: Episodes a resumed checkpoint had collected but not trained (counted at learn()).
+        self.lost_on_resume = 0
+        self._sync_failures = 0
         try:
             self.generator_sync()  # a served model gets the starting adapter (version 0)
             self.venv = make_env_workers(
@@ -276,13 +288,14 @@ class VLMLearner:
                 generation_batch=config.vlm_update.generation_batch,
                 need_values=not group,
                 recompute_log_probs=config.vlm_update.recompute_log_probs,
-                seed=self._seed(0),
+                seed=self.seed_for(0),
             )
         except BaseException:
             self.close()
             raise
 
-    def _seed(self, updates: int) -> int:
+    def seed_for(self, updates: int) -> int:
+        """The seed of the task draws and sampling after ``updates`` updates (this rank's)."""
         rank = 0 if self.dist is None else self.dist.rank
         return self.config.ppo.seed + 100_003 * updates + 7_919 * rank
 
@@ -300,7 +313,7 @@ class VLMLearner:
 
     def evaluation_agent(self, deterministic: bool = True) -> EvaluationAgent:
         """The policy as an evaluation agent for bare CUAEnvs."""
-        return VLMAgent(self.policy, self.generator, greedy=deterministic, seed=self._seed(0))
+        return VLMAgent(self.policy, self.generator, greedy=deterministic, seed=self.seed_for(0))
 
     def wrap_eval_env(self, env: gym.Env[object, object]) -> gym.Env[object, object]:
         """The env as it is: a VLM acts on bare CUAEnvs."""
@@ -308,7 +321,7 @@ class VLMLearner:
 
     def reseed(self) -> None:
         """Reseed the collector's task draws and sampling from the seed and the update count."""
-        self.collector.reseed(self._seed(self.updates_done))
+        self.collector.reseed(self.seed_for(self.updates_done))
 
     # -- the loop -------------------------------------------------------------------------------
 
@@ -324,8 +337,6 @@ class VLMLearner:
         ``on_training_start``, ``on_rollout_start``, ``on_step`` after each vector step,
         ``on_rollout_end``, then ``on_update_end`` after each update (False stops).
         """
-        from cua_rl.training.vlm import build_batch, vlm_update
-
         if reset_num_timesteps:
             self.num_timesteps = 0
         total = self.num_timesteps + total_timesteps
@@ -334,6 +345,18 @@ class VLMLearner:
             item.init_callback(self)
         for item in callbacks:
             item.on_training_start()
+        if self.config.vlm_update.max_policy_lag > 0:
+            from cua_rl.training.vlm_async import learn_async
+
+            learn_async(self, total, callbacks)
+        else:
+            self._learn_sync(total, callbacks)
+        for item in callbacks:
+            item.on_training_end()
+        return self
+
+    def _learn_sync(self, total: int, callbacks: Sequence[RunCallback]) -> None:
+        """The synchronous loop (``max_policy_lag: 0``): collect, update, sync, repeat."""
         size = self.config.ppo.rollout_size
         stop = False
 
@@ -353,29 +376,47 @@ class VLMLearner:
                 item.on_rollout_end()
             if self.dist is not None:  # every rank counts every rank's steps
                 self.num_timesteps = before + int(self.dist.all_reduce_sum(float(rollout.n_steps)))
-            self._count(rollout)
-            t0 = time.perf_counter()
-            ppo, vlm = self.config.ppo, self.config.vlm_update
-            batch = build_batch(rollout.steps, ppo, vlm, self.successes)
-            kept = int((batch.weights > 0).sum())
-            if self.dist is not None:
-                kept = int(self.dist.all_reduce_sum(float(kept)))
-            if kept == 0:
-                self.stats["updates_skipped"] += 1
-            kwargs = {} if self.dist is None else {"dist": self.dist}
-            # the shuffling seed is the same on every rank (vlm_update checks it)
-            seed = self.config.ppo.seed + 100_003 * self.updates_done
-            metrics = vlm_update(self.policy, self.optimizer, batch, ppo, vlm, seed=seed, **kwargs)
-            self.updates_done += 1
-            self.generator_sync()
-            update_s = time.perf_counter() - t0
-            metrics.update(self._rollout_metrics(rollout, update_s))
-            self.train_metrics = metrics
-            if not self._after_update([item.on_update_end for item in callbacks]):
+            if not self.update(rollout, rollout.steps, callbacks):
                 break
-        for item in callbacks:
-            item.on_training_end()
-        return self
+
+    def update(
+        self,
+        rollout: Rollout,
+        steps: Sequence[VLMStep],
+        callbacks: Sequence[RunCallback],
+        extra: Mapping[str, float] | None = None,
+    ) -> bool:
+        """One update on a rollout's ``steps``, the generator sync and the update hooks;
+        whether training goes on.
+
+        Args:
+            rollout: The rollout (counted: its summaries, tokens and times).
+            steps: The steps to train on (the rollout's, after the proximal pass).
+            callbacks: Their ``on_update_end`` runs after the update.
+            extra: More metrics of the update (``async/...``).
+        """
+        from cua_rl.training.vlm import build_batch, vlm_update
+
+        self._count(rollout)
+        t0 = time.perf_counter()
+        ppo, vlm = self.config.ppo, self.config.vlm_update
+        batch = build_batch(steps, ppo, vlm, self.successes)
+        kept = int((batch.weights > 0).sum())
+        if self.dist is not None:
+            kept = int(self.dist.all_reduce_sum(float(kept)))
+        if kept == 0:
+            self.stats["updates_skipped"] += 1
+        kwargs = {} if self.dist is None else {"dist": self.dist}
+        # the shuffling seed is the same on every rank (vlm_update checks it)
+        seed = self.config.ppo.seed + 100_003 * self.updates_done
+        metrics = vlm_update(self.policy, self.optimizer, batch, ppo, vlm, seed=seed, **kwargs)
+        self.updates_done += 1
+        self.generator_sync()
+        update_s = time.perf_counter() - t0
+        metrics.update(self._rollout_metrics(rollout, update_s))
+        metrics.update(extra or {})
+        self.train_metrics = metrics
+        return self._after_update([item.on_update_end for item in callbacks])
 
     def _after_update(self, hooks: Sequence[Callable[[], bool]]) -> bool:
         """Run the update hooks; whether training goes on. With ``dist``, all ranks decide
@@ -396,8 +437,26 @@ class VLMLearner:
 
     def generator_sync(self) -> None:
         """Give the generator the policy after ``updates_done`` updates (a served model loads
-        the new adapter; in-process generation needs nothing)."""
-        self.generator.sync(self.policy, self.updates_done)
+        the new adapter; a replica stages the new weights; the policy itself needs nothing).
+
+        Asynchronous rollouts survive a failed load: the generator keeps the version it has
+        (its episodes lag one more update; over the bound they are left out), the failure is
+        counted (``stats["sync_failures"]``) and the next update tries again; the third failure
+        in a row is raised. The synchronous loop raises the first.
+        """
+        from cua_rl.errors import GenerationError
+
+        try:
+            self.generator.sync(self.policy, self.updates_done)
+        except GenerationError as error:
+            self._sync_failures += 1
+            if self.config.vlm_update.max_policy_lag == 0 or self._sync_failures >= 3:
+                raise
+            self.stats["sync_failures"] += 1
+            logger.warning("the generator keeps its weights (update %d not loaded): %s",
+                           self.updates_done, error)  # fmt: skip
+        else:
+            self._sync_failures = 0
 
     def _count(self, rollout: Rollout) -> None:
         for summary in rollout.finished:
@@ -429,7 +488,14 @@ class VLMLearner:
         the optimizer state, for :func:`~cua_rl.training.checkpoint.save_checkpoint`."""
         names = {n for n, p in self.policy.named_parameters() if p.requires_grad}
         policy = {k: v.detach().cpu() for k, v in self.policy.state_dict().items() if k in names}
-        return {"policy": policy, "optimizer": self.optimizer.state_dict(), "n_updates": 0}
+        collector = self.async_collector
+        return {
+            "policy": policy,
+            "optimizer": self.optimizer.state_dict(),
+            "n_updates": 0,
+            # collected or running but not trained yet: lost if the run resumes from here
+            "pending_episodes": 0 if collector is None else collector.pending(),
+        }
 
     def load_checkpoint_state(self, state: Mapping[str, object]) -> None:
         """Put the trainable parameters and optimizer state of a checkpoint back.
@@ -439,7 +505,9 @@ class VLMLearner:
         """
         load_trainable(self.policy, state["policy"])  # type: ignore[arg-type]
         self.optimizer.load_state_dict(state["optimizer"])  # type: ignore[arg-type]
-        self.generator_sync()
+        self.updates_done = int(state.get("updates_done", 0))  # type: ignore[call-overload]
+        self.lost_on_resume = int(state.get("pending_episodes", 0))  # type: ignore[call-overload]
+        self.generator_sync()  # the version continues
 
     def close(self) -> None:
         """Close the env workers and the generator."""
