@@ -8,10 +8,11 @@ the backend's business: :meth:`EnvConfig.__post_init__` asks the backend registr
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, ClassVar
 
-from cua_rl._strict import check, check_fields
+from cua_rl._strict import NOT_YAML, check, check_fields, plain
+from cua_rl.envs.latency import LatencyModel
 
 __all__ = ["CALIBRATION_SEED_START", "EnvConfig", "SplitConfig"]
 
@@ -93,6 +94,10 @@ class EnvConfig:
     max_steps: int | None = None
     #: Train / held-out evaluation task split.
     split: SplitConfig = field(default_factory=SplitConfig)
+    #: Simulated desktop latency (cua_rl.envs.latency.LatencyModel's fields; {} = the x11
+    #: backend's measured latency): make_env wraps env i in StepLatency with seed + i. null:
+    #: none.
+    step_latency: LatencyModel | None = None
     #: Folder that relative paths of backend_kwargs and task_files resolve against (the config
     #: file's, set by TrainConfig.from_dict; not a YAML key, not part of the config's hash).
     base_dir: str = field(default=".", compare=False)
@@ -106,3 +111,13 @@ class EnvConfig:
         check(self, "max_steps", v is None or v >= 1, "must be >= 1 or null")
         check(self, "families", len(set(self.families)) == len(self.families), "must be distinct")
         get_backend(self.backend, where=f"{self.SECTION}.backend").check_config(self)
+
+    def to_plain(self) -> dict[str, Any]:
+        """Plain data for a config file and the config's hash: every YAML key, ``step_latency``
+        only when set, so a config without it writes (and hashes) as before the key existed.
+        Read back by the generic :func:`cua_rl._strict.build_section` (a missing key is null)."""
+        data = {f.name: plain(getattr(self, f.name)) for f in fields(self)
+                if f.name not in NOT_YAML}  # fmt: skip
+        if self.step_latency is None:
+            del data["step_latency"]
+        return data

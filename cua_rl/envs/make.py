@@ -2,8 +2,10 @@
 
 The config's backend is looked up in the registry (:mod:`cua_rl.envs.backends.registry`); its
 spec makes the desktop and the split's tasks, and :class:`~cua_rl.envs.cua_env.CUAEnv` joins
-them. The env scores nothing: wrap it in :class:`~cua_rl.envs.score.ScoreEpisodes` (or a vector
-of them in ``ScoreEpisodesVec``) for rewards.
+them; a config with ``env.step_latency`` gets it wrapped in
+:class:`~cua_rl.envs.latency.StepLatency` (simulated desktop latency). The env scores nothing:
+wrap it in :class:`~cua_rl.envs.score.ScoreEpisodes` (or a vector of them in
+``ScoreEpisodesVec``) for rewards.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ from typing import TYPE_CHECKING
 
 from cua_rl.envs.backends.registry import backend_ref, load_backend
 from cua_rl.envs.cua_env import CUAEnv
+from cua_rl.envs.latency import StepLatency
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -38,15 +41,17 @@ def make_env(
     index: int = 0,
     tasks: TaskSource | None = None,
     render_mode: str | None = None,
-) -> CUAEnv:
-    """A bare CUAEnv of an env config.
+) -> CUAEnv | StepLatency:
+    """A bare CUAEnv of an env config (in :class:`~cua_rl.envs.latency.StepLatency` when the
+    config sets ``step_latency``: env ``index`` draws with seed ``step_latency.seed + index``).
 
     Args:
         config: The ``env`` section.
         split: ``train`` draws training tasks; ``eval`` draws held-out ones (evaluation usually
             runs each task in turn with ``reset(options={"task": tasks.task(i)})``).
         index: Which of the config's envs this is: ``osworld`` env ``i`` drives server URL
-            ``i``, ``x11`` env ``i`` its own desktop; SimDesk ignores it.
+            ``i``, ``x11`` env ``i`` its own desktop; SimDesk ignores it; it offsets the seed
+            of the simulated latency.
         tasks: Draw from these tasks instead of the split's (a benchmark task list: the
             config's split is then not built).
         render_mode: None or ``"rgb_array"``.
@@ -62,4 +67,7 @@ def make_env(
         tasks = spec.tasks(config, split)
     # index 0 is passed positionally-free so specs written before ``index`` existed still work
     backend = spec.make_backend(config) if index == 0 else spec.make_backend(config, index=index)
-    return CUAEnv(backend, tasks, render_mode=render_mode)
+    env = CUAEnv(backend, tasks, render_mode=render_mode)
+    if config.step_latency is None:
+        return env
+    return StepLatency(env, config.step_latency, index=index)
