@@ -167,12 +167,12 @@ class AsyncCollector:
         self._next_group = 0
         self._env_busy = 0.0
         self._since = time.monotonic()
+        self._waiting = 0  # env threads waiting for a generation or a score
         self._gen = Batcher(self._generate, max_batch=generation_batch, window_s=batch_window_s,
                             ready=self._all_waiting, name="vlm-generation")  # fmt: skip
         self._score = Batcher(self._score_batch, max_batch=max(venv.num_envs, 1),
                               window_s=batch_window_s, ready=self._all_waiting,
                               name="vlm-scoring")  # fmt: skip
-        self._waiting = 0  # env threads waiting for a generation or a score
         self._threads = [
             threading.Thread(target=self._env_loop, args=(i,), name=f"vlm-env-{i}", daemon=True)
             for i in range(venv.num_envs)
@@ -183,8 +183,10 @@ class AsyncCollector:
     # -- generation and scoring (batcher threads) ----------------------------------------------
 
     def _all_waiting(self, n: int) -> bool:
+        """Whether every running env waits for a generation or a score (then a batch has
+        all it will get: it goes without waiting out the window)."""
         with self._cond:
-            return n >= max(len(self._s.running), 1)
+            return self._waiting >= len(self._s.running)
 
     def _generate(self, prompts: list[Any]) -> list[Any]:
         seed = int(self._sampling.integers(2**31 - 1))
@@ -196,6 +198,7 @@ class AsyncCollector:
     def _wait(self, future: Future[Any]) -> Any:
         with self._cond:
             self._waiting += 1
+        self._wake_batchers()
         try:
             return future.result()
         finally:
@@ -442,7 +445,11 @@ class AsyncCollector:
         self._score.close()
         with self._cond:
             left = sum(len(g) for g in s.ready) + sum(len(g) for g in s.groups.values())
-            return left + s.abandoned
+            s.ready.clear()
+            s.groups.clear()
+            s.ready_steps = s.buffered_steps = 0
+            left, s.abandoned = left + s.abandoned, 0
+            return left
 
 
 def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback]) -> None:

@@ -135,8 +135,10 @@ class RestartingVecEnv(VecEnv):
     # -- worker management ---------------------------------------------------------------------
 
     def _timeout(self, name: str) -> float:
-        """The deadline of a call: the reset one for starting and resetting, else the step's."""
-        return self.reset_timeout_s if name in ("spaces", "reset") else self.step_timeout_s
+        """The deadline of a call: the step's for steps and closing, else the reset one
+        (starting, resetting, and the attribute calls of a worker that may still be starting)."""
+        quick = ("step", "step_only", "close")
+        return self.step_timeout_s if name in quick else self.reset_timeout_s
 
     def _call(self, i: int, name: str, *args: Any) -> Any:
         return self._receive(i, self._send(i, name, args), self._timeout(name))
