@@ -38,11 +38,13 @@ __all__ = ["X11_MEASURED", "LatencyModel", "StepLatency", "draw_latency"]
 
 #: The lognormal bodies measured on the ``x11`` backend (1280x720, mousepad; 2 cores), by
 #: whether the accessibility tree is read with every observation: (step median s, step sigma,
-#: reset median s, reset sigma). Quantile fit (median and p90) of
-#: benchmarks/results/step_latency.md (``benchmarks/measure_step_latency.py``).
+#: reset median s, reset sigma), the maximum-likelihood fit (median exp(mean ln s), sigma the
+#: standard deviation of ln s) of benchmarks/results/step_latency.md
+#: (``benchmarks/measure_step_latency.py``). A step's body is its clicks and typing; WAITs and an
+#: episode's last step (the checker) are not in it.
 X11_MEASURED: dict[bool, tuple[float, float, float, float]] = {
-    True: (0.251, 0.75, 1.472, 0.19),
-    False: (0.018, 0.43, 0.971, 0.18),
+    True: (0.270, 0.35, 1.479, 0.18),
+    False: (0.028, 0.31, 1.105, 0.18),
 }
 
 
@@ -56,7 +58,7 @@ def draw_latency(median_s: float, sigma: float, rng: np.random.Generator) -> flo
         >>> draw_latency(0.25, 0.0, np.random.default_rng(0))
         0.25
         >>> round(draw_latency(0.25, 0.5, np.random.default_rng(0)), 4)
-        0.2633
+        0.2662
     """
     return float(median_s * math.exp(sigma * float(rng.standard_normal())))
 
