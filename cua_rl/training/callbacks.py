@@ -394,10 +394,13 @@ class SaveCheckpoints(RunCallback):
         self.save = save
         self.every = every
         self.last_saved = -1
+        #: The step count of the last checkpoint (asynchronous rollouts take steps after it).
+        self.last_saved_steps = -1
 
     def on_update_end(self) -> bool:
         """Save when due."""
         if self.every and self.model.updates_done % self.every == 0:
             self.save()
             self.last_saved = self.model.updates_done
+            self.last_saved_steps = int(self.model.num_timesteps)
         return True

@@ -299,7 +299,10 @@ def _run(
     )
     if config.eval.at_end and not evaluated and main:
         eval_cb.run()
-    if ckpt_cb.last_saved != model.updates_done and model.updates_done > 0 and main:
+    # the end's counts (steps taken and episodes left untrained after the last update of
+    # asynchronous rollouts) go into the last checkpoint too
+    saved = (ckpt_cb.last_saved, ckpt_cb.last_saved_steps)
+    if saved != (model.updates_done, model.num_timesteps) and model.updates_done > 0 and main:
         save()
     result.num_timesteps = int(model.num_timesteps)
     result.updates_done = int(model.updates_done)

@@ -341,7 +341,8 @@ class AsyncCollector:
                 call; False stops new groups (the running episodes still finish).
 
         Returns:
-            The rollout (empty when the collection is over and nothing is left).
+            The rollout; empty when the collection is over (fewer than ``min_steps`` ready
+            steps left: they are never trained, and :meth:`stop` counts them).
 
         Raises:
             BaseException: What failed an env thread (an env that used up its restarts, a
@@ -368,7 +369,7 @@ class AsyncCollector:
                 raise s.error
             units: list[list[_Episode]] = []
             taken = 0
-            while s.ready and (taken < min_steps or not self._more_coming()):
+            while s.ready and taken < min_steps and s.ready_steps >= min_steps:
                 units.append(s.ready.popleft())
                 taken += sum(len(e.steps) for e in units[-1])
             s.ready_steps -= taken
@@ -403,16 +404,9 @@ class AsyncCollector:
 
     def _can_take(self, min_steps: int) -> bool:
         """Whether :meth:`take` can return: enough ready steps, or nothing more will come
-        (then the groups that cannot complete any more are handed over as they are)."""
+        (then it returns an empty rollout; what is left is counted by :meth:`stop`)."""
         s = self._s
-        if s.ready_steps >= min_steps:
-            return True
-        if self._more_coming():
-            return False
-        for group in list(s.groups):
-            s.ready.append(s.groups.pop(group))
-            s.ready_steps += sum(len(e.steps) for e in s.ready[-1])
-        return True
+        return s.ready_steps >= min_steps or not self._more_coming()
 
     def stop_admission(self) -> None:
         """Start no new group (the running episodes and started groups still finish)."""
@@ -478,7 +472,7 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
         learner.venv, learner.scorer, learner.collector.tasks, learner.policy, learner.generator,
         rollout_size=ppo.rollout_size, max_policy_lag=vlm.max_policy_lag,
         group_size=vlm.group_size if group else 1, generation_batch=vlm.generation_batch,
-        batch_window_s=vlm.batch_window_ms / 1000.0, step_budget=total - learner.num_timesteps,
+        batch_window_s=vlm.batch_window_ms / 1000.0, step_budget=_budget(learner, total),
         seed=learner.seed_for(learner.updates_done),
     )  # fmt: skip
     learner.async_collector = collector
@@ -535,3 +529,12 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
         if untrained:
             learner.stats["untrained_episodes"] += untrained
             logger.info("%d collected episodes were not trained (the run ended)", untrained)
+
+
+def _budget(learner: VLMLearner, total: int) -> int:
+    """This rank's step budget: its share of the steps left, rounded up to whole rollouts (the
+    synchronous loop's count of rollouts)."""
+    world = 1 if learner.dist is None else learner.dist.world_size
+    size = learner.config.ppo.rollout_size
+    share = -(-max(total - learner.num_timesteps, 0) // world)
+    return -(-share // size) * size

@@ -76,7 +76,9 @@ def test_two_ranks_train_as_one(tmp_path: Path) -> None:
     for key in m0:
         if key.startswith(("train/", "rollout/")):
             assert m0[key] == m1[key] or (m0[key] != m0[key] and m1[key] != m1[key]), key
-    assert m0["rollout/steps"] == ranks[0]["steps"]  # summed over the ranks
+    # summed over the ranks (asynchronous rollouts: the steps taken while the update ran are
+    # counted in the steps, not in the update's rollout)
+    assert 8 <= m0["rollout/steps"] <= ranks[0]["steps"]
     # rank 0 alone wrote the checkpoint and the metrics
     run_dir = tmp_path / "runs" / "run"
     assert ranks[0]["checkpoint"] is not None and ranks[1]["checkpoint"] is None
