@@ -22,7 +22,8 @@ Who waits for whom::
 * **Batched scoring**: ended episodes are scored the same way (one judge call per batch).
 * **Buffer**: finished episodes stream into a buffer; a group (``group_size`` episodes of one
   task start) is ready when all its episodes are. :meth:`AsyncCollector.take` blocks the
-  learner until ready groups hold ``min_steps`` steps, and hands them over in finish order.
+  learner until ready groups hold ``min_steps`` steps, and hands them over oldest policy
+  version first (those nearest the lag bound), then in finish order.
 * **The lag bound.** A trained episode's oldest token may be at most ``max_policy_lag``
   versions behind the learner. An episode over the bound is finished (its desktop is mid-task)
   but left out of the update and counted (``lagged_episodes`` / ``lagged_steps``), never trained
@@ -369,9 +370,12 @@ class AsyncCollector:
                 raise s.error
             units: list[list[_Episode]] = []
             taken = 0
-            while s.ready and taken < min_steps and s.ready_steps >= min_steps:
-                units.append(s.ready.popleft())
+            # the oldest groups first (those nearest the lag bound), then in finish order
+            ready = sorted(s.ready, key=lambda g: min(e.oldest for e in g))
+            while ready and taken < min_steps and s.ready_steps >= min_steps:
+                units.append(ready.pop(0))
                 taken += sum(len(e.steps) for e in units[-1])
+            s.ready = deque(ready)
             s.ready_steps -= taken
             s.buffered_steps -= taken
             s.learner_busy = True

@@ -333,7 +333,9 @@ class InProcessVecEnv(RestartingVecEnv):
     A call that raises counts as a failed worker: the env is closed and rebuilt, and its
     episode ends unscorable, as with the other transports. A call cannot be interrupted in
     this process, so ``step_timeout_s`` is not enforced here (use ``subproc`` or ``ray`` for
-    desktops that can hang).
+    desktops that can hang). The calls of one :meth:`reset_envs` / :meth:`step_envs` run in
+    threads, one per env, so envs that wait (a desktop over HTTP, a simulated latency) wait
+    together.
     """
 
     worker_name = "in-process env"
@@ -351,6 +353,19 @@ class InProcessVecEnv(RestartingVecEnv):
         super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
                          reset_timeout_s=reset_timeout_s)  # fmt: skip
         self._started = True
+
+    def _gather_some(self, name: str, args: dict[int, tuple[Any, ...]]) -> dict[int, Any]:
+        """One call per named env, each in its own thread (one call: in this thread)."""
+        if len(args) <= 1:
+            return super()._gather_some(name, args)
+        from concurrent.futures import ThreadPoolExecutor
+
+        def one(i: int) -> Any:
+            return super(InProcessVecEnv, self)._gather_some(name, {i: args[i]})[i]
+
+        with ThreadPoolExecutor(len(args), thread_name_prefix="in-process-env") as pool:
+            futures = {i: pool.submit(one, i) for i in args}
+            return {i: future.result() for i, future in futures.items()}
 
     def _spawn(self, i: int) -> None:
         if not self._started:  # the first build: its error, as it is, to the caller
