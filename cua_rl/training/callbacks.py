@@ -290,6 +290,9 @@ class LogMetrics(RunCallback):
         log.record("rollout/downweighted", sum(0 < e["weight"] < 1 for e in eps))
         for key in ("unscorable", "dropped", "downweighted", "stale_episodes", "stale_steps"):
             log.record(f"rollout/total_{key}", int(m.stats[key]))
+        for key in ("lagged_episodes", "lagged_steps", "untrained_episodes", "sync_failures"):
+            if key in m.stats:  # asynchronous VLM rollouts
+                log.record(f"rollout/total_{key}", int(m.stats[key]))
         if scored:
             log.record("rollout/ep_rew_mean", float(np.mean([e["reward"] for e in scored])))
         if eps:

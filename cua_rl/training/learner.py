@@ -114,7 +114,9 @@ class Learner(Protocol):
         num_timesteps: Environment steps so far, over every resume (a checkpoint restores it).
         updates_done: Updates so far, over every resume.
         stats: Exclusion counters (``episodes``, ``unscorable``, ``dropped``, ``downweighted``,
-            ``updates_skipped``; the SB3 path also ``stale_episodes``, ``stale_steps``).
+            ``updates_skipped``; the SB3 path also ``stale_episodes``, ``stale_steps``; the
+            asynchronous VLM path ``lagged_episodes``, ``lagged_steps``,
+            ``untrained_episodes``, ``sync_failures``).
         finished: Summaries of the episodes finished since the last :meth:`pop_finished`.
         train_metrics: The last update's metrics (``train/...``; the VLM learner also
             ``rollout/`` and ``time/`` ones).

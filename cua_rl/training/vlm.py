@@ -22,6 +22,8 @@ One code path for both algorithms (read top to bottom):
 
 3. :func:`vlm_update` runs epochs of shuffled minibatches of the kept steps (weight > 0): the
    clipped surrogate on the action log-prob ratio (Schulman et al. 2017; clip 0.1 as RL4VLM;
+   against the proximal log-prob, times the step's truncated importance weight, for a step of
+   another policy version: the decoupled objective of :mod:`cua_rl.training.vlm_offpolicy`;
    an optional upper bound ``clip_high`` = clip-higher of DAPO, Yu et al. 2025, used by ARPO),
    for PPO the value loss (coef 0.5; optionally clipped around the old value, RL4VLM), an entropy
    bonus, a KL penalty to the reference policy (the base model, adapters disabled; the k3

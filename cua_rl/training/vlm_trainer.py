@@ -1,7 +1,10 @@
 """The VLM trainer (``policy.kind: vlm``): rollouts of whole episodes, then a PPO or
 group-relative update of a :class:`~cua_rl.policies.vlm.policy.VLMPolicy`.
 
-One iteration (:meth:`VLMLearner.learn`):
+Two modes (``ppo.vlm.max_policy_lag``): asynchronous (> 0, the default 1:
+:func:`cua_rl.training.vlm_async.learn_async`; the desktops act while the learner updates, each
+step trained with the decoupled objective of :mod:`cua_rl.training.vlm_offpolicy`) or
+synchronous (0), whose iteration (:meth:`VLMLearner.learn`) is:
 
 1. **Rollout** (:class:`~cua_rl.training.vlm_rollouts.EpisodeCollector`). The training
    sub-envs are the same workers as the compact policy's (``ppo.vec_env``: in this process,
