@@ -461,7 +461,7 @@ def part_async(rec: Recorder, ctx: Context, lag: int) -> None:
         "steps": result.num_timesteps, "traj_per_min": 60 * episodes / elapsed,
         "steps_per_s": result.num_timesteps / elapsed,
         "gen_tok_s": float(rows[-1].get("time/gen_tokens_per_s", math.nan)),
-        "stale_episodes": int(rows[-1].get("rollout/total_stale_episodes", 0)),
+        "lagged_episodes": int(rows[-1].get("rollout/total_lagged_episodes", 0)),
     })  # fmt: skip
     rec.finish(name)
 

@@ -191,17 +191,17 @@ def _section_async(procs: list[dict[str, Any]]) -> list[str]:
                 rows.append(
                     f"| {proc['shape']} | {r['lag']} | {_f(r['elapsed_s'])} | {r['updates']} | "
                     f"{r['episodes']} | {r['steps']} | {_f(r['traj_per_min'])} | "
-                    f"{_f(r['steps_per_s'], 2)} | {_f(r['gen_tok_s'])} | {r['stale_episodes']} |"
+                    f"{_f(r['steps_per_s'], 2)} | {_f(r['gen_tok_s'])} | {r['lagged_episodes']} |"
                 )
             notes += _missing(proc, res, part)
     cols = (
         "shape|max_policy_lag|trained s|updates|trajectories|env steps"
-        "|trajectories/min|env steps/s|generated tokens/s|stale episodes"
+        "|trajectories/min|env steps/s|generated tokens/s|episodes over the lag bound"
     )
     about = (
         "`cua_rl.training.train.train` on SimDesk, 8 envs (`vec_env: dummy`), stopped "
-        "after the wall time at the next env step (the update of the partial rollout "
-        "runs); counts and rates from the run folder's `metrics.jsonl` (trained s: "
+        "after the wall time at the next env step (synchronous: the update of the partial "
+        "rollout runs; asynchronous: fewer than a rollout's steps are left untrained); counts and rates from the run folder's `metrics.jsonl` (trained s: "
         "`time/elapsed_s`, from the start of training, model and envs built). The policy's "
         "model is the random one of the row's shape, built in memory like the others."
     )
