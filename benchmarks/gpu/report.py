@@ -201,7 +201,8 @@ def _section_async(procs: list[dict[str, Any]]) -> list[str]:
     about = (
         "`cua_rl.training.train.train` on SimDesk, 8 envs (`vec_env: dummy`), stopped "
         "after the wall time at the next env step (synchronous: the update of the partial "
-        "rollout runs; asynchronous: fewer than a rollout's steps are left untrained); counts and rates from the run folder's `metrics.jsonl` (trained s: "
+        "rollout runs; asynchronous: fewer than a rollout's steps are left untrained); "
+        "counts and rates from the run folder's `metrics.jsonl` (trained s: "
         "`time/elapsed_s`, from the start of training, model and envs built). The policy's "
         "model is the random one of the row's shape, built in memory like the others."
     )
