@@ -22,12 +22,15 @@ SIMULATED and stand for a real setup:
   envs. The sleep stands for a real model's update (minutes for a 7B model);
 * **nothing else waits**: no judge (the reward is SimDesk's checker), no evaluation.
 
-Per run (``--seconds`` of wall time from the first rollout; the run then stops at its next
-step): trajectories collected per minute (episodes the desktops finished in the window),
-trajectories trained per minute (episodes in updates that ended in the window), desktop busy
-share (env reset+step seconds in the window / envs / window), learner busy share (update
-seconds in the window / window), the mean lag of trained steps and the episodes left out over
-the lag bound. The ratios compare modes of one env count in one invocation.
+Per run: the window starts when the first update ends (both modes past their start-up) and
+ends with the last update that ended within ``--seconds`` of that (whole update cycles, so a
+rate is not quantised by where the window cuts a cycle). Reported: trajectories trained per
+minute (episodes in the window's updates), trajectories collected per minute (episodes the
+desktops finished in the window), desktop busy share (env seconds in resets and steps, plus the
+seconds of the generation call that makes its own action, over envs x window; "stepping" leaves
+the generation out), learner busy share (update seconds / window), the mean lag of trained
+steps and the episodes left out over the lag bound. The ratios compare modes of one env count
+in one invocation.
 """
 
 from __future__ import annotations
@@ -215,19 +218,24 @@ def run(model: Path, envs: int, lag: int, seconds: float, latency: LatencyModel,
 
         VLMLearner.update = real  # type: ignore[method-assign]
         VLMPolicy.generate = real_generate  # type: ignore[method-assign]
-    lo, hi = PROBE.window(seconds)
+    # the window: from the end of the first update to the end of the last one that ended
+    # within ``seconds`` of it (whole update cycles: no quantisation by the window's edges)
+    lo = PROBE.window(seconds)[0]
+    done = [(a, b, n) for a, b, n in PROBE.updates if lo < a and b <= lo + seconds]
+    hi = done[-1][1] if done else lo + seconds
+    span = hi - lo
     lags = [r["async/lag_mean"] for r in rows if "async/lag_mean" in r]
-    done = [(a, b, n) for a, b, n in PROBE.updates if lo < a and b <= hi]
     steps = sum(1 for a, _ in PROBE.busy if lo <= a <= hi)
     stepping = clip(PROBE.busy, lo, hi)
     # an env waits for its own action for the length of the call that generates it
     thinking = sum(n * max(min(b, hi) - max(a, lo), 0.0) for a, b, n in PROBE.generations)
     return {
-        "collected_per_min": 60.0 * sum(lo <= t <= hi for t in PROBE.ends) / seconds,
-        "trained_per_min": 60.0 * sum(n for _, _, n in done) / seconds,
-        "desktop_busy": (stepping + thinking) / (envs * seconds),
-        "desktop_stepping": stepping / (envs * seconds),
-        "learner_busy": clip([(a, b) for a, b, _ in PROBE.updates], lo, hi) / seconds,
+        "window_s": span,
+        "collected_per_min": 60.0 * sum(lo <= t <= hi for t in PROBE.ends) / span,
+        "trained_per_min": 60.0 * sum(n for _, _, n in done) / span,
+        "desktop_busy": (stepping + thinking) / (envs * span),
+        "desktop_stepping": stepping / (envs * span),
+        "learner_busy": clip([(a, b) for a, b, _ in PROBE.updates], lo, hi) / span,
         "lag_mean": sum(lags) / len(lags) if lags else 0.0,
         "lagged_episodes": float(result.stats.get("lagged_episodes", 0)),
         "updates": float(len(done)),
@@ -315,7 +323,8 @@ def report(results: list[dict[str, Any]], args: Any, command: str) -> str:
         f"tiny random Qwen2-VL's update padded with a sleep to {args.ratio:g} x the collection "
         "time C (the desktops' own time for one rollout's steps, never waiting)",
         f"- SimDesk click_ok, 5-step episodes, rollout = {args.n_steps} steps x envs, "
-        f"generation in this process (batch <= 16, window 20 ms), {args.seconds:g} s per run",
+        f"generation in this process (batch <= 16, window 20 ms), about {args.seconds:g} s per "
+        "run (whole update cycles from the end of the first update; see the script's docstring)",
         "",
         "| envs | stragglers | mode | C s | update s | trained traj/min | collected traj/min "
         "| vs sync (trained) | desktop busy | desktop stepping | learner busy | updates "

@@ -23,7 +23,8 @@ Who waits for whom::
 * **Buffer**: finished episodes stream into a buffer; a group (``group_size`` episodes of one
   task start) is ready when all its episodes are. :meth:`AsyncCollector.take` blocks the
   learner until ready groups hold ``min_steps`` steps, and hands them over oldest policy
-  version first (those nearest the lag bound), then in finish order.
+  version first (those nearest the lag bound), then in finish order; groups that would be over
+  the bound at the next take come along even past ``min_steps``.
 * **The lag bound.** A trained episode's oldest token may be at most ``max_policy_lag``
   versions behind the learner. An episode over the bound is finished (its desktop is mid-task)
   but left out of the update and counted (``lagged_episodes`` / ``lagged_steps``), never trained
@@ -372,7 +373,10 @@ class AsyncCollector:
             taken = 0
             # the oldest groups first (those nearest the lag bound), then in finish order
             ready = sorted(s.ready, key=lambda g: min(e.oldest for e in g))
-            while ready and taken < min_steps and s.ready_steps >= min_steps:
+            last_chance = version - self.max_policy_lag  # over the bound at the next take
+            while ready and s.ready_steps >= min_steps and (
+                taken < min_steps or min(e.oldest for e in ready[0]) <= last_chance
+            ):
                 units.append(ready.pop(0))
                 taken += sum(len(e.steps) for e in units[-1])
             s.ready = deque(ready)

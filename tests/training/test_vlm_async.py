@@ -135,15 +135,21 @@ def test_a_hung_desktop_delays_only_its_own_episode(tmp_path: Path, tiny_path: P
     assert all(f["length"] == 2 for k, f in enumerate(finished) if k not in lost)
 
 
+@pytest.mark.parametrize("vec_env", ["subproc", pytest.param("ray", marks=pytest.mark.ray)])
 def test_a_killed_worker_loses_its_episode_and_the_rest_go_on(
-    tmp_path: Path, tiny_path: Path
+    tmp_path: Path, tiny_path: Path, vec_env: str
 ) -> None:
+    """A worker SIGKILLed mid-episode (a process, a Ray actor): its episode is lost with
+    weight 0, it is replaced, the other env's episodes are whole."""
     import os
     import signal
 
-    config = make_config(tmp_path, tiny_path, env={"max_steps": 3}, ppo={"n_envs": 2})
-    fns = [EnvFactory(config, "train", index=i, wrap=False) for i in range(2)]
-    venv = ProcessVecEnv(fns, step_timeout_s=60.0)  # type: ignore[arg-type]
+    from cua_rl.training.rollouts import make_env_workers
+
+    ray_cfg = {"num_cpus": 2, "object_store_mb": 80, "step_timeout_s": 60.0}
+    config = make_config(tmp_path, tiny_path, env={"max_steps": 3},
+                         ppo={"n_envs": 2, "vec_env": vec_env, "ray": ray_cfg})  # fmt: skip
+    venv = make_env_workers(config, wrap=False)
     policy = _policy(config, tiny_path)
 
     class Killer(_Echo):
