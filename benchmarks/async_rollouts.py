@@ -70,6 +70,7 @@ class Probe:
         self.lock = threading.Lock()
         self.busy: list[tuple[float, float]] = []  # env reset/step intervals
         self.ends: list[float] = []  # episode ends (desktop side)
+        self.steps: list[float] = []  # step starts (not resets)
         self.updates: list[tuple[float, float, int]] = []  # (start, end, episodes trained)
         self.generations: list[tuple[float, float, int]] = []  # (start, end, prompts)
         self.t0: float | None = None
@@ -98,6 +99,7 @@ class Timed(gym.Wrapper):  # type: ignore[type-arg]
         t1 = time.monotonic()
         with PROBE.lock:
             PROBE.busy.append((t0, t1))
+            PROBE.steps.append(t0)
             if out[2] or out[3]:
                 PROBE.ends.append(t1)
         return out
@@ -225,7 +227,7 @@ def run(model: Path, envs: int, lag: int, seconds: float, latency: LatencyModel,
     hi = done[-1][1] if done else lo + seconds
     span = hi - lo
     lags = [r["async/lag_mean"] for r in rows if "async/lag_mean" in r]
-    steps = sum(1 for a, _ in PROBE.busy if lo <= a <= hi)
+    steps = sum(1 for a in PROBE.steps if lo <= a <= hi)
     stepping = clip(PROBE.busy, lo, hi)
     # an env waits for its own action for the length of the call that generates it
     thinking = sum(n * max(min(b, hi) - max(a, lo), 0.0) for a, b, n in PROBE.generations)
@@ -245,8 +247,8 @@ def run(model: Path, envs: int, lag: int, seconds: float, latency: LatencyModel,
 
 def calibrate(model: Path, envs: int, seconds: float, latency: LatencyModel,
               n_steps: int) -> float:  # fmt: skip
-    """The desktops' own seconds per step (resets included), from an asynchronous run whose
-    updates cost nothing but the tiny model's."""
+    """The desktops' own seconds per step (their resets' seconds spread over their steps),
+    from an asynchronous run whose updates cost nothing but the tiny model's."""
     found = run(model, envs, 2, seconds, latency, set(), 0.0, n_steps)
     return found["busy_s_per_step"]
 
