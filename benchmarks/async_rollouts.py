@@ -23,8 +23,9 @@ SIMULATED and stand for a real setup:
 * **nothing else waits**: no judge (the reward is SimDesk's checker), no evaluation.
 
 Per run: the window starts when the first update ends (both modes past their start-up) and
-ends with the last update that ended within ``--seconds`` of that (whole update cycles, so a
-rate is not quantised by where the window cuts a cycle). Reported: trajectories trained per
+ends when the last update that started within ``--seconds`` of that ends (whole update
+cycles, so a rate is not quantised by where the window cuts a cycle; a run goes on until one
+such update ended). Reported: trajectories trained per
 minute (episodes in the window's updates), trajectories collected per minute (episodes the
 desktops finished in the window), desktop busy share (env seconds in resets and steps, plus the
 seconds of the generation call that makes its own action, over envs x window; "stepping" leaves
@@ -143,7 +144,10 @@ class StopAfter(RunCallback):
         return True
 
     def _on_step(self) -> bool:
-        return PROBE.t0 is None or time.monotonic() < PROBE.t0 + self.seconds
+        """Go on until ``seconds`` passed and an update started after the clock ended."""
+        if PROBE.t0 is None or time.monotonic() < PROBE.t0 + self.seconds:
+            return True
+        return not any(end > PROBE.t0 and start > PROBE.t0 for start, end, _ in PROBE.updates)
 
 
 def record_generations() -> Any:
@@ -220,10 +224,11 @@ def run(model: Path, envs: int, lag: int, seconds: float, latency: LatencyModel,
 
         VLMLearner.update = real  # type: ignore[method-assign]
         VLMPolicy.generate = real_generate  # type: ignore[method-assign]
-    # the window: from the end of the first update to the end of the last one that ended
+    # the window: from the end of the first update to the end of the last update that started
     # within ``seconds`` of it (whole update cycles: no quantisation by the window's edges)
     lo = PROBE.window(seconds)[0]
-    done = [(a, b, n) for a, b, n in PROBE.updates if lo < a and b <= lo + seconds]
+    after = [(a, b, n) for a, b, n in PROBE.updates if lo < a]
+    done = [(a, b, n) for a, b, n in after if a <= lo + seconds] or after[:1]
     hi = done[-1][1] if done else lo + seconds
     span = hi - lo
     lags = [r["async/lag_mean"] for r in rows if "async/lag_mean" in r]

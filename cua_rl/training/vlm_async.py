@@ -28,8 +28,9 @@ Who waits for whom::
 * **The lag bound.** A trained episode's oldest token may be at most ``max_policy_lag``
   versions behind the learner. An episode over the bound is finished (its desktop is mid-task)
   but left out of the update and counted (``lagged_episodes`` / ``lagged_steps``), never trained
-  on silently. To keep those rare, a new group starts only while the untrained steps (buffered
-  plus running) are under ``max_policy_lag`` rollouts (one more while the learner is waiting).
+  on silently. To keep those rare, a new group starts only while the untrained steps (buffered,
+  plus each running episode counted at least at the mean finished length) are under
+  ``max_policy_lag`` rollouts (one more while the learner is waiting).
 * **Counting**: every step is counted when taken (``on_step``); episodes collected but never
   trained (the run ended or stopped) are counted by :meth:`AsyncCollector.stop`.
 
@@ -112,6 +113,8 @@ class _State:
     learner_busy: bool = False
     error: BaseException | None = None
     abandoned: int = 0  # episodes ended mid-way by stop(): never trained
+    finished: int = 0  # episodes finished (for the mean length)
+    finished_steps: int = 0
     gen_tokens: int = 0  # since the last take
     invalid_actions: int = 0
 
@@ -242,10 +245,15 @@ class AsyncCollector:
             return s.queue.popleft()
 
     def _admit(self) -> bool:
+        """Whether a new group may start: the step budget is not spent, and the untrained
+        steps (buffered, plus each running episode at least at the mean finished length) are
+        under ``max_policy_lag`` rollouts (one more while the learner waits for one), so that
+        a new episode is likely taken before it is over the bound."""
         s = self._s
         if self.step_budget is not None and s.steps >= self.step_budget:
             return False
-        backlog = s.buffered_steps + sum(s.running.values())
+        expected = s.finished_steps / s.finished if s.finished else 1.0
+        backlog = s.buffered_steps + sum(max(n, expected) for n in s.running.values())
         rollouts = self.max_policy_lag + (0 if s.learner_busy else 1)
         return backlog < rollouts * self.rollout_size
 
@@ -316,6 +324,8 @@ class AsyncCollector:
             group = s.groups.setdefault(live.slot.group_id, [])
             group.append(episode)
             s.buffered_steps += len(steps)
+            s.finished += 1
+            s.finished_steps += len(steps)
             if len(group) == self.group_size:
                 s.ready.append(s.groups.pop(live.slot.group_id))
                 s.ready_steps += sum(len(e.steps) for e in s.ready[-1])
@@ -508,7 +518,8 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
                 taken = dist.all_reduce_sum(float(learner.num_timesteps - before))
                 learner.num_timesteps = before + int(taken)
                 empty = dist.all_reduce_sum(empty)
-            if empty:
+            if empty:  # on every rank together; a rank's own rollout is then not trained
+                learner.stats["untrained_episodes"] += len(rollout.finished)
                 break
             t0 = time.perf_counter()
             steps, metrics = proximal_pass(
