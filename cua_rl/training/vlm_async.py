@@ -384,8 +384,10 @@ class AsyncCollector:
             # the oldest groups first (those nearest the lag bound), then in finish order
             ready = sorted(s.ready, key=lambda g: min(e.oldest for e in g))
             last_chance = version - self.max_policy_lag  # over the bound at the next take
-            while ready and s.ready_steps >= min_steps and (
-                taken < min_steps or min(e.oldest for e in ready[0]) <= last_chance
+            while (
+                ready
+                and s.ready_steps >= min_steps
+                and (taken < min_steps or min(e.oldest for e in ready[0]) <= last_chance)
             ):
                 units.append(ready.pop(0))
                 taken += sum(len(e.steps) for e in units[-1])
@@ -476,6 +478,7 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
     ``stats["lagged_episodes"]`` / ``stats["lagged_steps"]``.
     """
     from cua_rl.training.vlm_offpolicy import proximal_pass
+    from cua_rl.training.vlm_trainer import StepHook
 
     config, dist = learner.config, learner.dist
     ppo, vlm = config.ppo, config.vlm_update
@@ -495,18 +498,10 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
     )  # fmt: skip
     learner.async_collector = collector
     served = vlm.generation == "served"
-    stop = False
-
-    def on_step(n: int) -> bool:
-        nonlocal stop
-        learner.num_timesteps += n  # this rank's steps; made global after the take
-        if not all([item.on_step() for item in callbacks]):  # every one sees the step
-            stop = True
-        return not stop
-
+    on_step = StepHook(learner, callbacks)
     busy_s = 0.0  # the learner's time on the last update
     try:
-        while not stop:
+        while not on_step.stopped:
             before = learner.num_timesteps
             for item in callbacks:
                 item.on_rollout_start()

@@ -86,8 +86,8 @@ if TYPE_CHECKING:
     from cua_rl.training.vlm import VLMStep
 
 __all__ = [
-    "EpisodeCollector", "Rollout", "VLMAgent", "VLMLearner", "build_vlm_policy", "load_trainable",
-    "load_vlm_agent", "resolve_model",
+    "EpisodeCollector", "Rollout", "StepHook", "VLMAgent", "VLMLearner", "build_vlm_policy",
+    "load_trainable", "load_vlm_agent", "resolve_model",
 ]  # fmt: skip
 
 logger = logging.getLogger(__name__)
@@ -361,16 +361,8 @@ class VLMLearner:
     def _learn_sync(self, total: int, callbacks: Sequence[RunCallback]) -> None:
         """The synchronous loop (``max_policy_lag: 0``): collect, update, sync, repeat."""
         size = self.config.ppo.rollout_size
-        stop = False
-
-        def on_step(n: int) -> bool:
-            nonlocal stop
-            self.num_timesteps += n  # this rank's steps; made global after the rollout
-            if not all([item.on_step() for item in callbacks]):  # every one sees the step
-                stop = True
-            return not stop
-
-        while self.num_timesteps < total and not stop:
+        on_step = StepHook(self, callbacks)
+        while self.num_timesteps < total and not on_step.stopped:
             before = self.num_timesteps
             for item in callbacks:
                 item.on_rollout_start()
@@ -521,6 +513,22 @@ class VLMLearner:
 
     def _close_generator(self) -> None:
         self.generator.close()
+
+
+class StepHook:
+    """The collectors' ``on_step``: counts a learner's steps (this rank's; made global after
+    each rollout) and runs every callback's ``on_step``; a False from one is remembered
+    (:attr:`stopped`) and answered, so that no new episode starts."""
+
+    def __init__(self, learner: VLMLearner, callbacks: Sequence[RunCallback]) -> None:
+        self.learner, self.callbacks = learner, callbacks
+        self.stopped = False
+
+    def __call__(self, n: int) -> bool:
+        self.learner.num_timesteps += n
+        if not all([item.on_step() for item in self.callbacks]):  # every one sees the step
+            self.stopped = True
+        return not self.stopped
 
 
 def load_trainable(policy: VLMPolicy, params: Mapping[str, torch.Tensor]) -> None:
