@@ -5,7 +5,6 @@ checkpoints. The update's correction is tested in test_vlm_offpolicy.py."""
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -43,7 +42,7 @@ class _Hang(gym.Wrapper):  # type: ignore[type-arg]
         self.n += 1
         if self.n == self.at and not self.marker.exists():
             self.marker.touch()
-            time.sleep(120)  # a desktop that stopped answering (killed with its worker)
+            threading.Event().wait()  # a desktop that stopped answering (killed with it)
         return self.env.step(action)
 
 
