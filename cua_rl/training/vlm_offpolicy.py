@@ -110,9 +110,9 @@ def proximal_pass(
     if ahead:
         raise ConfigError(f"steps of version {max(ahead)} cannot be trained at version {version}")
     out = list(steps)
-    prox = [i for i, s in enumerate(out) if s.version != version or recompute_all]
-    values = [i for i, s in enumerate(out) if need_values and math.isnan(s.value)]
-    todo = sorted(set(prox) | set(values))
+    prox = {i for i, s in enumerate(out) if s.version != version or recompute_all}
+    values = {i for i, s in enumerate(out) if need_values and math.isnan(s.value)}
+    todo = sorted(prox | values)
     weights: list[float] = []
     tokens = truncated_tokens = 0
     with torch.no_grad():
