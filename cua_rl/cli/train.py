@@ -107,6 +107,13 @@ def run(args: argparse.Namespace) -> int:
         f"{stats.get('unscorable', 0)}, dropped by the filter: {stats.get('dropped', 0)}, "
         f"down-weighted: {stats.get('downweighted', 0)}, stale: {stats.get('stale_episodes', 0)}"
     )
+    if config.policy.kind == "vlm" and config.vlm_update.max_policy_lag > 0:
+        print(
+            f"asynchronous rollouts: over the lag bound (left out): "
+            f"{stats.get('lagged_episodes', 0)}, collected but not trained: "
+            f"{stats.get('untrained_episodes', 0)}, failed generator syncs: "
+            f"{stats.get('sync_failures', 0)}"
+        )
     for updates, steps, metrics in result.evals:
         print(f"eval after {updates} updates ({steps} steps): {_format(metrics)}")
     if result.checkpoint is not None:
