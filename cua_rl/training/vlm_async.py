@@ -528,7 +528,10 @@ def learn_async(learner: VLMLearner, total: int, callbacks: Sequence[RunCallback
             wall = max(rollout.wall_s, 1e-9)
             metrics.update({
                 "async/lagged_episodes": float(rollout.lagged_episodes),
-                "async/desktop_busy_share": rollout.env_busy_s / (learner.venv.num_envs * wall),
+                # a step is counted whole in the take after it ended: clipped at 1
+                "async/desktop_busy_share": min(
+                    rollout.env_busy_s / (learner.venv.num_envs * wall), 1.0
+                ),
                 "async/learner_busy_share": min(busy_s / wall, 1.0),
                 "async/pending_episodes": float(collector.pending()),
                 "time/proximal_s": time.perf_counter() - t0,

@@ -243,7 +243,7 @@ def test_asynchronous_training_trains_every_episode_once_and_resumes(
     found = rows(result.run_dir)
     updates = [r for r in found if "train/n_updates" in r]
     assert all("async/desktop_busy_share" in r and "async/lag_mean" in r for r in updates)
-    assert all(0 < r["async/desktop_busy_share"] <= 1 for r in updates)
+    assert all(0 <= r["async/desktop_busy_share"] <= 1 for r in updates)
     assert pending[0] > 0  # the first checkpoint was written with episodes in flight
     # resume from the last checkpoint: what it had pending is counted, the version continues
     last = torch.load(result.checkpoint, weights_only=False)
