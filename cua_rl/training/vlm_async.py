@@ -284,11 +284,7 @@ class AsyncCollector:
             t0 = time.monotonic()
             obs, _, terminated, truncated, info = self.venv.step_envs({i: gen.action_text})[i]
             busy = time.monotonic() - t0
-            if keep:
-                live.screens.append(live.obs["screenshot"])
-                while len(live.screens) > keep:
-                    live.screens.popleft()
-            live.obs = obs
+            live.advance(obs, keep)
             with self._cond:
                 self._s.steps += 1
                 self._s.running[i] += 1
@@ -305,17 +301,8 @@ class AsyncCollector:
                 return
 
     def _finish(self, i: int, live: _Live, end: Any, info: dict[str, Any], busy: float) -> None:
-        from cua_rl.training.vlm import VLMStep
-
         reward = reward_of(end)
-        weight = float(end.effective_weight)
-        last = len(live.records) - 1
-        steps = [
-            VLMStep.from_generation(gen, reward=reward if k == last else 0.0, done=k == last,
-                                    episode_id=live.episode_id, group_id=live.slot.group_id,
-                                    task_id=live.slot.task.id, weight=weight)
-            for k, (gen, _, _) in enumerate(live.records)
-        ]  # fmt: skip
+        steps = live.steps(reward, float(end.effective_weight))
         episode = _Episode(steps, episode_summary(info, reward), min(s.version for s in steps))
         s = self._s
         with self._cond:

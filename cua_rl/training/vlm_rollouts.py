@@ -62,6 +62,41 @@ class _Live:
     screens: deque[Any] = field(default_factory=deque)  # earlier screens (history_screenshots)
     records: list[tuple[Any, float, float]] = field(default_factory=list)  # gen, log_prob, value
 
+    def advance(self, obs: dict[str, Any], keep: int) -> None:
+        """Move to the next observation, keeping the last ``keep`` earlier screens (the screen
+        before each action, for the next prompts)."""
+        if keep:
+            self.screens.append(self.obs["screenshot"])
+            while len(self.screens) > keep:
+                self.screens.popleft()
+        self.obs = obs
+
+    def steps(self, reward: float, weight: float) -> list[Any]:
+        """The ended episode as :class:`~cua_rl.training.vlm.VLMStep` s: the recorded
+        log-probs and values, the terminal reward on the last step, each generation's version
+        and per-token behaviour log-probs."""
+        from cua_rl.training.vlm import VLMStep
+
+        last = len(self.records) - 1
+        return [
+            VLMStep(
+                prompt=gen.prompt,
+                token_ids=tuple(gen.token_ids),
+                n_thought=gen.n_thought,
+                log_prob=log_prob,
+                value=value,
+                reward=reward if k == last else 0.0,
+                done=k == last,
+                episode_id=self.episode_id,
+                group_id=self.slot.group_id,
+                task_id=self.slot.task.id,
+                weight=weight,
+                version=gen.version or 0,
+                token_log_probs=tuple(float(x) for x in gen.log_probs),
+            )
+            for k, (gen, log_prob, value) in enumerate(self.records)
+        ]
+
 
 @dataclass
 class Rollout:
@@ -190,11 +225,7 @@ class EpisodeCollector:
             out.n_steps += len(results)
             keep = self._screens_kept()
             for i, result in results.items():
-                if keep:  # the screen before this action, for the next prompts
-                    live[i].screens.append(live[i].obs["screenshot"])
-                    while len(live[i].screens) > keep:
-                        live[i].screens.popleft()
-                live[i].obs = result[0]
+                live[i].advance(result[0], keep)
             for i, end in zip(ended, ends, strict=True):
                 info = dict(results[i][4])
                 info[EPISODE_END] = end
@@ -250,25 +281,6 @@ class EpisodeCollector:
 
     def _finish(self, episode: _Live, end: Any, info: dict[str, Any], out: Rollout) -> None:
         """Turn an ended episode into steps (terminal reward on the last) and a summary."""
-        from cua_rl.training.vlm import VLMStep
-
         reward = reward_of(end)
-        weight = float(end.effective_weight)
-        last = len(episode.records) - 1
-        for k, (gen, log_prob, value) in enumerate(episode.records):
-            out.steps.append(
-                VLMStep(
-                    prompt=gen.prompt,
-                    token_ids=tuple(gen.token_ids),
-                    n_thought=gen.n_thought,
-                    log_prob=log_prob,
-                    value=value,
-                    reward=reward if k == last else 0.0,
-                    done=k == last,
-                    episode_id=episode.episode_id,
-                    group_id=episode.slot.group_id,
-                    task_id=episode.slot.task.id,
-                    weight=weight,
-                )
-            )
+        out.steps.extend(episode.steps(reward, float(end.effective_weight)))
         out.finished.append(episode_summary(info, reward))
