@@ -350,6 +350,7 @@ class InProcessVecEnv(RestartingVecEnv):
     ) -> None:
         self.workers: list[EnvWorker | None] = [None] * len(env_fns)
         self._started = False
+        self._pool: Any = None  # the threads of _gather_some
         super().__init__(env_fns, step_timeout_s=step_timeout_s, max_restarts=max_restarts,
                          reset_timeout_s=reset_timeout_s)  # fmt: skip
         self._started = True
@@ -358,14 +359,25 @@ class InProcessVecEnv(RestartingVecEnv):
         """One call per named env, each in its own thread (one call: in this thread)."""
         if len(args) <= 1:
             return super()._gather_some(name, args)
-        from concurrent.futures import ThreadPoolExecutor
+        if self._pool is None:  # made once, on the first call that steps several envs
+            from concurrent.futures import ThreadPoolExecutor
+
+            self._pool = ThreadPoolExecutor(self.num_envs, thread_name_prefix="in-process-env")
 
         def one(i: int) -> Any:
             return super(InProcessVecEnv, self)._gather_some(name, {i: args[i]})[i]
 
-        with ThreadPoolExecutor(len(args), thread_name_prefix="in-process-env") as pool:
-            futures = {i: pool.submit(one, i) for i in args}
-            return {i: future.result() for i, future in futures.items()}
+        futures = {i: self._pool.submit(one, i) for i in args}
+        return {i: future.result() for i, future in futures.items()}
+
+    def close(self) -> None:
+        """Close every env and the thread pool that steps them."""
+        try:
+            super().close()
+        finally:
+            if self._pool is not None:
+                self._pool.shutdown(wait=True)
+                self._pool = None
 
     def _spawn(self, i: int) -> None:
         if not self._started:  # the first build: its error, as it is, to the caller
