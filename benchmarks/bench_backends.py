@@ -11,6 +11,11 @@ walker, server, mousepad; LibreOffice separately).
 
     scripts/offline.sh .venv/bin/python benchmarks/bench_backends.py [--size 1280x720] [--n 30]
 
+``--memory-steps N`` instead runs one :class:`~cua_rl.envs.cua_env.CUAEnv` episode of N steps
+(mousepad open, clicks alternating with typing; ``--memory-backend simdesk`` for SimDesk's
+editor) and reports the client's (this process's) resident memory before and after, and what
+the episode's frames hold.
+
 It runs itself with glibc's malloc tunables of ``cua_rl.envs.backends.x11.session.MALLOC_ENV`` (as
 the server always does) unless ``--no-malloc-tuning``.
 
@@ -21,6 +26,7 @@ of scripts/apt-deps.sh.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import io
 import json
 import os
@@ -39,6 +45,7 @@ from cua_rl.actions import Click, Move, Type
 from cua_rl.core import Task
 from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
 from cua_rl.envs.backends.x11.session import MALLOC_ENV, bgra_to_rgb, session_pids
+from cua_rl.envs.cua_env import CUAEnv
 
 
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
@@ -85,6 +92,10 @@ def main() -> None:
                         help="instead: N desktops stepping at once for --seconds; per-desktop "
                              "steps/s with and without the a11y tree, and total RSS")
     parser.add_argument("--seconds", type=float, default=15.0)
+    parser.add_argument("--memory-steps", type=int, default=0, metavar="N",
+                        help="instead: client memory of one CUAEnv episode of N "
+                             "steps")  # fmt: skip
+    parser.add_argument("--memory-backend", choices=("x11", "simdesk"), default="x11")
     args = parser.parse_args()
     if not args.no_malloc_tuning and any(k not in os.environ for k in MALLOC_ENV):
         # glibc reads these at start: run again with them (a client of multi-MB screenshots
@@ -93,6 +104,9 @@ def main() -> None:
     width, height = (int(v) for v in args.size.split("x"))
     if args.parallel:
         parallel(args.parallel, (width, height), args.seconds)
+        return
+    if args.memory_steps:
+        episode_memory(args.memory_steps, (width, height), args.memory_backend)
         return
     rows: list[tuple[str, str]] = []
     numbers: dict[str, float] = {}
@@ -244,6 +258,122 @@ def parallel(n: int, size: tuple[int, int], seconds: float) -> None:
     finally:
         for backend in backends:
             backend.close()
+
+
+def frame_bytes(observations: list) -> tuple[int, int]:
+    """(frames held raw, bytes all frames hold) over distinct observations (an observation
+    without ``packed`` / ``stored_bytes``, before issue 28, holds its array raw)."""
+    distinct = list({id(o): o for o in observations}.values())
+    raw = sum(not getattr(o, "packed", False) for o in distinct)
+    held = sum(getattr(o, "stored_bytes", None) or o.screenshot.nbytes for o in distinct)
+    return raw, held
+
+
+def reader_costs(trajectory) -> list[tuple[str, str]]:
+    """Per-frame pack / unpack time, and what the readers of a finished trajectory pay: the
+    judge's input (last 3 screens) and the validator's (every frame and its digest) on the
+    first 15 steps (all packed) and on raw copies of them, and the judge's on the whole
+    episode."""
+    from cua_rl.core import Observation, Trajectory
+    from cua_rl.frames import pack_frame, unpack_frame
+    from cua_rl.judges.base import JudgeRequest
+    from cua_rl.validator.traces import Trace
+
+    sample = [o.screenshot for o in trajectory.observations[:: max(1, len(trajectory) // 20)]]
+    packed = [pack_frame(f) for f in sample]
+    pack_ms = statistics.median(timed(lambda f=f: pack_frame(f), 5)[0] for f in sample)
+    unpack_ms = statistics.median(timed(lambda p=p: unpack_frame(p), 5)[0] for p in packed)
+    ratio = statistics.median(p.nbytes / f.nbytes for p, f in zip(packed, sample, strict=True))
+    head = Trajectory(trajectory.task, trajectory.initial, trajectory.steps[:15], "done")
+
+    def raw(o):
+        return Observation(np.array(o.screenshot), o.a11y, o.title, o.url, o.time)
+
+    raw_head = Trajectory(head.task, raw(head.initial),
+                          tuple(dataclasses.replace(s, observation=raw(s.observation))
+                                for s in head.steps), "done")  # fmt: skip
+
+    def validator_input(t) -> None:
+        for frame in Trace.from_trajectory(t).frames:
+            _ = frame.digest
+
+    rows = [("pack one frame (median of the episode's frames)", f"{pack_ms:.2f} ms, "
+             f"{ratio * 100:.2f} % of the raw size"),
+            ("unpack one frame", f"{unpack_ms:.2f} ms")]  # fmt: skip
+    for name, fn in (("judge input, last 3 screens", lambda t: JudgeRequest.from_trajectory(t, 3)),
+                     ("validator input, 16 frames + digests", validator_input)):  # fmt: skip
+        fast = timed(lambda fn=fn: fn(raw_head), 5)[0]
+        slow = timed(lambda fn=fn: fn(head), 5)[0]
+        rows.append((f"{name}, first 15 steps: raw copies / packed", f"{fast:.1f} / "
+                     f"{slow:.1f} ms"))  # fmt: skip
+    whole = timed(lambda: JudgeRequest.from_trajectory(trajectory, 3), 5)[0]
+    rows.append((f"judge input, last 3 screens of the whole episode (held raw: the env's last "
+                 f"{len(trajectory.observations) - sum(o.packed for o in trajectory.observations)}"
+                 f")", f"{whole:.2f} ms"))  # fmt: skip
+    return rows
+
+
+def episode_memory(steps: int, size: tuple[int, int], which: str) -> None:
+    """One CUAEnv episode of ``steps`` steps (clicks alternating with typing): client RSS,
+    then what reading its frames costs."""
+    from cua_rl.tasks.base import FixedTasks
+
+    self_rss = lambda: rss_mb([os.getpid()])  # noqa: E731
+    if which == "x11":
+
+        def open_editor(c, task) -> None:
+            c.launch(["mousepad"])
+            wait_title(c, "Mousepad")
+
+        backend = LocalDesktopBackend(size=size, setup=open_editor, a11y=False)
+        task = Task(id="bench/memory", instruction="type in mousepad", domain="mousepad",
+                    os="ubuntu", max_steps=steps + 1)  # fmt: skip
+        tasks = FixedTasks([task])
+    else:
+        from cua_rl.envs.backends.simdesk.backend import SimDeskBackend
+        from cua_rl.envs.backends.simdesk.config import SimDeskConfig
+        from cua_rl.envs.backends.simdesk.tasks import SimDeskTasks
+
+        backend = SimDeskBackend(SimDeskConfig(width=size[0], height=size[1]))
+        tasks = SimDeskTasks(["editor_find"], max_steps=steps + 1)
+    env = CUAEnv(backend, tasks)
+    try:
+        before = self_rss()
+        env.reset(seed=0)
+        after_reset = self_rss()
+        times = []
+        for i in range(steps):
+            action = (f"pyautogui.click({size[0] // 2}, {size[1] // 2})" if i % 2 == 0
+                      else f"pyautogui.typewrite('step {i} ')")  # fmt: skip
+            start = time.perf_counter()
+            _, _, terminated, truncated, info = env.step(action)
+            times.append((time.perf_counter() - start) * 1000)
+            if terminated or truncated:
+                raise RuntimeError(f"episode ended at step {i}: {info.get('episode_end')}")
+        after = self_rss()
+        info = env.step("DONE")[-1]
+        trajectory = info["episode_end"].trajectory
+    finally:
+        env.close()
+    observations = trajectory.observations
+    raw, held = frame_bytes(observations)
+    errors = sum(s.action_error is not None for s in trajectory.steps)
+    per_frame = size[0] * size[1] * 3 / 2**20
+    rows = [(f"client RSS before reset / after reset / after {steps} steps",
+             f"{before:.0f} / {after_reset:.0f} / {after:.0f} MB"),
+            ("client growth over the episode", f"{after - after_reset:.0f} MB "
+             f"({(after - after_reset) / steps * 1024:.0f} KB per step; a raw frame is "
+             f"{per_frame:.2f} MB)"),
+            ("frames held raw / distinct frames, bytes they hold",
+             f"{raw} / {len({id(o) for o in observations})}, {held / 2**20:.0f} MB"),
+            ("env.step median / p90", f"{statistics.median(times):.2f} / "
+             f"{sorted(times)[int(0.9 * len(times))]:.2f} ms"),
+            ("steps with an action error", str(errors))]  # fmt: skip
+    if hasattr(observations[0], "packed"):
+        rows += reader_costs(trajectory)
+    print(f"| {which} {size[0]}x{size[1]}, one episode of {steps} steps | value |\n|---|---|")
+    for name, value in rows:
+        print(f"| {name} | {value} |")
 
 
 _FODS = (

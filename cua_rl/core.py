@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any, Literal
 
 import numpy as np
 
+from cua_rl.frames import PackedFrame, check_screenshot, pack_frame, unpack_frame
+
 if TYPE_CHECKING:
     from cua_rl.actions import Action
 
@@ -33,28 +35,39 @@ __all__ = [
 EndReason = Literal["done", "fail", "max_steps", "env_error"]
 
 
-def check_screenshot(value: object, name: str = "screenshot") -> None:
-    """Raise ValueError unless ``value`` is an H x W x 3 uint8 numpy array.
+class _Pixels:
+    """The ``screenshot`` field of :class:`Observation`: held raw or packed, read as an array.
 
-    Args:
-        value: The candidate screenshot.
-        name: How to call it in the message.
+    A data descriptor used as a dataclass field (the dataclass ``__init__`` sets it through
+    :meth:`__set__`; reading the class attribute raises AttributeError, so the field has no
+    default). The value lives in the instance ``__dict__`` under the field's own name, so
+    pickling and copying carry it as it is held (a packed frame stays packed) and an observation
+    pickled before packing existed still loads.
     """
-    ok = (
-        isinstance(value, np.ndarray)
-        and value.dtype == np.uint8
-        and value.ndim == 3
-        and value.shape[2] == 3
-    )
-    if not ok:
-        shape = getattr(value, "shape", None)
-        dtype = getattr(value, "dtype", type(value).__name__)
-        raise ValueError(f"{name} must be an HxWx3 uint8 array, got shape={shape} dtype={dtype}")
+
+    def __set_name__(self, owner: type, name: str) -> None:
+        self.name = name
+
+    def __get__(self, obj: object, owner: type | None = None) -> np.ndarray:
+        if obj is None:
+            raise AttributeError(self.name)
+        held = obj.__dict__[self.name]
+        return held if isinstance(held, np.ndarray) else unpack_frame(held)
+
+    def __set__(self, obj: object, value: np.ndarray) -> None:
+        check_screenshot(value, f"Observation.{self.name}")
+        obj.__dict__[self.name] = value
 
 
 @dataclass(frozen=True, eq=False)
 class Observation:
     """What the agent can see of the desktop at one instant.
+
+    The pixels are held raw or, after :meth:`pack`, packed losslessly
+    (:func:`cua_rl.frames.pack_frame`, a few KB to tens of KB instead of 2.7 MB at 1280x720);
+    ``screenshot`` returns the same array either way, decoding a packed frame on each read
+    (read-only, about 0.4 ms at 1280x720). :class:`~cua_rl.envs.cua_env.CUAEnv` packs a
+    running episode's older frames.
 
     Attributes:
         screenshot: H x W x 3 uint8 RGB image of the whole screen.
@@ -64,19 +77,38 @@ class Observation:
         time: Backend time of the observation in seconds (simulated time for SimDesk).
     """
 
-    screenshot: np.ndarray
+    screenshot: np.ndarray = _Pixels()  # type: ignore[assignment]
     a11y: str | None = None
     title: str | None = None
     url: str | None = None
     time: float = 0.0
 
-    def __post_init__(self) -> None:
-        check_screenshot(self.screenshot, "Observation.screenshot")
-
     @property
     def size(self) -> tuple[int, int]:
-        """(width, height) of the screenshot."""
-        return int(self.screenshot.shape[1]), int(self.screenshot.shape[0])
+        """(width, height) of the screenshot (read without decoding a packed one)."""
+        held = self.__dict__["screenshot"]
+        return int(held.shape[1]), int(held.shape[0])
+
+    @property
+    def packed(self) -> bool:
+        """Whether the pixels are held packed (see :meth:`pack`)."""
+        return isinstance(self.__dict__["screenshot"], PackedFrame)
+
+    @property
+    def stored_bytes(self) -> int:
+        """Bytes the pixels hold in memory: the packed size, else the array's."""
+        return int(self.__dict__["screenshot"].nbytes)
+
+    def pack(self) -> None:
+        """Hold the pixels packed from now on (lossless; idempotent).
+
+        ``screenshot`` still returns the same pixels. The swap is one assignment, so a thread
+        reading ``screenshot`` meanwhile gets the raw array or the decoded one, never a mix.
+        Arrays already handed out stay as they were.
+        """
+        held = self.__dict__["screenshot"]
+        if isinstance(held, np.ndarray):
+            self.__dict__["screenshot"] = pack_frame(held)
 
 
 def _frozen_mapping(value: Mapping[str, Any] | None) -> Mapping[str, Any]:

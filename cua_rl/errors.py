@@ -19,6 +19,7 @@ __all__ = [
     "CuaRLError",
     "DependencyNotInstalled",
     "DiskFullError",
+    "FrameFormatError",
     "GenerationError",
     "JudgeError",
     "JudgeUnavailable",
@@ -94,6 +95,10 @@ class ConfigError(CuaRLError, ValueError):
 
 class TraceFormatError(CuaRLError, ValueError):
     """A trace file is malformed."""
+
+
+class FrameFormatError(CuaRLError, ValueError):
+    """A packed screenshot (:class:`cua_rl.frames.PackedFrame`) is corrupt and does not unpack."""
 
 
 class DependencyNotInstalled(CuaRLError, ImportError):

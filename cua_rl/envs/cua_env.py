@@ -136,12 +136,17 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         the one record of the finished episode.
 
     Memory:
-        The trajectory keeps every full screenshot (the judge needs them): about
-        ``H * W * 3`` bytes per step, 6 MB per step at 1920x1080, so 15 steps ~ 90 MB per live
-        episode. Returned screenshots are the trajectory's own arrays, marked read-only (no copy
-        per step): writing into one raises ``ValueError``; take ``np.array(obs["screenshot"])``
-        for a writable copy. SB3's ``DummyVecEnv`` deep-copies every info, so there the
-        final step's trajectory is copied once per episode.
+        The trajectory keeps every screenshot (judges, validators and recorders read them).
+        The episode's last ``raw_frames`` observations hold raw pixels (``H * W * 3`` bytes,
+        2.7 MB at 1280x720); older ones are packed losslessly when they fall out of that
+        window (:meth:`Observation.pack <cua_rl.core.Observation.pack>`: about 1 ms each and
+        tens of KB on a desktop screen) and decoded, bit for bit, when read. A 1,000-step
+        episode on the x11 desktop grows the client by about 40 MB instead of 2.6 GB
+        (``benchmarks/results/backends.md``). Returned screenshots are the trajectory's own
+        arrays, marked read-only (no copy per step): writing into one raises ``ValueError``;
+        take ``np.array(obs["screenshot"])`` for a writable copy. SB3's ``DummyVecEnv``
+        deep-copies every info, so there the final step's trajectory is copied once per
+        episode.
 
     Args:
         backend: The desktop: a :class:`~cua_rl.envs.backends.base.DesktopBackend`, methods
@@ -150,10 +155,14 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         tasks: Where each episode's task comes from.
         max_steps: Step budget overriding every task's ``max_steps``.
         render_mode: None or ``"rgb_array"`` (``render()`` returns the last screenshot).
+        raw_frames: How many of the running episode's latest observations keep raw pixels
+            (>= 1); older ones are packed. None keeps every frame raw (memory grows by a full
+            frame per step).
 
     Raises:
-        ConfigError: ``max_steps`` < 1, an unknown render mode, or a backend that lacks a
-            member of :class:`~cua_rl.envs.backends.base.DesktopBackend` (named).
+        ConfigError: ``max_steps`` < 1, an unknown render mode, ``raw_frames`` not None or
+            an integer >= 1, or a backend that lacks a member of
+            :class:`~cua_rl.envs.backends.base.DesktopBackend` (named).
     """
 
     metadata: dict[str, Any] = {"render_modes": ["rgb_array"], "render_fps": 1}
@@ -165,8 +174,13 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         *,
         max_steps: int | None = None,
         render_mode: str | None = None,
+        raw_frames: int | None = 4,
     ) -> None:
         check_step_budget(max_steps, "CUAEnv max_steps", optional=True)
+        if raw_frames is not None and (isinstance(raw_frames, bool) or not isinstance(
+                raw_frames, (int, np.integer)) or raw_frames < 1):  # fmt: skip
+            raise ConfigError(f"CUAEnv raw_frames must be None or an integer >= 1, got "
+                              f"{raw_frames!r}")  # fmt: skip
         if not isinstance(backend, DesktopBackend):
             missing = [name for name in BACKEND_MEMBERS if not hasattr(backend, name)]
             raise ConfigError(f"CUAEnv backend {type(backend).__name__} is not a DesktopBackend: "
@@ -181,6 +195,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         self.tasks = tasks
         self.max_steps = max_steps
         self.render_mode = render_mode
+        self.raw_frames = None if raw_frames is None else int(raw_frames)
 
         width, height = backend.screen_size
         self.observation_space = spaces.Dict(
@@ -311,6 +326,7 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
                 action_error=action_error,
             )
         )
+        self._pack_old_frame()
 
         end_reason: EndReason | None = None
         if env_error is not None:
@@ -361,6 +377,18 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         # exactly what the agent saw. A backend that aliased its own buffer fails loudly here.
         observation.screenshot.flags.writeable = False
         return observation
+
+    def _pack_old_frame(self) -> None:
+        """Pack the observation that the last step pushed out of the ``raw_frames`` window."""
+        if self.raw_frames is None:
+            return
+        # observations in order: the initial one, then one per step
+        old = len(self._steps) - self.raw_frames
+        if old < 0:
+            return
+        observation = self._initial if old == 0 else self._steps[old - 1].observation
+        if observation is not None and observation is not self._last:
+            observation.pack()
 
     def _gym_observation(self, observation: Observation) -> dict[str, Any]:
         return {"screenshot": observation.screenshot, "instruction": self._instruction}
