@@ -300,6 +300,7 @@ def reader_costs(trajectory) -> list[tuple[str, str]]:
     rows = [("pack one frame (median of the episode's frames)", f"{pack_ms:.2f} ms, "
              f"{ratio * 100:.2f} % of the raw size"),
             ("unpack one frame", f"{unpack_ms:.2f} ms")]  # fmt: skip
+    rows += codec_alternatives(sample)
     for name, fn in (("judge input, last 3 screens", lambda t: JudgeRequest.from_trajectory(t, 3)),
                      ("validator input, 16 frames + digests", validator_input)):  # fmt: skip
         fast = timed(lambda fn=fn: fn(raw_head), 5)[0]
@@ -310,6 +311,42 @@ def reader_costs(trajectory) -> list[tuple[str, str]]:
     rows.append((f"judge input, last 3 screens of the whole episode (held raw: the env's last "
                  f"{len(trajectory.observations) - sum(o.packed for o in trajectory.observations)}"
                  f")", f"{whole:.2f} ms"))  # fmt: skip
+    return rows
+
+
+def codec_alternatives(sample: list[np.ndarray]) -> list[tuple[str, str]]:
+    """Encode / decode ms and size of the codecs not chosen, on the same frames, and of the
+    chosen one on a photo filling the screen (its worst case: few repeated rows or runs)."""
+    import zlib
+
+    from skimage.data import astronaut
+
+    from cua_rl.frames import pack_frame, unpack_frame
+
+    def png(frame: np.ndarray) -> bytes:
+        buf = io.BytesIO()
+        Image.fromarray(frame).save(buf, "PNG", compress_level=1)
+        return buf.getvalue()
+
+    codecs = {
+        "zlib level 1 on the whole frame": (lambda f: zlib.compress(f, 1), zlib.decompress),
+        "PNG, compress_level=1 (PIL)": (png, lambda b: np.asarray(Image.open(io.BytesIO(b)))),
+    }
+    rows = []
+    for name, (encode, decode) in codecs.items():
+        enc = statistics.median(timed(lambda f=f, e=encode: e(f), 3)[0] for f in sample)
+        data = [encode(f) for f in sample]
+        dec = statistics.median(timed(lambda b=b, d=decode: d(b), 3)[0] for b in data)
+        size = statistics.median(len(b) / f.nbytes for b, f in zip(data, sample, strict=True))
+        rows.append((f"instead: {name}", f"encode {enc:.2f} ms, decode {dec:.2f} ms, "
+                     f"{size * 100:.2f} %"))  # fmt: skip
+    height, width = sample[0].shape[:2]
+    photo = np.asarray(Image.fromarray(astronaut()).resize((width, height)))
+    packed = pack_frame(photo)
+    rows.append(("pack / unpack a photo filling the screen (skimage astronaut)",
+                 f"{timed(lambda: pack_frame(photo), 5)[0]:.1f} / "
+                 f"{timed(lambda: unpack_frame(packed), 5)[0]:.1f} ms, "
+                 f"{packed.nbytes / photo.nbytes * 100:.0f} %"))  # fmt: skip
     return rows
 
 
