@@ -64,10 +64,10 @@ class Observation:
     """What the agent can see of the desktop at one instant.
 
     The pixels are held raw or, after :meth:`pack`, packed losslessly
-    (:func:`cua_rl.frames.pack_frame`, a few KB to tens of KB instead of 2.7 MB at 1280x720);
+    (:func:`cua_rl.frames.pack_frame`, about 20 KB instead of 2.7 MB for a 1280x720 desktop);
     ``screenshot`` returns the same array either way, decoding a packed frame on each read
-    (read-only, about 0.4 ms at 1280x720). :class:`~cua_rl.envs.cua_env.CUAEnv` packs a
-    running episode's older frames.
+    (read-only; 0.3-0.7 ms at 1280x720, ``benchmarks/results/backends.md``).
+    :class:`~cua_rl.envs.cua_env.CUAEnv` packs a running episode's older frames.
 
     Attributes:
         screenshot: H x W x 3 uint8 RGB image of the whole screen.

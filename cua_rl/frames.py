@@ -5,10 +5,10 @@ frame into a :class:`PackedFrame` of a few KB to a few tens of KB on a desktop s
 :func:`unpack_frame` gives back exactly the same pixels. The codec: rows equal to the row above
 are dropped (a bitmask of the dropped rows, one bit per row), the remaining rows are deflated
 with zlib at level 1. Desktops are mostly flat areas and repeated rows, so this is faster
-than zlib on the whole frame and than PNG (measured on the x11 desktop at 1280x720:
-about 1 ms to pack, 0.4 ms to unpack, against 4 / 1.5 ms for zlib alone and 8.6 / 3.7 ms for
-PNG at level 1; ``benchmarks/results/backends.md``). A photo-like screen deflates poorly and
-costs more (tens of ms).
+than zlib on the whole frame and than PNG (1280x720, ``benchmarks/results/backends.md``: on
+the x11 desktop 0.7 ms to pack, 0.3 ms to unpack, to 0.3 % of the raw size, against 4.1 /
+1.3 ms for zlib alone and 9.1 / 3.5 ms for PNG at level 1; on SimDesk 2.0 / 0.7 ms). A photo
+filling the screen deflates poorly: 50 ms to pack, 15 ms to unpack, 72 % of the raw size.
 
 :class:`~cua_rl.core.Observation` keeps its pixels either raw or packed (``Observation.pack``);
 :class:`~cua_rl.envs.cua_env.CUAEnv` packs a running episode's frames once they fall out of

@@ -139,9 +139,9 @@ class CUAEnv(gym.Env[dict[str, Any], Any]):
         The trajectory keeps every screenshot (judges, validators and recorders read them).
         The episode's last ``raw_frames`` observations hold raw pixels (``H * W * 3`` bytes,
         2.7 MB at 1280x720); older ones are packed losslessly when they fall out of that
-        window (:meth:`Observation.pack <cua_rl.core.Observation.pack>`: about 1 ms each and
-        tens of KB on a desktop screen) and decoded, bit for bit, when read. A 1,000-step
-        episode on the x11 desktop grows the client by about 40 MB instead of 2.6 GB
+        window (:meth:`Observation.pack <cua_rl.core.Observation.pack>`: 0.7 ms and ~20 KB
+        per frame on the x11 desktop, 2 ms on SimDesk) and decoded, bit for bit, when read.
+        A 1,000-step episode at 1280x720 grows the client by about 20 MB instead of 2.6 GB
         (``benchmarks/results/backends.md``). Returned screenshots are the trajectory's own
         arrays, marked read-only (no copy per step): writing into one raises ``ValueError``;
         take ``np.array(obs["screenshot"])`` for a writable copy. SB3's ``DummyVecEnv``
