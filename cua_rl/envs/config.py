@@ -9,12 +9,15 @@ the backend's business: :meth:`EnvConfig.__post_init__` asks the backend registr
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
-from typing import Any, ClassVar
+from typing import Any, ClassVar, Literal
 
 from cua_rl._strict import NOT_YAML, check, check_fields, plain
 from cua_rl.envs.latency import LatencyModel
 
-__all__ = ["CALIBRATION_SEED_START", "EnvConfig", "SplitConfig"]
+__all__ = ["A11Y_BACKENDS", "CALIBRATION_SEED_START", "EnvConfig", "SplitConfig"]
+
+#: Backends that honour ``env.a11y`` (their observations come from an OSWorld-protocol server).
+A11Y_BACKENDS = ("osworld", "x11", "waa")
 
 #: First task seed of held-out calibration tasks (seeded backends): training and evaluation
 #: seeds stay below it (``cua_rl.calibration.CALIBRATION_SEED_START`` is the same number).
@@ -98,6 +101,11 @@ class EnvConfig:
     #: backend's measured latency): make_env wraps env i in StepLatency with seed + i. null:
     #: none.
     step_latency: LatencyModel | None = None
+    #: When the accessibility tree is read (osworld, x11, waa): every_step; on_signal (after a
+    #: reset, a failed action or any change of the screen's pixels, else the last tree again);
+    #: never (pixels only; an x11 desktop then runs no AT-SPI). backend_kwargs.a11y false
+    #: also means never.
+    a11y: Literal["every_step", "on_signal", "never"] = "every_step"
     #: Folder that relative paths of backend_kwargs and task_files resolve against (the config
     #: file's, set by TrainConfig.from_dict; not a YAML key, not part of the config's hash).
     base_dir: str = field(default=".", compare=False)
@@ -110,14 +118,20 @@ class EnvConfig:
         v = self.max_steps
         check(self, "max_steps", v is None or v >= 1, "must be >= 1 or null")
         check(self, "families", len(set(self.families)) == len(self.families), "must be distinct")
+        check(self, "a11y", self.a11y == "every_step" or self.backend in A11Y_BACKENDS,
+              f"{self.a11y!r} is honoured by the {'/'.join(A11Y_BACKENDS)} backends only; "
+              f"{self.backend} reads what it reads")  # fmt: skip
         get_backend(self.backend, where=f"{self.SECTION}.backend").check_config(self)
 
     def to_plain(self) -> dict[str, Any]:
         """Plain data for a config file and the config's hash: every YAML key, ``step_latency``
-        only when set, so a config without it writes (and hashes) as before the key existed.
+        only when set and ``a11y`` only when not every_step, so a config without them writes
+        (and hashes) as before the keys existed.
         Read back by the generic :func:`cua_rl._strict.build_section` (a missing key is null)."""
         data = {f.name: plain(getattr(self, f.name)) for f in fields(self)
                 if f.name not in NOT_YAML}  # fmt: skip
         if self.step_latency is None:
             del data["step_latency"]
+        if self.a11y == "every_step":
+            del data["a11y"]
         return data

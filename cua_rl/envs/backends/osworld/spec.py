@@ -271,7 +271,8 @@ class OSWorldSpec(TaskFileSpec):
         try:
             backend = _vm_backend_class()(client, config.screen, setup=hooks.setup,
                                           revert=revert, checker=hooks.checker,
-                                          pause_s=s.pause_s, a11y=s.a11y)  # fmt: skip
+                                          pause_s=s.pause_s,
+                                          a11y=config.a11y if s.a11y else "never")  # fmt: skip
         except BaseException:
             hooks.close()
             raise

@@ -10,14 +10,38 @@ from __future__ import annotations
 import time
 from collections.abc import Callable
 
+import numpy as np
+
 from cua_rl.actions import Action, Done, Fail, Wait
 from cua_rl.core import Observation, Task
 from cua_rl.envs.backends.base import BaseBackend
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.vm.codec import linearize_a11y
-from cua_rl.errors import BackendError, ConfigError
+from cua_rl.errors import ActionError, BackendError, ConfigError
 
-__all__ = ["Checker", "Revert", "Setup", "VMServerBackend"]
+__all__ = ["A11Y_MODES", "Checker", "Revert", "Setup", "VMServerBackend", "a11y_mode"]
+
+#: When the accessibility tree is read: with every observation; only when a signal says it may
+#: have changed (after a reset, a failed action, or any change of the screen's pixels; else the
+#: last tree is returned again); never (observations carry no tree).
+A11Y_MODES = ("every_step", "on_signal", "never")
+
+
+def a11y_mode(value: object, where: str = "a11y") -> str:
+    """``value`` as one of :data:`A11Y_MODES` (``True`` = every_step, ``False`` = never).
+
+    Raises:
+        ConfigError: Anything else.
+
+    >>> a11y_mode(True), a11y_mode("on_signal")
+    ('every_step', 'on_signal')
+    """
+    if value is True or value is False:
+        return "every_step" if value else "never"
+    if value not in A11Y_MODES:
+        raise ConfigError(f"{where} must be one of {list(A11Y_MODES)} (or true/false), got "
+                          f"{value!r}")  # fmt: skip
+    return str(value)
 
 Setup = Callable[[VMServerClient, Task], None]
 Revert = Callable[[VMServerClient], None]
@@ -44,7 +68,9 @@ class VMServerBackend(BaseBackend):
             :meth:`ground_truth` (``last_action``: the last action of the episode, None
             before any); None: no ground truth.
         pause_s: Longest local sleep of a ``Wait`` (a longer wait sleeps this long).
-        a11y: Read the accessibility tree with every observation.
+        a11y: When to read the accessibility tree, one of :data:`A11Y_MODES` (``True`` =
+            ``every_step``, ``False`` = ``never``). ``a11y_reads`` / ``a11y_reused`` count
+            the trees read and the ones ``on_signal`` returned again.
 
     Raises:
         ConfigError: A bad ``pause_s`` or ``screen_size``.
@@ -60,7 +86,7 @@ class VMServerBackend(BaseBackend):
         revert: Revert | None = None,
         checker: Checker | None = None,
         pause_s: float = 5.0,
-        a11y: bool = True,
+        a11y: bool | str = True,
     ) -> None:
         if isinstance(pause_s, bool) or not isinstance(pause_s, (int, float)) or not (
             0 <= pause_s <= 3600
@@ -79,7 +105,9 @@ class VMServerBackend(BaseBackend):
         self.last_action: Action | None = None
         self._used = False
         self.pause_s = float(pause_s)
-        self.a11y = a11y
+        self.a11y_mode = a11y_mode(a11y)
+        self.a11y_reads = self.a11y_reused = 0
+        self._tree: tuple[np.ndarray, str | None] | None = None  # (frame, text) of the last read
         self._time0 = time.monotonic()
 
     @property
@@ -94,6 +122,7 @@ class VMServerBackend(BaseBackend):
             self.revert(self.client)
         self._used = True
         self.last_action = None
+        self._tree = None
         if self.setup is not None:
             self.setup(self.client, task)
         return self.observe()
@@ -105,7 +134,11 @@ class VMServerBackend(BaseBackend):
         if isinstance(action, Wait):
             time.sleep(min(action.seconds, self.pause_s))
         elif not isinstance(action, (Done, Fail)):
-            self.client.act(action)
+            try:
+                self.client.act(action)
+            except ActionError:  # a failed action is a signal: the next observation reads
+                self._tree = None
+                raise
         return self.observe()
 
     def observe(self) -> Observation:
@@ -115,12 +148,30 @@ class VMServerBackend(BaseBackend):
             raise BackendError(f"VM server {self.client.base_url}: the screenshot is "
                                f"{frame.shape[1]}x{frame.shape[0]}, the screen was "
                                f"{self._size[0]}x{self._size[1]}")  # fmt: skip
-        text = None
-        if self.a11y:
-            xml = self.client.accessibility()
-            text = None if xml is None else linearize_a11y(xml)
-        return Observation(screenshot=frame, a11y=text, title=None,
+        return Observation(screenshot=frame, a11y=self._a11y_text(frame), title=None,
                            time=time.monotonic() - self._time0)
+
+    @property
+    def a11y(self) -> bool:
+        """Whether observations carry the accessibility tree (``a11y_mode`` is not never)."""
+        return self.a11y_mode != "never"
+
+    def _a11y_text(self, frame: np.ndarray) -> str | None:
+        if self.a11y_mode == "never":
+            return None
+        last = self._tree
+        if self.a11y_mode == "on_signal" and last is not None and np.array_equal(last[0], frame):
+            self.a11y_reused += 1
+            return last[1]
+        text = self.read_a11y()
+        self.a11y_reads += 1
+        self._tree = (frame, text)
+        return text
+
+    def read_a11y(self) -> str | None:
+        """The accessibility tree, linearised (None when the server has none)."""
+        xml = self.client.accessibility()
+        return None if xml is None else linearize_a11y(xml)
 
     def ground_truth(self, task: Task) -> float | None:
         """The ``checker`` hook's score, or None without one."""

@@ -29,7 +29,6 @@ profile (osworld.md section 8):
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -241,19 +240,10 @@ class WAABackend(VMServerBackend):
             self.setup(self.client, task)
         return self.observe()
 
-    def observe(self) -> Observation:
-        """A fresh screenshot and, with ``a11y``, the tree linearised by
-        :func:`linearize_waa_a11y` (BackendError if the screen size moved)."""
-        a11y, self.a11y = self.a11y, False
-        try:
-            obs = super().observe()
-        finally:
-            self.a11y = a11y
-        if not a11y:
-            return obs
+    def read_a11y(self) -> str | None:
+        """The tree linearised by :func:`linearize_waa_a11y` (None when the server has none)."""
         xml = self.client.accessibility()
-        text = None if xml is None else linearize_waa_a11y(xml)
-        return dataclasses.replace(obs, a11y=text)
+        return None if xml is None else linearize_waa_a11y(xml)
 
     def close(self) -> None:
         """Close the hooks (the checker's metric process, caches)."""

@@ -76,7 +76,8 @@ class WAASpec(BaseSpec):
                                    s.ready_timeout_s, then=hooks.revert)  # fmt: skip
         try:
             backend = WAABackend(client, config.screen, setup=hooks.setup, revert=revert,
-                                 checker=hooks.checker, pause_s=s.pause_s, a11y=s.a11y,
+                                 checker=hooks.checker, pause_s=s.pause_s,
+                                 a11y=config.a11y if s.a11y else "never",
                                  ready_timeout_s=s.ready_timeout_s)  # fmt: skip
         except BaseException:
             hooks.close()

@@ -4,6 +4,11 @@ pyatspi imports only under Debian's system interpreter, so the walk runs there
 (:mod:`cua_rl.envs.backends.x11.a11y_walker`, stdlib + pyatspi) and the XML crosses a pipe as one
 JSON line. Keeping the child alive saves its start-up (import of pyatspi and GI) on every
 observation. A walk that passes its deadline kills the child; the next walk starts a new one.
+
+With ``cache=True`` (the default) the walker keeps the tree current from AT-SPI events
+(:mod:`cua_rl.envs.backends.x11.a11y_cache`): the first read walks the desktop, later reads
+re-read only what changed. :meth:`A11yWorker.full_walk` still walks everything, and
+:meth:`A11yWorker.stats` gives the cache's counters (full walks, fallbacks, events).
 """
 
 from __future__ import annotations
@@ -32,11 +37,16 @@ class A11yWorker:
     Args:
         env: The desktop's environment (``DISPLAY``, ``DBUS_SESSION_BUS_ADDRESS``).
         timeout_s: Deadline of the first walk's start-up.
+        cache: Keep the tree current from events (reads after the first re-read what changed).
     """
 
-    def __init__(self, env: Mapping[str, str], timeout_s: float = 30.0) -> None:
+    def __init__(self, env: Mapping[str, str], timeout_s: float = 30.0, *,
+                 cache: bool = True) -> None:  # fmt: skip
         self.env = dict(env)
         self.timeout_s = timeout_s
+        self.cache = cache
+        #: Walker processes started (a restart loses the cache: its first read walks again).
+        self.starts = 0
         self._proc: subprocess.Popen | None = None
         self._buffer = b""
 
@@ -44,7 +54,9 @@ class A11yWorker:
         if not os.path.exists(SYSTEM_PYTHON):
             raise BackendError(f"accessibility: {SYSTEM_PYTHON} not found (Debian python3 with "
                                "python3-pyatspi)")  # fmt: skip
-        self._proc = subprocess.Popen([SYSTEM_PYTHON, "-u", str(WALKER)], env=self.env,
+        argv = [SYSTEM_PYTHON, "-u", str(WALKER)] + (["--cache"] if self.cache else [])
+        self.starts += 1
+        self._proc = subprocess.Popen(argv, env=self.env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,
                                       stderr=subprocess.DEVNULL,
                                       start_new_session=True)  # fmt: skip
@@ -52,16 +64,35 @@ class A11yWorker:
         return self._proc
 
     def walk(self, timeout_s: float = 60.0) -> str:
-        """The tree as OSWorld's XML.
+        """The tree as OSWorld's XML (from the cache when the worker keeps one).
 
         Raises:
             BackendError: The walker failed, died, or took longer than ``timeout_s``.
         """
+        return self._ask("walk", timeout_s)["xml"]
+
+    def full_walk(self, timeout_s: float = 60.0) -> str:
+        """The tree read element by element, whatever the cache holds.
+
+        Raises:
+            BackendError: As :meth:`walk`.
+        """
+        return self._ask("full", timeout_s)["xml"]
+
+    def stats(self, timeout_s: float = 10.0) -> dict[str, object]:
+        """The cache's counters (empty without a cache), plus ``walker_starts``.
+
+        Raises:
+            BackendError: As :meth:`walk`.
+        """
+        return {**self._ask("stats", timeout_s)["stats"], "walker_starts": self.starts}
+
+    def _ask(self, request: str, timeout_s: float) -> dict:
         proc = self._proc if self._proc is not None and self._proc.poll() is None else None
         proc = proc or self._start()
         assert proc.stdin is not None and proc.stdout is not None
         try:
-            proc.stdin.write(b"walk\n")
+            proc.stdin.write(request.encode() + b"\n")
             proc.stdin.flush()
         except OSError as exc:
             self.close()
@@ -86,7 +117,7 @@ class A11yWorker:
         answer = json.loads(line)
         if "error" in answer:
             raise BackendError(f"accessibility walk failed: {answer['error']}")
-        return answer["xml"]
+        return answer
 
     def close(self) -> None:
         """Kill the walker (idempotent)."""

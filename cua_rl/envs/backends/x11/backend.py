@@ -16,7 +16,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from cua_rl.core import Observation, Task
-from cua_rl.envs.backends.vm.backend import Checker, Setup, VMServerBackend
+from cua_rl.envs.backends.vm.backend import Checker, Setup, VMServerBackend, a11y_mode
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.x11.session import MALLOC_ENV, MARKER, kill_pids, session_pids
 from cua_rl.errors import BackendError, ConfigError
@@ -39,7 +39,8 @@ class LocalDesktopBackend(VMServerBackend):
         size: (width, height) of the screen.
         setup: ``setup(client, task)`` run in every reset (e.g. OSWorld's task set-up).
         checker: ``checker(client, task, last_action)`` for :meth:`ground_truth`.
-        a11y: Read the accessibility tree with every observation.
+        a11y: When to read the accessibility tree (``every_step``, ``on_signal``, ``never``;
+            True / False: every_step / never). With never the desktop runs no AT-SPI buses.
         pause_s: Longest sleep of a ``Wait``.
         startup_timeout_s: How long the server may take to be ready.
         apps_env: Extra environment variables for the desktop's programs.
@@ -59,7 +60,7 @@ class LocalDesktopBackend(VMServerBackend):
         size: tuple[int, int] = (1280, 720),
         setup: Setup | None = None,
         checker: Checker | None = None,
-        a11y: bool = True,
+        a11y: bool | str = True,
         pause_s: float = 5.0,
         startup_timeout_s: float = 60.0,
         apps_env: Mapping[str, str] | None = None,
@@ -80,7 +81,7 @@ class LocalDesktopBackend(VMServerBackend):
         if network not in ("none", "host"):
             raise ConfigError(f"network must be 'none' or 'host', got {network!r}")
         self.sandbox, self.network = bool(sandbox), network
-        self.use_a11y = a11y
+        self.use_a11y = a11y_mode(a11y) != "never"  # never: the desktop runs no AT-SPI at all
         self._dir = Path(tempfile.mkdtemp(prefix="cua-local-desktop-"))
         self._proc: subprocess.Popen | None = None
         self.session_id = ""

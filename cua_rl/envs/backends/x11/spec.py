@@ -64,7 +64,7 @@ class X11Spec(TaskFileSpec):
         hooks = make_hooks(s)
         try:
             backend = cls(size=config.screen, setup=hooks.setup, checker=hooks.checker,
-                          a11y=s.a11y, pause_s=s.pause_s,
+                          a11y=config.a11y if s.a11y else "never", pause_s=s.pause_s,
                           startup_timeout_s=s.startup_timeout_s, sandbox=s.sandbox,
                           network=s.network)  # fmt: skip
         except BaseException:

@@ -1,0 +1,355 @@
+"""An accessibility tree kept current by AT-SPI events (stdlib + pyatspi, no cua_rl imports).
+
+The full walk (:func:`a11y_read.element` from the desktop down) asks every element for its
+states, attributes, bounds, text, value and actions: about ten D-Bus round trips per element,
+~0.35 s for mousepad and ~3 s for LibreOffice Calc. :class:`TreeCache` walks once, keeps the
+Element tree, and afterwards re-reads only what the applications said changed:
+
+* ``object:children-changed`` on X: X's children are listed again (new ones walked whole,
+  known ones kept, gone ones dropped);
+* ``object:state-changed``, ``property-change``, ``text-changed``, ``value-changed``,
+  ``attributes-changed``, ``bounds-changed``, ``selection-changed``, ``visible-data-changed``,
+  ``active-descendant-changed`` and ``window:*`` on X: X's own part is read again;
+* ``object:model-changed`` on X: X's subtree is walked again;
+* any event on a spreadsheet table (LibreOffice moves the cursor, scrolls and recalculates with
+  events on the table only, none on its cells): its visible cells are read again.
+
+Some changes come without an event, and each read checks them itself: the applications on the
+desktop (one call per application), and every top-level window's position (one call each; a
+moved window moves all its elements' screen coordinates, so their bounds are read again). That
+per-window call is also the barrier: D-Bus keeps one sender's messages in order, so once a
+window has answered, every event its application sent before the answer is queued here and is
+applied before the read returns.
+
+A read that fails on the way (an application that quit mid-read, a bus error) falls back to a
+full walk; so does a read after the event queue overflowed (more than ``max_pending`` events
+between reads). Both are counted in :meth:`TreeCache.stats`.
+"""
+
+import time
+import xml.etree.ElementTree as ET
+
+try:
+    from . import a11y_read as R
+except ImportError:  # run as a script under /usr/bin/python3: the sibling is on sys.path
+    import a11y_read as R
+
+try:
+    import pyatspi
+except ImportError:
+    pyatspi = None
+
+#: Event types listened to (prefixes, as AT-SPI registers them).
+EVENTS = (
+    "object:children-changed", "object:property-change", "object:state-changed",
+    "object:text-changed", "object:bounds-changed", "object:value-changed",
+    "object:attributes-changed", "object:visible-data-changed", "object:model-changed",
+    "object:active-descendant-changed", "object:selection-changed",
+    "object:text-attributes-changed", "object:row-inserted", "object:row-deleted",
+    "object:column-inserted", "object:column-deleted", "window:",
+)
+
+_FOCUSED = "{" + R.NS["st"] + "}focused"
+_FOCUS_EVENTS = ("object:state-changed:focused", "object:state-changed:active", "window:",
+                 "object:active-descendant-changed")
+
+#: Toolkits whose elements send ``object:bounds-changed`` when they move or resize (GTK 3's
+#: accessibles do); other applications' bounds are read again on every read.
+BOUNDS_TOOLKITS = ("gtk", "gail")
+#: Applications that report GTK as their toolkit but draw their own widgets, which move without
+#: an event (LibreOffice's VCL widgets behind its GTK 3 plugin).
+SILENT_BOUNDS_APPS = ("soffice", "soffice.bin", "libreoffice")
+
+
+def key_of(acc):
+    """An accessible's identity: (application bus name, object path)."""
+    app = acc.app
+    return (app.bus_name if app is not None else "", acc.path)
+
+
+class Node:
+    """One cached element: the accessible, its Element and its place in the tree."""
+
+    __slots__ = ("acc", "key", "role", "elem", "depth", "in_calc", "children", "error",
+                 "parent")
+
+    def __init__(self, acc, key, depth, in_calc, parent):
+        self.acc, self.key, self.depth, self.in_calc = acc, key, depth, in_calc
+        self.role, self.elem, self.children, self.error = "", None, [], None
+        self.parent = parent
+
+
+class TreeCache:
+    """The desktop's tree, walked once and then kept current by events.
+
+    Args:
+        max_pending: Events between two reads past which the cache is walked again whole.
+    """
+
+    def __init__(self, max_pending=50_000):
+        self.max_pending = max_pending
+        self.nodes = {}  # key -> Node
+        self.apps = []  # Nodes of the desktop's applications, in order
+        self.root = None
+        self.valid = False
+        self._own, self._kids, self._subtree = set(), set(), set()
+        self._focused = set()  # keys of the elements the cache holds as focused
+        self._pending = 0
+        self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
+                       "events": 0, "events_applied": 0, "nodes_read": 0, "moved_windows": 0,
+                       "table_rescans": 0, "bounds_refreshes": 0, "last_fallback": ""}
+        self._tells_bounds = set()  # bus names of applications whose toolkit sends bounds-changed
+        self._listening = False
+
+    # -- events ---------------------------------------------------------------------------
+    def listen(self):
+        """Register the event listener (once); events are dispatched by the GLib main loop."""
+        if not self._listening:
+            pyatspi.Registry.registerEventListener(self.on_event, *EVENTS)
+            self._listening = True
+
+    def on_event(self, event):
+        self.counts["events"] += 1
+        self._pending += 1
+        try:
+            key = key_of(event.source)
+        except Exception:
+            return
+        kind = event.type
+        if kind.startswith("object:children-changed"):
+            self._kids.add(key)
+        elif kind.startswith("object:model-changed"):
+            self._subtree.add(key)
+        elif kind.startswith("object:property-change:accessible-parent"):
+            return  # the old and new parents say so with children-changed
+        else:
+            self._own.add(key)
+        if kind.startswith(_FOCUS_EVENTS):
+            # GTK drops a widget's "focused" when its window loses the keyboard (a menu opens)
+            # without an event on the widget: whatever the cache holds as focused is read again
+            self._own.update(self._focused)
+
+    # -- reading --------------------------------------------------------------------------
+    def read(self):
+        """The tree as OSWorld's XML: the cache brought up to date, or a full walk."""
+        self.counts["reads"] += 1
+        if self.valid and self._pending > self.max_pending:
+            self.counts["overflows"] += 1
+            self.valid = False
+        if self.valid:
+            try:
+                self._update()
+            except Exception as exc:  # an app gone mid-read, a bus error: walk again
+                self.counts["fallbacks"] += 1
+                self.counts["last_fallback"] = f"{type(exc).__name__}: {exc}"[:200]
+                self.valid = False
+        if not self.valid:
+            self._build()
+        return ET.tostring(self.root, encoding="unicode")
+
+    def stats(self):
+        """Counters since start: reads, full walks, fallbacks (and why), events, nodes read."""
+        return dict(self.counts, cached_nodes=len(self.nodes))
+
+    def _build(self):
+        self.counts["full_walks"] += 1
+        self._own.clear(), self._kids.clear(), self._subtree.clear()
+        self._pending = 0
+        self.nodes = {}
+        self._focused.clear()
+        desktop = pyatspi.Registry.getDesktop(0)
+        self.root = ET.Element("desktop-frame", {"name": R.clean(desktop.name or "main")})
+        self.apps = []
+        for acc in self._desktop_children(desktop):
+            try:
+                self.apps.append(self._walk(acc, 1, False, None))
+            except Exception:  # one broken app must not hide the others
+                continue
+        self.root[:] = [app.elem for app in self.apps]
+        self.valid = True
+
+    def _desktop_children(self, desktop):
+        out = []
+        for i in range(min(desktop.childCount, R.MAX_WIDTH)):
+            acc = desktop.getChildAtIndex(i)
+            if acc is not None:
+                out.append(acc)
+        return out
+
+    def _walk(self, acc, depth, in_calc, parent):
+        """Read ``acc``'s subtree into new Nodes (the full walk's reading, kept)."""
+        node = Node(acc, key_of(acc), depth, in_calc, parent)
+        if (parent is None and str(acc.get_toolkit_name() or "").lower() in BOUNDS_TOOLKITS
+                and str(acc.name or "").lower() not in SILENT_BOUNDS_APPS):
+            self._tells_bounds.add(node.key[0])
+        self._read_own(node)
+        self.nodes[node.key] = node
+        self._read_children(node)
+        return node
+
+    def _read_own(self, node):
+        role, tag, attrib, text = R.read_own(node.acc)
+        self.counts["nodes_read"] += 1
+        node.role = role
+        node.in_calc = node.in_calc or role == R.SPREADSHEET
+        if node.error is not None:
+            attrib["{" + R.NS["attr"] + "}walk-error"] = node.error
+        if node.elem is None:
+            node.elem = ET.Element(tag, attrib)
+        else:
+            node.elem.tag = tag
+            node.elem.attrib.clear()
+            node.elem.attrib.update(attrib)
+        node.elem.text = text or None
+        if _FOCUSED in attrib:
+            self._focused.add(node.key)
+        else:
+            self._focused.discard(node.key)
+
+    def _read_children(self, node):
+        if node.depth >= R.MAX_DEPTH:
+            return
+        old = {child.key: child for child in node.children}
+        children = []
+        try:
+            for acc in R.child_nodes(node.acc, node.role, node.in_calc):
+                key = key_of(acc)
+                child = old.pop(key, None)
+                if child is None or child.depth != node.depth + 1:
+                    child = self._walk(acc, node.depth + 1, node.in_calc, node)
+                children.append(child)
+            error = None
+        except Exception as exc:  # as the full walk: keep what was read, mark the element
+            error = type(exc).__name__
+        for gone in old.values():
+            self._forget(gone)
+        node.children = children
+        node.elem[:] = [child.elem for child in children]
+        if error != node.error:
+            node.error = error
+            walk_error = "{" + R.NS["attr"] + "}walk-error"
+            if error is None:
+                node.elem.attrib.pop(walk_error, None)
+            else:
+                node.elem.set(walk_error, error)
+
+    def _forget(self, node):
+        if self.nodes.get(node.key) is node:
+            del self.nodes[node.key]
+            self._focused.discard(node.key)
+        for child in node.children:
+            self._forget(child)
+
+    def _update(self):
+        desktop = pyatspi.Registry.getDesktop(0)
+        accs = self._desktop_children(desktop)
+        if [key_of(acc) for acc in accs] != [app.key for app in self.apps]:
+            old = {app.key: app for app in self.apps}
+            apps = []
+            for acc in accs:
+                app = old.pop(key_of(acc), None)
+                apps.append(app if app is not None else self._walk(acc, 1, False, None))
+            for gone in old.values():
+                self._forget(gone)
+            self.apps = apps
+            self.root[:] = [app.elem for app in apps]
+        moved = self._windows_moved()
+        _drain()
+        for node in moved:
+            self._refresh_extents(node)
+        self._apply()
+
+    def _windows_moved(self):
+        """Top-level windows whose bounds differ from the cache (also the per-app barrier)."""
+        moved = []
+        for app in self.apps:
+            for window in app.children:
+                attrib = dict(window.elem.attrib)
+                R.extents(window.acc, attrib)
+                if (attrib.get(R.SCREENCOORD) != window.elem.get(R.SCREENCOORD)
+                        or attrib.get(R.SIZE) != window.elem.get(R.SIZE)):
+                    moved.append(window)
+        self.counts["moved_windows"] += len(moved)
+        return moved
+
+    def _refresh_extents(self, node):
+        R.extents(node.acc, node.elem.attrib)
+        for child in node.children:
+            self._refresh_extents(child)
+
+    def _apply(self):
+        own, kids, subtree = self._own, self._kids, self._subtree
+        self._own, self._kids, self._subtree = set(), set(), set()
+        self.counts["events_applied"] += self._pending
+        self._pending = 0
+        tables = set()
+        for key in own | kids | subtree:
+            node = self.nodes.get(key)
+            if node is not None and node.in_calc and node.role == "table":
+                tables.add(key)
+        for key in subtree:
+            node = self.nodes.get(key)
+            if node is not None:
+                for child in node.children:
+                    self._forget(child)
+                node.children = []
+                self._read_own(node)
+                self._read_children(node)
+        done = set(subtree)
+        for key in kids | tables:
+            node = self.nodes.get(key)
+            if node is not None and key not in done:
+                self._read_children(node)
+                if key in tables:
+                    self.counts["table_rescans"] += 1
+                    for cell in node.children:
+                        self._read_own(cell)
+                        done.add(cell.key)
+                    for other in _scroll_parts(node):  # scrolled without an event on them
+                        self._read_own(other)
+                        done.add(other.key)
+        failed = set()
+        for key in own:
+            node = self.nodes.get(key)
+            if node is not None and key not in done:
+                try:
+                    self._read_own(node)
+                except Exception:  # gone (defunct): its parent lists its children again
+                    if node.parent is None:
+                        raise
+                    failed.add(node.parent.key)
+        for key in failed:
+            node = self.nodes.get(key)
+            if node is not None:
+                self._read_children(node)
+                for child in node.children:
+                    if child.key in own:
+                        self._read_own(child)
+        # GTK says when an element moves or resizes (bounds-changed); LibreOffice does not
+        # (a toolbar that appears moves its neighbours in silence): the bounds of the showing
+        # elements of an application not known to say so are read again on every read
+        for app in self.apps:
+            if app.key[0] not in self._tells_bounds:
+                self.counts["bounds_refreshes"] += 1
+                for window in app.children:
+                    self._refresh_extents(window)
+
+
+def _scroll_parts(table):
+    """The scroll bars (and other non-document children) of the scroll pane around a sheet."""
+    node = table.parent
+    while node is not None and node.role != "scroll pane":
+        node = node.parent
+    if node is None:
+        return []
+    return [child for child in node.children if child.role in ("scroll bar", "filler")]
+
+
+def _drain():
+    """Dispatch every event already queued on the bus connection."""
+    from gi.repository import GLib
+
+    context = GLib.MainContext.default()
+    deadline = time.monotonic() + 5.0
+    while context.pending() and time.monotonic() < deadline:
+        context.iteration(False)

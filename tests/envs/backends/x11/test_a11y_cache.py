@@ -1,0 +1,119 @@
+"""The event-driven accessibility cache against full walks, on real apps through AT-SPI.
+
+Each test opens an app on a fresh desktop, drives it with seeded random actions (clicks in the
+window, typing, keys that open menus and bars, moves of the window) and after every step compares
+the caching walker's read with a full walk by a second walker that has no cache and listens to
+no events. They are compared as the validator and the policy see them (linearised, the
+viewport-dependent lines excepted: runs of empty cells); any difference that a second pair of
+reads confirms fails the test.
+"""
+
+from __future__ import annotations
+
+import difflib
+import random
+import re
+import shutil
+import time
+
+import pytest
+
+from cua_rl.envs.backends.vm.codec import linearize_a11y
+from cua_rl.envs.backends.x11.a11y import A11yWorker
+from cua_rl.envs.backends.x11.session import DesktopSession
+from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE
+from tests.envs.backends.x11.conftest import needs_calc, needs_desktop, needs_mousepad
+
+pytestmark = [pytest.mark.desktop, needs_desktop]
+
+_IGNORE = [re.compile(p) for p in DEFAULT_A11Y_IGNORE]
+KEYS = ("Return", "BackSpace", "ctrl+a", "Escape", "alt+f", "alt+e", "Down", "Right",
+        "Page_Down", "ctrl+Home", "Tab", "ctrl+f", "F10")
+
+
+def _lines(xml: str) -> list[str]:
+    text = linearize_a11y(xml, max_lines=100_000)
+    return [ln for ln in text.splitlines() if not any(p.match(ln.strip()) for p in _IGNORE)]
+
+
+def _window(session: DesktopSession, title: str) -> dict[str, object]:
+    end = time.monotonic() + 90
+    while True:
+        found = [w for w in session.windows() if title in str(w["title"])]
+        if found:
+            return found[0]
+        assert time.monotonic() < end, f"no window titled *{title}*: {session.windows()}"
+        time.sleep(0.1)
+
+
+def _settled(walker: A11yWorker, first: str) -> str:
+    """Full walks until two in a row agree (the app has finished drawing its first window)."""
+    before, end = first, time.monotonic() + 60
+    while True:
+        now = walker.full_walk()
+        if _lines(now) == _lines(before) or time.monotonic() > end:
+            return now
+        before = now
+
+
+def _action(rng: random.Random, window: dict[str, object]) -> list[list[str]]:
+    r = rng.random()
+    x, y, w, h = (int(window[k]) for k in ("x", "y", "width", "height"))  # type: ignore[call-overload]
+    if r < 0.3:
+        return [["xdotool", "mousemove", str(x + rng.randrange(w)), str(y + rng.randrange(h)),
+                 "click", "1"]]
+    if r < 0.6:
+        return [["xdotool", "type", "--", rng.choice(["ab", "hello ", "12", "=1+2", "x y z"])]]
+    if r < 0.92:
+        return [["xdotool", "key", rng.choice(KEYS)]]
+    return [["xdotool", "windowmove", str(window["id"]), str(rng.randrange(0, 200)),
+             str(rng.randrange(0, 120))]]
+
+
+def _drive(argv: list[str], title: str, steps: int, seed: int) -> dict[str, object]:
+    rng = random.Random(seed)
+    with DesktopSession(size=(1280, 720)) as session:
+        cached = session.a11y_worker
+        assert cached is not None and cached.cache
+        full = A11yWorker(session.env, cache=False)
+        try:
+            session.popen(argv)
+            _window(session, title)
+            _settled(full, full.full_walk())
+            cached.walk()  # the first read walks the desktop and starts listening
+            for step in range(steps):
+                window = _window(session, title)
+                action = _action(rng, window)
+                session.xdotool(action)
+                for _ in range(3):  # a second pair of reads tells a transient from a divergence
+                    got, want = _lines(cached.walk()), _lines(full.walk())
+                    if got == want:
+                        break
+                else:
+                    diff = "\n".join(list(difflib.unified_diff(want, got, "full walk", "cache",
+                                                               n=0, lineterm=""))[:40])
+                    pytest.fail(f"step {step} ({action}): the cache diverged from a full walk:"
+                                f"\n{diff}")
+            return cached.stats()
+        finally:
+            full.close()
+
+
+@needs_mousepad
+def test_mousepad_cache_matches_full_walks_over_random_actions() -> None:
+    stats = _drive(["mousepad"], "Mousepad", steps=30, seed=1)
+    assert stats["full_walks"] == 1 and stats["fallbacks"] == 0, stats
+    assert stats["events"] > 0 and stats["reads"] >= 31
+
+
+@needs_calc
+def test_calc_cache_matches_full_walks_over_random_actions() -> None:
+    stats = _drive(["libreoffice", "--calc"], "LibreOffice Calc", steps=10, seed=2)
+    assert stats["table_rescans"] > 0 and stats["bounds_refreshes"] > 0, stats
+
+
+@pytest.mark.skipif(shutil.which("lowriter") is None and shutil.which("libreoffice") is None,
+                    reason="libreoffice-writer not installed (scripts/apt-deps.sh)")
+def test_writer_cache_matches_full_walks_over_random_actions() -> None:
+    stats = _drive(["libreoffice", "--writer"], "LibreOffice Writer", steps=10, seed=3)
+    assert stats["events"] > 0, stats
