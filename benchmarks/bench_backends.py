@@ -44,8 +44,9 @@ from PIL import Image
 from cua_rl.actions import Click, Move, Type
 from cua_rl.core import Task
 from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
-from cua_rl.envs.backends.x11.session import MALLOC_ENV, bgra_to_rgb, session_pids
+from cua_rl.envs.backends.x11.session import MALLOC_ENV, session_pids
 from cua_rl.envs.cua_env import CUAEnv
+from cua_rl.images import bgra_to_rgb
 
 
 def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:

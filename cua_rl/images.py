@@ -21,7 +21,7 @@ from PIL import Image
 
 from cua_rl.errors import CuaRLError, TraceFormatError
 
-__all__ = ["MAX_IMAGE_PIXELS", "decode_rgb", "load_rgb"]
+__all__ = ["MAX_IMAGE_PIXELS", "bgra_to_rgb", "decode_rgb", "load_rgb"]
 
 MAX_IMAGE_PIXELS = 40_000_000
 """The default pixel budget of :func:`load_rgb`: 40 megapixels (an 8K screen is 33)."""
@@ -105,3 +105,16 @@ def _decode(
         raise error(
             f"{what} {name} is not a readable image: {type(exc).__name__}: {exc}"
         ) from exc
+
+
+def bgra_to_rgb(raw: bytes | bytearray, width: int, height: int) -> np.ndarray:
+    """mss's BGRA bytes as an H x W x 3 RGB array.
+
+    >>> bgra_to_rgb(bytes([1, 2, 3, 255]), 1, 1).tolist()
+    [[[3, 2, 1]]]
+    """
+    bgra = np.frombuffer(raw, dtype=np.uint8).reshape(height, width, 4)
+    rgb = np.empty((height, width, 3), dtype=np.uint8)
+    for i in range(3):  # plane by plane: ~4x faster than one strided copy of [..., 2::-1]
+        rgb[:, :, i] = bgra[:, :, 2 - i]
+    return rgb

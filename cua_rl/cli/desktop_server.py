@@ -75,6 +75,9 @@ def add_parser(subparsers: Any) -> argparse.ArgumentParser:
     p.add_argument("--app-env", action="append", default=[], metavar="KEY=VALUE",
                    help="extra environment variable for the desktop's programs (repeatable)")
     p.add_argument("--no-a11y", action="store_true", help="no AT-SPI (no /accessibility)")
+    p.add_argument("--a11y-full-walks", action="store_true",
+                   help="walk the whole accessibility tree on every read instead of keeping it "
+                        "current from AT-SPI events (slower; for comparisons)")
     p.add_argument("--mode", choices=("osworld", "waa"), default="osworld",
                    help="protocol: OSWorld's server (default) or Windows Agent Arena's "
                         "differences on top (/probe, /setup/close_all, ...; docs/waa.md)")
@@ -125,7 +128,8 @@ def _reexec_private(args: argparse.Namespace) -> None:
             "--home-mode", args.home_mode, "--open-timeout", str(args.open_timeout),
             "--mode", args.mode]  # fmt: skip
     argv += ["--no-token"] if args.no_token else ["--token-file", str(args.token_file)]
-    for flag in ("allow_remote", "no_a11y", "exit_with_parent", "unsandboxed"):
+    for flag in ("allow_remote", "no_a11y", "a11y_full_walks", "exit_with_parent",
+                 "unsandboxed"):
         if getattr(args, flag):
             argv.append("--" + flag.replace("_", "-"))
     for item in args.app_env:
@@ -145,6 +149,8 @@ def _inner_args(args: argparse.Namespace, apps_env: dict[str, str]) -> list[str]
             str(args.open_timeout), "--mode", args.mode]
     if args.no_a11y:
         argv.append("--no-a11y")
+    if args.a11y_full_walks:
+        argv.append("--a11y-full-walks")
     for key, value in apps_env.items():
         argv += ["--app-env", f"{key}={value}"]
     return argv
@@ -199,7 +205,8 @@ def run(args: argparse.Namespace) -> int:
     parent = int(os.environ.get("CUA_RL_PARENT_PID") or os.getppid())
     home_mode = "sandbox" if args.in_sandbox else args.home_mode
     session = DesktopSession(args.size, apps_env=apps_env, home_mode=home_mode,
-                             a11y=not args.no_a11y)  # fmt: skip
+                             a11y=not args.no_a11y,
+                             a11y_cache=not args.a11y_full_walks)  # fmt: skip
     stop = threading.Event()
     try:
         listen = None if args.listen_fd is None else socket.socket(fileno=args.listen_fd)

@@ -18,6 +18,7 @@ import json
 import os
 import select
 import subprocess
+import threading
 import time
 from collections.abc import Mapping
 from pathlib import Path
@@ -47,6 +48,8 @@ class A11yWorker:
         self.cache = cache
         #: Walker processes started (a restart loses the cache: its first read walks again).
         self.starts = 0
+        self._lock = threading.Lock()  # one request on the pipe at a time
+        self._last_stats: dict[str, object] = {}
         self._proc: subprocess.Popen | None = None
         self._buffer = b""
 
@@ -79,15 +82,36 @@ class A11yWorker:
         """
         return self._ask("full", timeout_s)["xml"]
 
-    def stats(self, timeout_s: float = 10.0) -> dict[str, object]:
+    def stats(self, timeout_s: float = 10.0, *, wait: bool = True) -> dict[str, object]:
         """The cache's counters (empty without a cache), plus ``walker_starts``.
+
+        Args:
+            timeout_s: Deadline of the answer.
+            wait: False: never start a walker nor wait for a walk in progress; answer the last
+                counters read (``"stale": True``) instead.
 
         Raises:
             BackendError: As :meth:`walk`.
         """
-        return {**self._ask("stats", timeout_s)["stats"], "walker_starts": self.starts}
+        running = self._proc is not None and self._proc.poll() is None
+        if not wait and (not running or not self._lock.acquire(blocking=False)):
+            return {**self._last_stats, "walker_starts": self.starts, "stale": True}
+        if not wait:
+            self._lock.release()  # free again: _ask takes it (a walk may slip in first)
+            try:
+                stats = self._ask("stats", timeout_s)["stats"]
+            except BackendError as exc:
+                return {"error": str(exc), "walker_starts": self.starts}
+        else:
+            stats = self._ask("stats", timeout_s)["stats"]
+        self._last_stats = dict(stats)
+        return {**stats, "walker_starts": self.starts}
 
     def _ask(self, request: str, timeout_s: float) -> dict:
+        with self._lock:
+            return self._ask_locked(request, timeout_s)
+
+    def _ask_locked(self, request: str, timeout_s: float) -> dict:
         proc = self._proc if self._proc is not None and self._proc.poll() is None else None
         proc = proc or self._start()
         assert proc.stdin is not None and proc.stdout is not None

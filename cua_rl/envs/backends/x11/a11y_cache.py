@@ -27,6 +27,7 @@ between reads). Both are counted in :meth:`TreeCache.stats`.
 """
 
 import time
+import traceback
 import xml.etree.ElementTree as ET
 
 try:
@@ -94,6 +95,9 @@ class TreeCache:
         self.valid = False
         self._own, self._kids, self._subtree = set(), set(), set()
         self._focused = set()  # keys of the elements the cache holds as focused
+        self._sheets = set()  # keys of the spreadsheet tables
+        self._cell_states = {}  # cell accessible -> its state set, from the last sheet scan
+        self._fresh = set()  # keys walked during this update (their own part is current)
         self._pending = 0
         self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
                        "events": 0, "events_applied": 0, "nodes_read": 0, "moved_windows": 0,
@@ -111,11 +115,18 @@ class TreeCache:
     def on_event(self, event):
         self.counts["events"] += 1
         self._pending += 1
+        kind = event.type
         try:
             key = key_of(event.source)
+            if key not in self.nodes and not kind.startswith("object:children-changed"):
+                # an element the cache does not hold (a sheet's cell made on demand, one
+                # that is new): its parent's children are listed again
+                parent = event.source.get_parent()
+                if parent is not None and key_of(parent) in self.nodes:
+                    self._kids.add(key_of(parent))
+                    self._own.add(key_of(parent))
         except Exception:
             return
-        kind = event.type
         if kind.startswith("object:children-changed"):
             self._kids.add(key)
         elif kind.startswith("object:model-changed"):
@@ -141,7 +152,9 @@ class TreeCache:
                 self._update()
             except Exception as exc:  # an app gone mid-read, a bus error: walk again
                 self.counts["fallbacks"] += 1
-                self.counts["last_fallback"] = f"{type(exc).__name__}: {exc}"[:200]
+                where = " < ".join(f"{f.name}:{f.lineno}" for f in reversed(traceback.extract_tb(
+                    exc.__traceback__)[-4:]))
+                self.counts["last_fallback"] = f"{type(exc).__name__}: {exc} (in {where})"[:300]
                 self.valid = False
         if not self.valid:
             self._build()
@@ -157,6 +170,7 @@ class TreeCache:
         self._pending = 0
         self.nodes = {}
         self._focused.clear()
+        self._sheets.clear()
         desktop = pyatspi.Registry.getDesktop(0)
         self.root = ET.Element("desktop-frame", {"name": R.clean(desktop.name or "main")})
         self.apps = []
@@ -179,6 +193,7 @@ class TreeCache:
     def _walk(self, acc, depth, in_calc, parent):
         """Read ``acc``'s subtree into new Nodes (the full walk's reading, kept)."""
         node = Node(acc, key_of(acc), depth, in_calc, parent)
+        self._fresh.add(node.key)
         if (parent is None and str(acc.get_toolkit_name() or "").lower() in BOUNDS_TOOLKITS
                 and str(acc.name or "").lower() not in SILENT_BOUNDS_APPS):
             self._tells_bounds.add(node.key[0])
@@ -201,22 +216,45 @@ class TreeCache:
             node.elem.attrib.clear()
             node.elem.attrib.update(attrib)
         node.elem.text = text or None
+        if node.in_calc and role == "table":
+            self._sheets.add(node.key)
         if _FOCUSED in attrib:
             self._focused.add(node.key)
         else:
             self._focused.discard(node.key)
 
-    def _read_children(self, node):
+    def _read_cell(self, node, state_set):
+        """A known cell read again (:func:`a11y_read.read_cell`): five calls instead of ~12."""
+        if node.elem is None or node.role != "table cell" or state_set is None:
+            self._read_own(node)
+            return
+        attrib, text = R.read_cell(node.acc, node.elem.attrib, state_set)
+        self.counts["nodes_read"] += 1
+        node.elem.attrib.clear()
+        node.elem.attrib.update(attrib)
+        node.elem.text = text or None
+        if _FOCUSED in attrib:
+            self._focused.add(node.key)
+        else:
+            self._focused.discard(node.key)
+
+    def _read_children(self, node, reread=frozenset()):
+        """List ``node``'s children again: new ones walked, known ones kept (and their own part
+        read again when in ``reread``). A child that cannot be read ends the list and marks
+        ``node`` with ``attr:walk-error``, as in the full walk."""
         if node.depth >= R.MAX_DEPTH:
             return
         old = {child.key: child for child in node.children}
         children = []
+        self._cell_states = {}
         try:
-            for acc in R.child_nodes(node.acc, node.role, node.in_calc):
+            for acc in R.child_nodes(node.acc, node.role, node.in_calc, self._cell_states):
                 key = key_of(acc)
                 child = old.pop(key, None)
                 if child is None or child.depth != node.depth + 1:
                     child = self._walk(acc, node.depth + 1, node.in_calc, node)
+                elif key in reread:
+                    self._read_own(child)
                 children.append(child)
             error = None
         except Exception as exc:  # as the full walk: keep what was read, mark the element
@@ -237,6 +275,7 @@ class TreeCache:
         if self.nodes.get(node.key) is node:
             del self.nodes[node.key]
             self._focused.discard(node.key)
+            self._sheets.discard(node.key)
         for child in node.children:
             self._forget(child)
 
@@ -272,28 +311,49 @@ class TreeCache:
         self.counts["moved_windows"] += len(moved)
         return moved
 
-    def _refresh_extents(self, node):
+    def _refresh_extents(self, node, cells=True):
+        """Read the bounds of ``node``'s subtree again (``cells=False``: a sheet's cells left
+        out: a sheet that moves is read again whole, see :meth:`_apply`)."""
         R.extents(node.acc, node.elem.attrib)
+        if not cells and node.in_calc and node.role == "table":
+            return
         for child in node.children:
-            self._refresh_extents(child)
+            self._refresh_extents(child, cells)
 
     def _apply(self):
         own, kids, subtree = self._own, self._kids, self._subtree
         self._own, self._kids, self._subtree = set(), set(), set()
         self.counts["events_applied"] += self._pending
         self._pending = 0
+        self._fresh = set()
         tables = set()
         for key in own | kids | subtree:
             node = self.nodes.get(key)
             if node is not None and node.in_calc and node.role == "table":
                 tables.add(key)
+        for key in list(self._sheets - tables):
+            # LibreOffice gives its sheet back the focus (and moves the cursor with the mouse)
+            # without an event: the sheet itself is read on every read, its cells when it changed
+            node = self.nodes.get(key)
+            if node is not None:
+                before = (dict(node.elem.attrib), node.elem.text)
+                self._read_own(node)
+                if (dict(node.elem.attrib), node.elem.text) != before:
+                    tables.add(key)
+        failed = set()
         for key in subtree:
             node = self.nodes.get(key)
             if node is not None:
                 for child in node.children:
                     self._forget(child)
                 node.children = []
-                self._read_own(node)
+                try:
+                    self._read_own(node)
+                except Exception:  # gone: its parent lists its children again
+                    if node.parent is None:
+                        raise
+                    failed.add(node.parent.key)
+                    continue
                 self._read_children(node)
         done = set(subtree)
         for key in kids | tables:
@@ -302,13 +362,14 @@ class TreeCache:
                 self._read_children(node)
                 if key in tables:
                     self.counts["table_rescans"] += 1
+                    states = self._cell_states
                     for cell in node.children:
-                        self._read_own(cell)
+                        if cell.key not in done and cell.key not in self._fresh:
+                            self._read_cell(cell, states.get(cell.acc))
                         done.add(cell.key)
                     for other in _scroll_parts(node):  # scrolled without an event on them
                         self._read_own(other)
                         done.add(other.key)
-        failed = set()
         for key in own:
             node = self.nodes.get(key)
             if node is not None and key not in done:
@@ -321,10 +382,7 @@ class TreeCache:
         for key in failed:
             node = self.nodes.get(key)
             if node is not None:
-                self._read_children(node)
-                for child in node.children:
-                    if child.key in own:
-                        self._read_own(child)
+                self._read_children(node, reread=own | subtree)
         # GTK says when an element moves or resizes (bounds-changed); LibreOffice does not
         # (a toolbar that appears moves its neighbours in silence): the bounds of the showing
         # elements of an application not known to say so are read again on every read
@@ -332,7 +390,7 @@ class TreeCache:
             if app.key[0] not in self._tells_bounds:
                 self.counts["bounds_refreshes"] += 1
                 for window in app.children:
-                    self._refresh_extents(window)
+                    self._refresh_extents(window, cells=False)
 
 
 def _scroll_parts(table):

@@ -63,9 +63,9 @@ def _q(ns, key):
     return f"{{{NS[ns]}}}{key}"
 
 
-def _states(node):
+def _states(node, state_set=None):
     out = []
-    for state in node.getState().getStates():
+    for state in (state_set if state_set is not None else node.getState()).getStates():
         name = str(pyatspi.stateToString(state)).strip().replace(" ", "-")
         if name:
             out.append(name)
@@ -94,10 +94,11 @@ def extents(node, attrib):
         attrib[SCREENCOORD], attrib[SIZE] = str((box.x, box.y)), str((box.width, box.height))
 
 
-def read_own(node):
-    """``(role, tag, attrib, text)`` of one element, its children left out."""
+def read_own(node, state_set=None):
+    """``(role, tag, attrib, text)`` of one element, its children left out (``state_set``: its
+    states when already read)."""
     attrib = {"name": clean(node.name or "")}
-    for state in _states(node):
+    for state in _states(node, state_set):
         attrib[_q("st", state)] = "true"
     try:
         for key, value in (node.getAttributes() and dict(
@@ -108,11 +109,8 @@ def read_own(node):
         pass
     extents(node, attrib)
     text = ""
-    try:
-        itext = node.queryText()
-        text = clean(itext.getText(0, itext.characterCount))
-    except NotImplementedError:
-        pass
+    with contextlib.suppress(NotImplementedError):
+        text = clean(node.queryText().getText(0, -1))  # -1: to the end, one call
     for flag, query in (("image", "queryImage"), ("selection", "querySelection")):
         try:
             getattr(node, query)()
@@ -140,13 +138,14 @@ def read_own(node):
     return role, (role or "unknown").replace(" ", "-"), attrib, text
 
 
-def child_nodes(node, role, in_calc):
-    """The accessibles shown as ``node``'s children: its children, or a sheet's visible cells.
+def child_nodes(node, role, in_calc, seen=None):
+    """The accessibles shown as ``node``'s children: its children, or a sheet's visible cells
+    (``seen``: a dict that gets each cell's state set, read on the way).
 
     Raises whatever AT-SPI raises when the application went away mid-read.
     """
     if in_calc and role == "table":
-        return visible_cells(node)
+        return visible_cells(node, seen)
     out = []
     for i in range(min(node.childCount, MAX_WIDTH)):
         child = node.getChildAtIndex(i)
@@ -155,12 +154,9 @@ def child_nodes(node, role, in_calc):
     return out
 
 
-def _showing(cell):
-    return cell is not None and cell.getState().contains(pyatspi.STATE_SHOWING)
-
-
-def visible_cells(node):
-    """The showing cells of a spreadsheet table, row by row, through queryTable."""
+def visible_cells(node, seen=None):
+    """The showing cells of a spreadsheet table, row by row, through queryTable (``seen``: a
+    dict that gets each cell's state set)."""
     try:
         table = node.queryTable()
     except NotImplementedError:
@@ -173,7 +169,10 @@ def visible_cells(node):
         start = first_col if first_col is not None else 0
         for c in range(start, min(cols, start + MAX_WIDTH)):
             cell = table.getAccessibleAt(r, c)
-            if _showing(cell):
+            state_set = cell.getState() if cell is not None else None
+            if state_set is not None and state_set.contains(pyatspi.STATE_SHOWING):
+                if seen is not None:
+                    seen[cell] = state_set
                 if first_col is None:
                     first_col = c
                 found = True
@@ -183,6 +182,41 @@ def visible_cells(node):
         if not found and (first_col is not None or r >= MAX_SCAN):
             break
     return out
+
+
+def read_cell(node, attrib, state_set):
+    """A known spreadsheet cell read again: its states (``state_set``), object attributes,
+    bounds, text and value; its name, role, value range and actions (fixed for one cell object)
+    are taken from its last ``attrib``. Returns ``(attrib, text)`` in :func:`read_own`'s order.
+    """
+    out = {"name": attrib.get("name", "")}
+    for state in _states(node, state_set):
+        out[_q("st", state)] = "true"
+    try:
+        for key, value in (node.getAttributes() and dict(
+                a.split(":", 1) for a in node.getAttributes() if ":" in a) or {}).items():
+            if key:
+                out[_q("attr", key)] = clean(value)
+    except Exception:
+        pass
+    for key in ("image", "selection"):
+        if key in attrib:
+            out[key] = attrib[key]
+    vkey = _q("val", "value")
+    if vkey in attrib:
+        with contextlib.suppress(Exception):
+            out[vkey] = str(node.queryValue().currentValue)
+    for key, value in attrib.items():
+        if key.startswith(_FIXED_CELL) and key != vkey:
+            out[key] = value
+    extents(node, out)
+    text = ""
+    with contextlib.suppress(NotImplementedError):
+        text = clean(node.queryText().getText(0, -1))
+    return out, text
+
+
+_FIXED_CELL = ("{" + NS["val"] + "}", "{" + NS["act"] + "}")
 
 
 def element(node, depth, in_calc):

@@ -41,6 +41,8 @@ class LocalDesktopBackend(VMServerBackend):
         checker: ``checker(client, task, last_action)`` for :meth:`ground_truth`.
         a11y: When to read the accessibility tree (``every_step``, ``on_signal``, ``never``;
             True / False: every_step / never). With never the desktop runs no AT-SPI buses.
+        a11y_cache: The desktop keeps its tree current from AT-SPI events (False: a full walk
+            on every read, ``desktop-server --a11y-full-walks``).
         pause_s: Longest sleep of a ``Wait``.
         startup_timeout_s: How long the server may take to be ready.
         apps_env: Extra environment variables for the desktop's programs.
@@ -61,6 +63,7 @@ class LocalDesktopBackend(VMServerBackend):
         setup: Setup | None = None,
         checker: Checker | None = None,
         a11y: bool | str = True,
+        a11y_cache: bool = True,
         pause_s: float = 5.0,
         startup_timeout_s: float = 60.0,
         apps_env: Mapping[str, str] | None = None,
@@ -82,6 +85,7 @@ class LocalDesktopBackend(VMServerBackend):
             raise ConfigError(f"network must be 'none' or 'host', got {network!r}")
         self.sandbox, self.network = bool(sandbox), network
         self.use_a11y = a11y_mode(a11y) != "never"  # never: the desktop runs no AT-SPI at all
+        self.a11y_cache = bool(a11y_cache)
         self._dir = Path(tempfile.mkdtemp(prefix="cua-local-desktop-"))
         self._proc: subprocess.Popen | None = None
         self.session_id = ""
@@ -104,6 +108,8 @@ class LocalDesktopBackend(VMServerBackend):
                 "--size", f"{self._size_wanted[0]}x{self._size_wanted[1]}"]  # fmt: skip
         if not self.use_a11y:
             argv.append("--no-a11y")
+        elif not self.a11y_cache:
+            argv.append("--a11y-full-walks")
         argv += ["--network", self.network] if self.sandbox else ["--unsandboxed"]
         for key, value in self.apps_env.items():
             argv += ["--app-env", f"{key}={value}"]

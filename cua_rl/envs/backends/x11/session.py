@@ -45,6 +45,7 @@ from pathlib import Path
 import numpy as np
 
 from cua_rl.errors import BackendError, ConfigError
+from cua_rl.images import bgra_to_rgb
 
 __all__ = [
     "MARKER",
@@ -201,6 +202,8 @@ class DesktopSession:
             ``"bind"`` (refuse to start without one), ``"alias"`` or ``"sandbox"`` (inside
             the desktop's sandbox, where /home is its own).
         a11y: Start the AT-SPI buses and the accessibility walker.
+        a11y_cache: The walker keeps the tree current from AT-SPI events (False: a full walk
+            on every read; :mod:`cua_rl.envs.backends.x11.a11y_cache`).
 
     Attributes:
         id: The session id (the :data:`MARKER` value).
@@ -222,6 +225,7 @@ class DesktopSession:
         startup_timeout_s: float = 30.0,
         home_mode: str = "auto",
         a11y: bool = True,
+        a11y_cache: bool = True,
     ) -> None:
         if (len(size) != 2 or not all(isinstance(v, int) and not isinstance(v, bool) for v in size)
                 or not (16 <= size[0] <= 8192 and 16 <= size[1] <= 8192)):  # fmt: skip
@@ -243,7 +247,7 @@ class DesktopSession:
         self.startup_timeout_s = float(startup_timeout_s)
         self.home_mode = "sandbox" if home_mode == "sandbox" else \
             "bind" if (home_mode != "alias" and private) else "alias"
-        self.use_a11y = a11y
+        self.use_a11y, self.a11y_cache = a11y, a11y_cache
         self.id = os.environ.get(MARKER) or uuid.uuid4().hex[:16]
         self._root = Path(tempfile.mkdtemp(prefix=f"cua-desktop-{self.id}-"))
         self._bin = self._root / "bin"
@@ -436,7 +440,8 @@ class DesktopSession:
         self._bus.append(self.popen([AT_SPI_LAUNCHER, "--launch-immediately"]))
         from cua_rl.envs.backends.x11.a11y import A11yWorker
 
-        self.a11y_worker = A11yWorker(self.env, timeout_s=self.startup_timeout_s)
+        self.a11y_worker = A11yWorker(self.env, timeout_s=self.startup_timeout_s,
+                                      cache=self.a11y_cache)  # fmt: skip
 
     # -- episodes --------------------------------------------------------------------------------
 
@@ -546,6 +551,12 @@ class DesktopSession:
             raise BackendError(f"desktop {self.display}: started with a11y=False")
         return self.a11y_worker.walk(timeout_s=timeout_s)
 
+    def a11y_stats(self) -> dict[str, object]:
+        """The accessibility cache's counters (full walks, fallbacks, events; see
+        :meth:`~cua_rl.envs.backends.x11.a11y.A11yWorker.stats`), never waiting for a walk;
+        empty when the desktop runs without accessibility."""
+        return {} if self.a11y_worker is None else self.a11y_worker.stats(wait=False)
+
     def rss_bytes(self) -> int:
         """Resident memory of all the session's processes (sum of VmRSS)."""
         total = 0
@@ -585,15 +596,3 @@ def chain_xdotool(commands: Sequence[Sequence[str]]) -> list[list[str]]:
         open_chain = argv[:1] == ["xdotool"] and "type" not in argv[1:2]
     return out
 
-
-def bgra_to_rgb(raw: bytes | bytearray, width: int, height: int) -> np.ndarray:
-    """mss's BGRA bytes as an H x W x 3 RGB array.
-
-    >>> bgra_to_rgb(bytes([1, 2, 3, 255]), 1, 1).tolist()
-    [[[3, 2, 1]]]
-    """
-    bgra = np.frombuffer(raw, dtype=np.uint8).reshape(height, width, 4)
-    rgb = np.empty((height, width, 3), dtype=np.uint8)
-    for i in range(3):  # plane by plane: ~4x faster than one strided copy of [..., 2::-1]
-        rgb[:, :, i] = bgra[:, :, 2 - i]
-    return rgb
