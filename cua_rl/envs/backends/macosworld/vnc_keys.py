@@ -15,11 +15,16 @@ key and Meta_L as Option (macOSWorld's ``VNCClient`` maps ``command`` -> ``alt``
 
 Text: printable ASCII and Latin-1 characters are their own keysyms; ``\\n`` is Return, ``\\t``
 Tab; any other character is sent as the Unicode keysym ``0x01000000 + code point`` (x11vnc
-types those; macOS's server may not, and macOSWorld drops non-ASCII text altogether).
+types those, binding each to a keycode its X server has free, and drops what it cannot bind:
+about as many new characters at once as there are free keycodes, 19 on Xvfb's US map; macOS's
+server may not type them, and macOSWorld drops non-ASCII text altogether). A control
+character (other than newline, CR and tab) has no keysym: the action is an
+:class:`~cua_rl.errors.ActionError` and nothing is sent, never a character silently left out.
 """
 
 from __future__ import annotations
 
+import unicodedata
 from collections.abc import Sequence
 from typing import Literal
 
@@ -97,8 +102,8 @@ def _char(ch: str) -> int:
     code = ord(ch)
     if 0x20 <= code <= 0x7E or 0xA0 <= code <= 0xFF:
         return code
-    if code < 0x20 or code == 0x7F:
-        raise ActionError(f"character {ch!r} has no keysym; VNC cannot type it")
+    if unicodedata.category(ch) in ("Cc", "Cs"):  # C0, DEL, C1 controls; lone surrogates
+        raise ActionError(f"character {ch!r} (U+{code:04X}) has no keysym; VNC cannot type it")
     return 0x01000000 + code
 
 
@@ -122,7 +127,15 @@ def keysym(key: str, keymap: Keymap = "x11") -> int:
 
 
 def text_keysyms(text: str) -> list[int]:
-    """The keysyms that type ``text``, one per character (see the module docstring)."""
+    """The keysyms that type ``text``, one per character (see the module docstring).
+
+    Raises:
+        ActionError: A character without keysym (a control character).
+
+    Example:
+        >>> [hex(k) for k in text_keysyms("é€漢\\n")]
+        ['0xe9', '0x10020ac', '0x1006f22', '0xff0d']
+    """
     return [_char(ch) for ch in text]
 
 

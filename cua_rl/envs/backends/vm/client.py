@@ -10,10 +10,13 @@ per attempt (not per socket read, so a server dripping bytes cannot hold a step)
 size cap, bounded retries with exponential backoff, and one error type.
 
 Errors:
-    * :class:`~cua_rl.errors.BackendError`: the server is gone (connection refused or broken,
-      deadline passed, after the retries), answered garbage (a screenshot that is not an image,
-      JSON of the wrong shape), or an error status (:class:`VMServerHTTPError`, with ``status``).
-      The message is one line naming the method, URL and endpoint.
+    * :class:`~cua_rl.errors.BackendError`: after the retries, the server is gone (``VM server
+      gone``: connection refused, reset or broken), timed out (``VM server timed out``: no
+      complete answer within the attempt's deadline, which the message gives; the server may
+      be alive and busy) or unreachable (no route, unknown host); or it answered garbage (a
+      screenshot that is not an image, JSON of the wrong shape), or an error status
+      (:class:`VMServerHTTPError`, with ``status``). The message is one line naming the
+      method, URL and endpoint.
     * :class:`~cua_rl.errors.ActionError`: the pyautogui process of :meth:`VMServerClient.act`
       exited non-zero (the last line of its stderr is the message).
 
@@ -64,6 +67,16 @@ PYAUTOGUI_PREFIX = "import pyautogui; import time; pyautogui.FAILSAFE = False; "
 _PNG = b"\x89PNG\r\n\x1a\n"
 _JPEG = b"\xff\xd8\xff"
 _ACCEPT_SCREENSHOT = "image/x-portable-pixmap, image/png;q=0.9, */*;q=0.5"
+
+
+def _kind(error: OSError) -> str:
+    """How a failed connect reads in a message: ``timed out`` (no answer in time), ``gone``
+    (refused or reset: nothing serves the port), or ``unreachable`` (no route, unknown host)."""
+    if isinstance(error, TimeoutError):
+        return "timed out"
+    if isinstance(error, (ConnectionRefusedError, ConnectionResetError, ConnectionAbortedError)):
+        return "gone"
+    return "unreachable"
 
 
 class VMServerHTTPError(BackendError):
@@ -204,7 +217,7 @@ class VMServerClient:
         deadline = self.timeout_s if timeout_s is None else timeout_s
         where = f"{method} {self.base_url}{endpoint}"
         self.n_requests += 1
-        last = "no attempt made"
+        last, kind = "no attempt made", "gone"
         for attempt in range(self.max_retries + 1):
             if attempt > 0:
                 self.n_retries += 1
@@ -219,12 +232,12 @@ class VMServerClient:
                 raise BackendError(f"VM server: {where} answered more than max_response_bytes="
                                    f"{self.max_response_bytes} bytes") from None  # fmt: skip
             except ConnectFailed as exc:
-                last = f"cannot connect: {describe(exc.error)}"
+                last, kind = f"cannot connect: {describe(exc.error)}", _kind(exc.error)
                 continue
             except Expired:
-                last = f"timed out after {deadline:g} s"
+                last, kind = f"timed out after {deadline:g} s", "timed out"
             except (OSError, http.client.HTTPException) as exc:
-                last = f"connection lost: {describe(exc)}"
+                last, kind = f"connection lost: {describe(exc)}", "gone"
             else:
                 if 200 <= answer.status < 300:
                     return answer
@@ -241,8 +254,10 @@ class VMServerClient:
             if not idempotent:  # it may have reached the desktop: do not run it twice
                 break
         tries = attempt + 1
-        raise BackendError(f"VM server gone: {where} failed after {tries} attempt"
-                           f"{'s' if tries > 1 else ''}: {last}")  # fmt: skip
+        why = " (timeout_s of each attempt; the server may still be at work)" if (
+            kind == "timed out") else ""  # fmt: skip
+        raise BackendError(f"VM server {kind}: {where} failed after {tries} attempt"
+                           f"{'s' if tries > 1 else ''}: {last}{why}")  # fmt: skip
 
     def _json(self, method: str, endpoint: str, **kwargs: Any) -> Any:
         answer = self.request(method, endpoint, **kwargs)

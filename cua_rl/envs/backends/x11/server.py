@@ -1,9 +1,11 @@
 """DesktopServer: OSWorld's in-VM HTTP protocol served by a local :class:`DesktopSession`.
 
 Our own implementation of the endpoints documented in ``shared/reference/osworld.md`` section 2,
-with their request and response shapes and status codes, so that
-:class:`~cua_rl.envs.backends.vm.client.VMServerClient` drives this desktop and a real OSWorld
-VM the same way. Differences, all deliberate:
+answering the status codes and body fields OSWorld's server answers (``desktop_env/server/
+main.py``, checked endpoint by endpoint in ``tests/envs/backends/x11/test_server_setup.py``),
+so that :class:`~cua_rl.envs.backends.vm.client.VMServerClient` and OSWorld's own clients drive
+this desktop and a real OSWorld VM the same way. Where it differs on purpose, the table
+"Differences from OSWorld's server" in ``docs/osworld.md`` says how and why; in short:
 
 * **Authentication**: every request needs ``Authorization: Bearer <token>`` (401 otherwise,
   compared in constant time) unless the server was made with ``token=None`` (``cua-rl
@@ -13,18 +15,23 @@ VM the same way. Differences, all deliberate:
   "import pyautogui; import time; pyautogui.FAILSAFE = False; <code>"``) has its code **parsed**
   with :func:`~cua_rl.actions.parse_actions` (never executed) and performed with xdotool
   ``--delay 0``; the answer is what the Python process would have answered (``DONE``/``FAIL``
-  give a NameError, like Python). Code the parser does not read runs as a real process, as on
-  OSWorld. Every other command is a real subprocess (120 s) in the desktop's environment, with
-  a ``python`` on PATH that has pyautogui.
+  give a NameError, like Python). Text is typed by
+  :class:`~cua_rl.envs.backends.x11.keyboard.Keyboard`, exactly, characters outside ASCII
+  included (pyautogui drops those, and ``xdotool type`` drops them and newlines, silently);
+  text no key can type answers exit status 1 with an ``ActionError`` (so the client reports
+  an action error). Code the parser does not read runs as a real
+  process, as on OSWorld. Every other command is a real subprocess (120 s) in the desktop's
+  environment, with a ``python`` on PATH that has pyautogui.
 * ``GET /screenshot`` answers a raw PPM (``image/x-portable-pixmap``) to a client whose
   ``Accept`` names it, PNG otherwise (no cursor is drawn).
 * ``/setup/open_file`` opens by file type (LibreOffice Calc/Writer/Impress, mousepad, pcmanfm;
-  else ``xdg-open``) and waits ``open_timeout_s`` (not 1800 s) for the window: 500 with a
-  message naming the file, the program and the wait when it does not appear.
+  else ``xdg-open``), waits ``open_timeout_s`` (not 1800 s) for the window, and finds a
+  program's window by WM_CLASS or title, ignoring case
+  (:func:`~cua_rl.envs.backends.x11.server_setup.open_file`).
 * ``/setup/download_file`` is refused (501: no network; upload the file instead), as are the
   recording endpoints (501). ``/terminal`` answers ``output: null`` (no gnome-terminal).
   ``/setup/change_wallpaper`` paints the root window with ImageMagick ``display``; ``/wallpaper``
-  answers that file (404 before any).
+  answers that file (404 before any). The window endpoints answer JSON with wmctrl's exit status.
 * Extra: ``GET /cua/health`` and ``POST /cua/reset`` (kill every app, fresh HOME). Health
   checks the desktop (a screen grab; the AT-SPI buses when accessibility is on;
   :func:`~cua_rl.envs.backends.x11.server_health.desktop_problems`) and answers 503 with the reasons
@@ -40,7 +47,8 @@ VM the same way. Differences, all deliberate:
 The HTTP side (:func:`check_host`, the request handler class) lives in
 :mod:`cua_rl.envs.backends.x11.server_http`, the connection limits in
 :mod:`cua_rl.envs.backends.x11.server_conn`, the reset gate and the health probe in
-:mod:`cua_rl.envs.backends.x11.server_health`.
+:mod:`cua_rl.envs.backends.x11.server_health`, the set-up and script endpoints in
+:mod:`cua_rl.envs.backends.x11.server_setup`.
 """
 
 from __future__ import annotations
@@ -49,14 +57,12 @@ import errno
 import hmac
 import io
 import json
+import mimetypes
 import os
 import shlex
-import shutil
 import socket
 import subprocess
-import tempfile
 import threading
-import time
 import urllib.parse
 from pathlib import Path
 from typing import Any
@@ -64,11 +70,23 @@ from typing import Any
 from PIL import Image
 
 from cua_rl._http import parse_multipart
-from cua_rl.actions import Done, Fail, parse_actions, to_xdotool
+from cua_rl.actions import Done, Fail, Type, parse_actions, to_xdotool
 from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX
+from cua_rl.envs.backends.x11.keyboard import Keyboard
 from cua_rl.envs.backends.x11.server_conn import BoundedHTTPServer, Connections, ServerLimits
 from cua_rl.envs.backends.x11.server_health import ResetGate, ResetTimeout, desktop_problems
 from cua_rl.envs.backends.x11.server_http import check_host, make_handler
+from cua_rl.envs.backends.x11.server_setup import (
+    change_wallpaper,
+    execute_verified,
+    html_error,
+    list_directory,
+    open_file,
+    process,
+    run_bash,
+    run_python,
+    window_command,
+)
 from cua_rl.envs.backends.x11.server_waa import WAAMode, windows_path
 from cua_rl.envs.backends.x11.session import USER_HOME, DesktopSession
 from cua_rl.errors import ActionError, ConfigError
@@ -77,15 +95,15 @@ __all__ = ["PPM", "DesktopServer", "ServerLimits"]
 
 PPM = "image/x-portable-pixmap"
 EXECUTE_TIMEOUT_S = 120.0
-_CALC = {".xlsx", ".xls", ".ods", ".csv", ".tsv", ".xlsm", ".fods"}
-_WRITER = {".docx", ".doc", ".odt", ".rtf", ".fodt"}
-_IMPRESS = {".pptx", ".ppt", ".odp", ".fodp"}
-_TEXT = {".txt", ".md", ".py", ".json", ".sh", ".log", ".ini", ".cfg", ".yaml", ".yml", ".xml",
-         ".html", ".css", ".js", ".c", ".h", ".tex", ".conf", ""}  # fmt: skip
-
-
-def _process(returncode: int, output: str = "", error: str = "") -> dict[str, Any]:
-    return {"status": "success", "output": output, "error": error, "returncode": returncode}
+#: OSWorld's routes and their method (another method answers 405, as Flask does).
+ROUTES = {"/screenshot": "GET", "/platform": "GET", "/accessibility": "GET", "/terminal": "GET",
+          "/cursor_position": "GET", **{e: "POST" for e in (
+              "/execute", "/setup/execute", "/execute_with_verification",
+              "/setup/execute_with_verification", "/setup/launch", "/screen_size",
+              "/window_size", "/desktop_path", "/wallpaper", "/list_directory", "/file",
+              "/setup/upload", "/setup/download_file", "/setup/open_file",
+              "/setup/activate_window", "/setup/close_window", "/setup/change_wallpaper",
+              "/start_recording", "/end_recording", "/run_python", "/run_bash_script")}}
 
 
 class DesktopServer:
@@ -143,6 +161,17 @@ class DesktopServer:
         self._httpd = BoundedHTTPServer((host, port), make_handler(self), self.limits,
                                         sock=listen_socket)
         self._thread: threading.Thread | None = None
+        self._keyboard: Keyboard | None = None
+        self._keyboard_lock = threading.Lock()
+
+    @property
+    def keyboard(self) -> Keyboard:
+        """The :class:`~cua_rl.envs.backends.x11.keyboard.Keyboard` of the desktop (made on first
+        use)."""
+        with self._keyboard_lock:  # one per display: two would bind the same keycodes
+            if self._keyboard is None:
+                self._keyboard = Keyboard(self.session.display)
+            return self._keyboard
 
     @property
     def port(self) -> int:
@@ -180,6 +209,8 @@ class DesktopServer:
             self._httpd.shutdown()
             self._thread = None
         self._httpd.server_close()
+        if self._keyboard is not None:
+            self._keyboard.close()
         self.session.close()
 
     # -- helpers ---------------------------------------------------------------------------------
@@ -255,14 +286,17 @@ class DesktopServer:
         for action in actions:
             if isinstance(action, (Done, Fail)):
                 word = "DONE" if isinstance(action, Done) else "FAIL"
-                return _process(1, error=f"Traceback (most recent call last):\n  File "
+                return process(1, error=f"Traceback (most recent call last):\n  File "
                                 f"\"<string>\", line 1, in <module>\nNameError: name {word!r} "
                                 "is not defined\n")  # fmt: skip
             try:
-                self.session.xdotool(to_xdotool(action))
+                if isinstance(action, Type):
+                    self.keyboard.type(action.text)
+                else:
+                    self.session.xdotool(to_xdotool(action))
             except ActionError as exc:
-                return _process(1, error=f"{type(exc).__name__}: {exc}\n")
-        return _process(0)
+                return process(1, error=f"{type(exc).__name__}: {exc}\n")
+        return process(0)
 
     def screenshot(self, accept: str) -> tuple[bytes | bytearray, str]:
         """(body, content type): PPM when ``accept`` names it, else PNG."""
@@ -273,62 +307,6 @@ class DesktopServer:
         buf = io.BytesIO()
         image.save(buf, "PNG", compress_level=1)
         return buf.getvalue(), "image/png"
-
-    def open_file(self, value: object, timeout_s: float) -> tuple[int, Any]:
-        """``/setup/open_file``: open, wait for a window titled with the file name, raise it."""
-        try:
-            path = self.path(value)
-        except ValueError as exc:
-            return 400, {"status": "error", "message": str(exc)}
-        if path.exists():
-            program = _opener(path)
-            if program is None:
-                return 500, {"status": "error", "message": f"no program opens {value!r} here "
-                             f"(type {path.suffix or 'none'}; xdg-open not installed)"}
-            argv = [*program, str(path)]
-            names = {path.name, path.stem}
-        elif shutil.which(str(value), path=self.session.env["PATH"]):
-            argv, names = [str(value)], {Path(str(value)).name}
-        else:
-            return 404, {"status": "error", "message": f"File not found: {value}"}
-        self.session.popen(argv)
-        end = time.monotonic() + timeout_s
-        while time.monotonic() < end:
-            for window in self.session.windows():
-                title = str(window["title"])
-                if any(n and n in title for n in names):
-                    subprocess.run(["wmctrl", "-i", "-a", str(window["id"])],
-                                   env=self.session.env, capture_output=True, timeout=10)
-                    return 200, f"File opened and window activated: {title}"
-            time.sleep(0.2)
-        return 500, {"status": "error", "message": (
-            f"open_file {value!r}: no window whose title contains "
-            f"{' or '.join(sorted(repr(n) for n in names))} appeared within {timeout_s:g} s "
-            f"(started {' '.join(argv)[:120]!r})")}
-
-    def window_command(self, endpoint: str, body: dict[str, Any]) -> tuple[int, Any]:
-        """``/setup/activate_window`` and ``/setup/close_window`` through wmctrl."""
-        name = body.get("window_name")
-        if not isinstance(name, str) or not name:
-            return 400, {"status": "error", "message": "window_name must be a non-empty string"}
-        flag = "-" + ("x" if body.get("by_class") else "") + ("F" if body.get("strict") else "")
-        flag += "a" if endpoint.endswith("activate_window") else "c"
-        done = subprocess.run(["wmctrl", flag, name], env=self.session.env,
-                              capture_output=True, text=True, timeout=10)  # fmt: skip
-        verb = "activated" if flag.endswith("a") else "closed"
-        return 200, {"status": "success", "message": f"window {name!r} {verb}",
-                     "returncode": done.returncode}
-
-    def list_directory(self, path: Path) -> dict[str, Any]:
-        """OSWorld's ``directory_tree`` of ``path``."""
-        if path.is_dir():
-            kids = []
-            for child in sorted(path.iterdir()):
-                kids.append(self.list_directory(child))
-            return {"type": "directory", "name": path.name, "children": kids}
-        return {"type": "file", "name": path.name}
-
-    # -- routing ---------------------------------------------------------------------------------
 
     def handle(self, method: str, endpoint: str, headers: Any, raw: bytes,
                query: str = "") -> tuple[int, Any, str]:
@@ -353,7 +331,9 @@ class DesktopServer:
                  "home_mode": session.home_mode, "size": list(session.size), "pid": os.getpid(),
                  "n_fast": self.n_fast, "n_process": self.n_process,
                  "n_resets": self.gate.n_resets,
-                 "n_connections": len(self.connections)}  # fmt: skip
+                 "n_connections": len(self.connections),
+                 "keyboard": {k: getattr(self._keyboard, k, 0)
+                              for k in ("n_bound", "n_rebound", "n_syncs")}}  # fmt: skip
         problems = desktop_problems(session)
         if problems:
             return 503, {"status": "error", "message": "; ".join(problems),
@@ -384,55 +364,30 @@ class DesktopServer:
             return 200, [int(loc.get("X", 0)), int(loc.get("Y", 0))], ""
         if route == ("GET", "/cua/health"):
             return self.health()
+        if ROUTES.get(endpoint, method) != method:
+            return html_error(405, "The method is not allowed for the requested URL.")
         if method != "POST":
-            return 404, {"error": f"no route {method} {endpoint}"}, ""
+            return html_error(404, "The requested URL was not found on the server.")
         if endpoint == "/screen_size":
             return 200, {"width": session.size[0], "height": session.size[1]}, ""
         if endpoint == "/desktop_path":
-            return 200, {"desktop_path": session.env["HOME"] + "/Desktop"}, ""
+            desktop = session.env["HOME"] + "/Desktop"
+            if not os.path.isdir(desktop):
+                return 404, {"error": "Unsupported operating system or desktop path not found"}, ""
+            return 200, {"desktop_path": desktop}, ""
         if endpoint == "/wallpaper":
             if self.wallpaper is None or not self.wallpaper.is_file():
-                return 404, {"error": "no wallpaper set (set one with /setup/change_wallpaper)"}, ""
-            return 200, self.wallpaper.read_bytes(), "application/octet-stream"
+                return html_error(404, "Wallpaper file not found (set one with "
+                                  "/setup/change_wallpaper)")  # fmt: skip
+            return 200, self.wallpaper.read_bytes(), "image/png"
         if endpoint in ("/start_recording", "/end_recording"):
             return 501, {"status": "error", "message": "cua-rl desktop-server does not record "
                          "video (use cua_rl's trajectory recording)"}, ""
-        if endpoint == "/setup/download_file":
-            return 501, {"status": "error", "message": "cua-rl desktop-server does not download "
-                         "(no network): upload the file with /setup/upload; cua_rl's OSWorld "
-                         "set-up does that from its mirror"}, ""
         ctype = headers.get("Content-Type", "")
         if endpoint in ("/file", "/window_size"):
-            form = urllib.parse.parse_qs(raw.decode("utf-8", "replace"))
-            if endpoint == "/window_size":
-                name = (form.get("app_class_name") or [""])[0]
-                for window in session.windows():
-                    wm_class = str(window["wm_class"]).lower().split(".")
-                    if name and name.lower() in wm_class:
-                        return 200, {"width": window["width"], "height": window["height"]}, ""
-                return 404, {"error": f"no window of class {name!r}"}, ""
-            try:
-                path = self.path((form.get("file_path") or [""])[0])
-            except ValueError:
-                return 400, {"error": "file_path is required"}, ""
-            if not path.is_file():
-                return 404, {"error": "File not found"}, ""
-            return 200, path.read_bytes(), "application/octet-stream"
+            return self.form_request(endpoint, raw)
         if endpoint == "/setup/upload":
-            fields = parse_multipart(ctype, raw)
-            name, data = fields.get("file_path"), fields.get("file_data")
-            if name is None or data is None:
-                return 400, {"error": "file_path and file_data are required"}, ""
-            try:
-                path = self.path(name.decode("utf-8", "replace"))
-                path.parent.mkdir(parents=True, exist_ok=True)
-                path.write_bytes(data)
-            except ValueError as exc:  # not a path the desktop has
-                return 400, {"error": f"cannot write {name!r}: {exc}"}, ""
-            except OSError as exc:  # 403: the desktop's user may not write there
-                code = 403 if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS) else 500
-                return code, {"error": f"cannot write {name!r}: {exc}"}, ""
-            return 200, f"File Uploaded: {len(data)} bytes", "text/plain"
+            return self.upload(ctype, raw)
         try:
             body = json.loads(raw.decode("utf-8")) if raw else {}
         except ValueError:
@@ -441,154 +396,95 @@ class DesktopServer:
             return 400, {"status": "error", "message": "the body is not a JSON object"}, ""
         return self.handle_json(endpoint, body)
 
+    def form_request(self, endpoint: str, raw: bytes) -> tuple[int, Any, str]:
+        """``/file`` and ``/window_size`` (urlencoded forms)."""
+        form = urllib.parse.parse_qs(raw.decode("utf-8", "replace"))
+        if endpoint == "/window_size":
+            if "app_class_name" not in form:
+                return 400, {"error": "app_class_name is required"}, ""
+            name = form["app_class_name"][0]
+            for window in self.session.windows():
+                if name and name.lower() in str(window["wm_class"]).lower().split("."):
+                    return 200, {"width": window["width"], "height": window["height"]}, ""
+            # OSWorld's view returns None for an unknown class: Flask answers 500 (HTML)
+            return html_error(500, f"no window of class {name!r} (OSWorld's view returns "
+                              "None here)")  # fmt: skip
+        if "file_path" not in form:
+            return 400, {"error": "file_path is required"}, ""
+        try:
+            path = self.path(form["file_path"][0])
+        except ValueError:
+            return 404, {"error": "File not found"}, ""
+        if not path.exists():
+            return 404, {"error": "File not found"}, ""
+        try:
+            data = path.read_bytes()
+        except OSError as exc:  # a folder, no permission: OSWorld's send_file fails alike
+            return 500, {"error": f"Failed to serve file: {exc}"}, ""
+        kind = mimetypes.guess_type(path.name)[0] or "application/octet-stream"
+        return 200, data, kind
+
+    def upload(self, ctype: str, raw: bytes) -> tuple[int, Any, str]:
+        """``/setup/upload`` (multipart ``file_path`` and ``file_data``)."""
+        fields = parse_multipart(ctype, raw)
+        name, data = fields.get("file_path"), fields.get("file_data")
+        if name is None or data is None:
+            return 400, {"error": "file_path and file_data are required"}, ""
+        try:
+            path = self.path(name.decode("utf-8", "replace"))
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_bytes(data)
+        except ValueError as exc:  # not a path the desktop has (a refused WAA path)
+            return 400, {"error": f"cannot write {name!r}: {exc}"}, ""
+        except OSError as exc:  # 403: the desktop's user may not write there (the sandbox)
+            if exc.errno in (errno.EACCES, errno.EPERM, errno.EROFS):
+                return 403, {"error": f"cannot write {name!r}: {exc}"}, ""
+            return 500, {"error": f"Failed to upload file: {exc}"}, ""
+        return 200, f"File Uploaded: {len(data)} bytes", "text/plain"
+
     def handle_json(self, endpoint: str, body: dict[str, Any]) -> tuple[int, Any, str]:
         """Route a JSON POST."""
-        session = self.session
         command, shell = body.get("command"), bool(body.get("shell", False))
-        runs = ("/execute", "/setup/execute", "/execute_with_verification",
-                "/setup/execute_with_verification", "/setup/launch")
-        if endpoint in runs and (not isinstance(command, (str, list)) or not command):
-            return 400, {"status": "error", "message": "command must be a non-empty string "
-                         "or list"}, ""  # fmt: skip
         if endpoint in ("/execute", "/setup/execute"):
             answer = self.fast_execute(command)
             if answer is not None:
                 return 200, answer, ""
             try:
-                done = self.run(command, shell, self.execute_timeout_s)
+                done = self.run(command, shell, self.execute_timeout_s)  # type: ignore[arg-type]
             except Exception as exc:  # OSWorld: any exception, timeout included, is a 500
-                return 500, {"status": "error", "message": f"{type(exc).__name__}: {exc}"}, ""
-            return 200, _process(done.returncode, done.stdout, done.stderr), ""
+                return 500, {"status": "error", "message": str(exc) or type(exc).__name__}, ""
+            return 200, process(done.returncode, done.stdout, done.stderr), ""
         if endpoint in ("/execute_with_verification", "/setup/execute_with_verification"):
-            return self.execute_verified(body)
+            return execute_verified(self, body)
         if endpoint == "/setup/launch":
             try:
                 if isinstance(command, str) and not shell:
                     command = shlex.split(command)
-                session.popen(command, shell=shell)
-            except (OSError, ValueError) as exc:
-                return 500, {"status": "error", "message": f"cannot launch {command!r}: {exc}"}, ""
-            return 200, f"{command} launched successfully", "text/plain"
+                if isinstance(command, list) and not shell:
+                    home = self.session.env["HOME"]
+                    command = [home + c[1:] if str(c).startswith("~/") else c for c in command]
+                self.session.popen(command, shell=shell)  # type: ignore[arg-type]
+            except Exception as exc:  # OSWorld: 500 with the exception's text
+                return 500, {"status": "error", "message": str(exc) or type(exc).__name__}, ""
+            shown = command if shell or isinstance(command, str) else " ".join(command)
+            return 200, f"{shown} launched successfully", "text/plain"
         if endpoint == "/setup/open_file":
-            timeout = body.get("timeout", self.open_timeout_s)
-            ok = isinstance(timeout, (int, float)) and not isinstance(timeout, bool) and timeout > 0
-            status, answer = self.open_file(body.get("path"), float(timeout) if ok else 0.0)
-            return status, answer, ("text/plain" if isinstance(answer, str) else "")
+            return open_file(self, body)
         if endpoint in ("/setup/activate_window", "/setup/close_window"):
-            status, answer = self.window_command(endpoint, body)
-            return status, answer, ""
+            return window_command(self, endpoint, body)
         if endpoint == "/list_directory":
-            try:
-                path = self.path(body.get("path"))
-            except ValueError as exc:
-                return 400, {"error": str(exc)}, ""
-            if not path.is_dir():
-                return 404, {"error": "Directory not found"}, ""
-            return 200, {"directory_tree": self.list_directory(path)}, ""
+            return list_directory(self, body)
         if endpoint == "/setup/change_wallpaper":
-            try:
-                path = self.path(body.get("path"))
-            except ValueError as exc:
-                return 400, {"status": "error", "message": str(exc)}, ""
-            if not path.is_file():
-                return 404, {"status": "error", "message": f"File not found: {path}"}, ""
-            w, h = session.size
-            done = self.run(["display", "-window", "root", "-resize", f"{w}x{h}!", str(path)],
-                            False, 30)  # fmt: skip
-            if done.returncode != 0:
-                return 500, {"status": "error", "message": done.stderr.strip()[:300]}, ""
-            self.wallpaper = path
-            return 200, {"status": "success"}, ""
+            return change_wallpaper(self, body)
+        if endpoint == "/setup/download_file":
+            if not body.get("url") or not body.get("path"):
+                return 400, "Path or URL not supplied!", "text/plain"
+            return 501, {"status": "error", "message": "cua-rl desktop-server does not download "
+                         "(no network): upload the file with /setup/upload; cua_rl's OSWorld "
+                         "set-up does that from its mirror"}, ""
         if endpoint == "/run_python":
-            return self.run_python(body)
+            return run_python(self, body)
         if endpoint == "/run_bash_script":
-            return self.run_bash(body)
-        return 404, {"error": f"no route POST {endpoint}"}, ""
+            return run_bash(self, body)
+        return html_error(404, "The requested URL was not found on the server.")
 
-    def execute_verified(self, body: dict[str, Any]) -> tuple[int, Any, str]:
-        """``/execute_with_verification``: run, then poll the window / check command."""
-        try:
-            done = self.run(body["command"], bool(body.get("shell", False)),
-                            self.execute_timeout_s)  # fmt: skip
-        except Exception as exc:
-            return 500, {"status": "error", "message": f"{type(exc).__name__}: {exc}"}, ""
-        verification = body.get("verification") or {}
-        max_wait, interval = body.get("max_wait_time", 10), body.get("check_interval", 1)
-        start = time.monotonic()
-        while True:
-            ok = True
-            window = verification.get("window_exists")
-            if window:
-                ok = any(window in str(w["title"]) for w in self.session.windows())
-            check = verification.get("command_success")
-            if ok and check:
-                try:
-                    ok = self.run(check, True, 5).returncode == 0
-                except subprocess.TimeoutExpired:
-                    ok = False
-            waited = time.monotonic() - start
-            if ok:
-                answer = _process(done.returncode, done.stdout, done.stderr)
-                answer.update(verification="passed", wait_time=round(waited, 3))
-                return 200, answer, ""
-            if waited >= float(max_wait):
-                return 500, {"status": "verification_failed", "output": done.stdout,
-                             "error": done.stderr, "returncode": done.returncode,
-                             "message": f"verification {verification!r} not met within "
-                                        f"{max_wait} s"}, ""  # fmt: skip
-            time.sleep(max(0.05, float(interval)))
-
-    def run_python(self, body: dict[str, Any]) -> tuple[int, Any, str]:
-        """``/run_python``: the code in a temp file, run by the desktop's ``python`` (30 s)."""
-        code = body.get("code")
-        if not isinstance(code, str):
-            return 400, {"status": "error", "message": "code must be a string"}, ""
-        with tempfile.NamedTemporaryFile("w", suffix=".py", delete=False) as handle:
-            handle.write(code)
-        try:
-            done = self.run(["python", handle.name], False, 30)
-        except subprocess.TimeoutExpired:
-            return 500, {"status": "error", "message": "timed out after 30 s", "need_more": False,
-                         "output": "", "error": "timeout", "return_code": -1}, ""  # fmt: skip
-        finally:
-            os.unlink(handle.name)
-        status = "success" if done.returncode == 0 else "error"
-        return 200, {"status": status, "message": "", "need_more": False, "output": done.stdout,
-                     "error": done.stderr, "return_code": done.returncode}, ""  # fmt: skip
-
-    def run_bash(self, body: dict[str, Any]) -> tuple[int, Any, str]:
-        """``/run_bash_script``: ``/bin/bash`` with stderr merged into stdout."""
-        script, timeout = body.get("script"), body.get("timeout", 100)
-        if not isinstance(script, str) or not isinstance(timeout, (int, float)):
-            return 400, {"status": "error", "message": "script (str) and timeout (number) "
-                         "are required"}, ""  # fmt: skip
-        workdir = body.get("working_dir")
-        command = ["/bin/bash", "-c", script]
-        if workdir:
-            command = ["/bin/bash", "-c", f"cd {shlex.quote(str(self.path(workdir)))} && "
-                       + script]  # fmt: skip
-        try:
-            done = self.run(command, False, float(timeout), merge=True)
-        except subprocess.TimeoutExpired:
-            return 500, {"status": "error", "output": "", "error": f"timed out after {timeout} s",
-                         "returncode": -1}, ""  # fmt: skip
-        status = "success" if done.returncode == 0 else "error"
-        return 200, {"status": status, "output": done.stdout, "error": "",
-                     "returncode": done.returncode}, ""  # fmt: skip
-
-
-def _opener(path: Path) -> list[str] | None:
-    suffix = path.suffix.lower()
-    if path.is_dir():
-        return ["pcmanfm"]
-    if suffix in _CALC:
-        return ["libreoffice", "--calc"]
-    if suffix in _WRITER:
-        return ["libreoffice", "--writer"]
-    if suffix in _IMPRESS:
-        return ["libreoffice", "--impress"]
-    if suffix in _TEXT:
-        return ["mousepad"]
-    if shutil.which("xdg-open"):
-        return ["xdg-open"]
-    return None

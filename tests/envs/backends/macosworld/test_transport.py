@@ -20,6 +20,7 @@ from cua_rl.actions import Click, Hotkey, Move, Type
 from cua_rl.errors import ActionError, BackendError
 from cua_rl.testing.remote_servers import LocalSSHServer, LocalVNCServer, missing
 from tests.envs.backends.x11.conftest import MISSING as DESKTOP_MISSING
+from tests.envs.backends.x11.conftest import needs_mousepad
 
 pytest.importorskip("vncdotool", reason="vncdotool not installed (pip install 'cua-rl[macos]')")
 pytest.importorskip("paramiko", reason="paramiko not installed (pip install 'cua-rl[macos]')")
@@ -263,6 +264,47 @@ def test_actions_outside_the_screen_are_refused_before_sending() -> None:
         action_events(Click(640, 0), (0, 0, 0), SIZE)
     with pytest.raises(ActionError, match="key 'fn' has no VNC keysym"):
         action_events(Hotkey(("fn", "a")), (0, 0, 0), SIZE)
+    for bad, code in (("a\x07", "0007"), ("b\x85", "0085")):  # C0, C1: errors, not left out
+        with pytest.raises(ActionError, match=rf"character '\\x{code[2:]}' \(U\+{code}\) has no "
+                                              "keysym; VNC cannot type it"):
+            action_events(Type(bad), (0, 0, 0), SIZE)
+    events = action_events(Type("é€漢\n"), (0, 0, 0), SIZE)
+    assert [e[1] for e in events if e[2]] == [0xE9, 0x010020AC, 0x01006F22, 0xFF0D]
+
+
+@needs_servers
+@needs_desktop
+@needs_mousepad
+def test_vnc_types_non_ascii_text_that_x11vnc_can_bind(desk: object,
+                                                       vnc_server: LocalVNCServer) -> None:
+    """Issue 28: characters outside ASCII go as their keysyms (x11vnc binds them to free
+    keycodes); typed into mousepad, saved, and read back exactly."""
+    from cua_rl.envs.backends.x11.keyboard import Keyboard
+
+    path = Path(desk.env["HOME"]) / "vnc-typed.txt"  # type: ignore[attr-defined]
+    path.write_bytes(b"")
+    proc = desk.popen(["mousepad", str(path)])  # type: ignore[attr-defined]
+    keyboard = Keyboard(desk.display)  # type: ignore[attr-defined]
+    client = VNCClient("127.0.0.1", vnc_server.port, keymap="x11", timeout_s=10)
+    try:
+        deadline = time.monotonic() + 20  # the window listed, then holding the keyboard focus
+        while not any(path.name in w["title"] and keyboard.has_focus(int(str(w["id"]), 16))
+                      for w in desk.windows()):  # type: ignore[attr-defined]
+            assert time.monotonic() < deadline, "mousepad did not open with the focus"
+            time.sleep(0.05)
+        texts = ["é € ñ ü ß", "\n漢字テスト\n"]
+        for text in texts:
+            client.act(Type(text))
+        client.act(Hotkey(("ctrl", "s")))
+        deadline = time.monotonic() + 20
+        while not path.read_bytes():
+            assert time.monotonic() < deadline, "mousepad did not save"
+            time.sleep(0.05)
+        assert path.read_text("utf-8") == "".join(texts)
+    finally:
+        client.close()
+        keyboard.close()
+        stop(proc)
 
 
 # -- SSH -------------------------------------------------------------------------------------

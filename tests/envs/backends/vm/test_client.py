@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import http.server
+import socket
 import threading
 import time
 from collections.abc import Iterator
@@ -408,3 +409,57 @@ def test_linearize_spends_its_budget_on_what_is_on_screen() -> None:
     assert linearize_a11y(xml, max_lines=3).splitlines()[-1] == "… 9 more elements not listed"
     # A tree without showing states (SimDesk's, through the fake server) keeps its menus.
     assert 'menu-item "Doc" [enabled]' in linearize_a11y(xml.replace('st:showing="true"', ""))
+
+
+# -- timed out vs gone ----------------------------------------------------------------------------
+
+
+def test_a_live_server_past_the_deadline_is_timed_out_not_gone() -> None:
+    """Issue 28: a timeout against a live server was reported as ``VM server gone``."""
+    release, reached = threading.Event(), threading.Event()
+
+    class Slow(http.server.BaseHTTPRequestHandler):
+        def log_message(self, *args):
+            pass
+
+        def do_POST(self):  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            reached.set()
+            release.wait(10)  # past the client's deadline, until the test lets it go
+            self.send_response(200)
+            self.send_header("Content-Length", "2")
+            self.end_headers()
+            self.wfile.write(b"{}")
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Slow)
+    server.daemon_threads = True
+    thread = threading.Thread(target=server.serve_forever, daemon=True)
+    thread.start()
+    url = f"http://127.0.0.1:{server.server_address[1]}"
+    try:
+        client = VMServerClient(url, timeout_s=0.3, max_retries=1, backoff_s=0.0)
+        with pytest.raises(BackendError) as caught:
+            client.request("POST", "/list_directory", json_body={"path": "/"})
+        message = str(caught.value)
+        assert message.startswith(f"VM server timed out: POST {url}/list_directory failed after "
+                                  "2 attempts: timed out after 0.3 s (timeout_s of each attempt")
+        assert "gone" not in message and reached.is_set()
+        with pytest.raises(BackendError, match=r"^VM server timed out: POST .*/execute failed "
+                                               r"after 1 attempt: timed out after 0\.3 s"):
+            client.execute(["true"])  # not repeated once sent
+    finally:
+        release.set()
+        server.shutdown()
+        server.server_close()
+
+
+def test_a_port_nobody_listens_on_is_gone() -> None:
+    with socket.socket() as bound:  # bound, never listening: connecting is refused
+        bound.bind(("127.0.0.1", 0))
+        port = bound.getsockname()[1]
+        client = VMServerClient(f"http://127.0.0.1:{port}", timeout_s=2.0, max_retries=1,
+                                backoff_s=0.0)  # fmt: skip
+        with pytest.raises(BackendError, match=rf"^VM server gone: GET http://127\.0\.0\.1:{port}"
+                                               r"/screenshot failed after 2 attempts: cannot "
+                                               r"connect: ConnectionRefusedError"):
+            client.screenshot()

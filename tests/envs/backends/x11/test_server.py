@@ -19,7 +19,7 @@ from cua_rl.envs.backends.x11.server import DesktopServer
 from cua_rl.envs.backends.x11.server_http import check_host
 from cua_rl.envs.backends.x11.session import USER_HOME
 from cua_rl.errors import BackendError, ConfigError
-from tests.envs.backends.x11.conftest import needs_calc, needs_desktop, needs_mousepad
+from tests.envs.backends.x11.conftest import call, needs_calc, needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
 
@@ -135,12 +135,12 @@ def test_execute_runs_real_processes_and_reports_like_osworld(backend) -> None:
 def test_open_file_that_never_gets_a_window_times_out_with_a_clear_error(backend) -> None:
     client = fresh(backend)
     start = time.monotonic()
-    with pytest.raises(VMServerHTTPError, match=r"open_file 'true': no window whose title "
-                                                r"contains 'true' appeared within 1.5 s") as c:
+    with pytest.raises(VMServerHTTPError, match=r"Failed to find window for \['true'\] within "
+                                                r"1.5 seconds") as c:
         client.request("POST", "/setup/open_file", json_body={"path": "true", "timeout": 1.5},
                        idempotent=False)
     assert c.value.status == 500 and 1.5 <= time.monotonic() - start < 10
-    with pytest.raises(VMServerHTTPError, match="File not found") as c:
+    with pytest.raises(VMServerHTTPError, match="Application/file not found") as c:
         client.open_file("/home/user/missing.xlsx")
     assert c.value.status == 404
 
@@ -186,9 +186,9 @@ def test_a_calc_cell_is_read_through_the_tree(backend) -> None:
 def test_requests_without_the_token_are_refused(backend) -> None:
     for token in (None, "wrong-token-123"):
         client = VMServerClient(backend.client.base_url, token=token, max_retries=0)
-        for call in (client.screenshot, lambda c=client: c.execute(["true"])):
+        for request in (client.screenshot, lambda c=client: c.execute(["true"])):
             with pytest.raises(VMServerHTTPError, match="401") as caught:
-                call()
+                request()
             assert caught.value.status == 401
 
 
@@ -228,8 +228,9 @@ def test_open_file_waits_for_its_window_and_the_window_endpoints_work(backend) -
     size = json.loads(client.request("POST", "/window_size",
                                      form={"app_class_name": "mousepad"}).body)
     assert size["width"] > 100 and size["height"] > 100
-    with pytest.raises(VMServerHTTPError, match="no window of class 'nothing'"):
-        client.request("POST", "/window_size", form={"app_class_name": "nothing"})
+    status, body, ctype = call(client, "POST", "/window_size", form={"app_class_name": "nothing"})
+    assert status == 500 and ctype.startswith("text/html")  # OSWorld's view returns None
+    assert "no window of class &#x27;nothing&#x27;" in body
     tree = client.list_directory("~/Documents")
     assert tree == {"type": "directory", "name": "Documents",
                     "children": [{"type": "file", "name": "notes.txt"}]}
@@ -238,3 +239,49 @@ def test_open_file_waits_for_its_window_and_the_window_endpoints_work(backend) -
     while "notes.txt" in client.execute(["wmctrl", "-l"])["output"]:
         assert time.monotonic() < end, "close_window did not close it"
         time.sleep(0.1)
+
+
+def test_routes_answer_osworlds_status_codes_and_bodies(backend) -> None:
+    """Issue 28: parity with desktop_env/server/main.py, route by route (the set-up endpoints:
+    test_server_setup.py; deliberate differences: docs/osworld.md)."""
+    client = fresh(backend)
+    status, body, ctype = call(client, "GET", "/no/such/route")
+    assert status == 404 and ctype.startswith("text/html") and "404 Not Found" in body
+    status, body, ctype = call(client, "GET", "/screen_size")  # a POST route: Flask's 405
+    assert status == 405 and ctype.startswith("text/html") and "Method Not Allowed" in body
+    assert call(client, "POST", "/window_size", form={})[:2] == (
+        400, {"error": "app_class_name is required"})
+    assert call(client, "POST", "/file", form={})[:2] == (400, {"error": "file_path is required"})
+    assert call(client, "POST", "/file", form={"file_path": "~/nothing"})[:2] == (
+        404, {"error": "File not found"})
+    status, body, _ = call(client, "POST", "/file", form={"file_path": "~/Documents"})
+    assert status == 500 and body["error"].startswith("Failed to serve file: [Errno 21]")
+    client.upload_file("~/page.html", b"<p>hi</p>")
+    answer = client.request("POST", "/file", form={"file_path": "~/page.html"})
+    assert answer.body == b"<p>hi</p>" and answer.headers["content-type"] == "text/html"
+    assert call(client, "POST", "/setup/upload", form={"file_path": "~/x"})[:2] == (
+        400, {"error": "file_path and file_data are required"})
+    home = client.execute(["sh", "-c", "echo $HOME"])["output"].strip()
+    assert call(client, "POST", "/desktop_path")[:2] == (200, {"desktop_path": home + "/Desktop"})
+    client.execute(["rmdir", home + "/Desktop"])
+    assert call(client, "POST", "/desktop_path")[:2] == (
+        404, {"error": "Unsupported operating system or desktop path not found"})
+    status, body, _ = call(client, "POST", "/execute", json_body={"command": ["no-such-prog"]})
+    assert status == 500 and body["status"] == "error"
+    assert body["message"].startswith("[Errno 2] No such file or directory")
+    status, body, _ = call(client, "POST", "/execute", json_body={})  # OSWorld runs [] and fails
+    assert status == 500 and body["status"] == "error"
+    assert call(client, "POST", "/setup/launch", json_body={"command": ["true", "~/x"]})[:2] == (
+        200, f"true {home}/x launched successfully")
+    assert call(client, "POST", "/setup/launch", json_body={"command": "true", "shell": True}
+                )[:2] == (200, "true launched successfully")  # fmt: skip
+    status, body, _ = call(client, "POST", "/setup/launch", json_body={"command": ["nope-1"]})
+    assert status == 500 and body["message"].startswith("[Errno 2]")
+    assert call(client, "POST", "/setup/download_file", json_body={"url": "http://x/y"})[:2] == (
+        400, "Path or URL not supplied!")
+    assert call(client, "GET", "/terminal")[:2] == (200, {"output": None, "status": "success"})
+    assert call(client, "GET", "/platform")[:2] == (200, "Linux")
+    status, body, _ = call(client, "GET", "/cursor_position")
+    assert status == 200 and isinstance(body, list) and len(body) == 2
+    for endpoint in ("/start_recording", "/end_recording"):  # refused on purpose
+        assert call(client, "POST", endpoint)[0] == 501
