@@ -255,11 +255,12 @@ def make_run(task: str, category: str, index: int, base_seed: int) -> Run:
 class Recorder:
     """Drives one LocalDesktopBackend through the runs (see the module docstring)."""
 
-    def __init__(self, a11y: bool = True) -> None:
+    def __init__(self, a11y: bool = True, a11y_cache: bool = True) -> None:
         from cua_rl.envs.backends.x11.backend import LocalDesktopBackend
 
         self.backend = LocalDesktopBackend(size=SIZE, pause_s=5.0, a11y=a11y,
-                                           startup_timeout_s=120.0, request_timeout_s=120.0)
+                                           a11y_cache=a11y_cache, startup_timeout_s=120.0,
+                                           request_timeout_s=120.0)  # fmt: skip
         self.client = self.backend.client
 
     def close(self) -> None:
@@ -425,6 +426,8 @@ def main(argv: Sequence[str] | None = None,
                         help=f"runs per task and category (plain: {EXTRA_PLAIN} more)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--no-a11y", action="store_true", help="do not read the AT-SPI tree")
+    parser.add_argument("--a11y-full-walks", action="store_true",
+                        help="walk the whole AT-SPI tree on every read (no event-driven cache)")
     args = parser.parse_args(argv)
     if args.runs_per_category < 1:
         parser.error(f"--runs-per-category must be >= 1, got {args.runs_per_category}")
@@ -436,7 +439,8 @@ def main(argv: Sequence[str] | None = None,
             if not (args.out / r.task / r.category / f"run-{r.index:02d}").is_dir()]
     progress(f"{len(runs)} runs, {len(runs) - len(todo)} already recorded")
     started = time.monotonic()
-    recorder = Recorder(a11y=not args.no_a11y) if todo else None
+    recorder = (Recorder(a11y=not args.no_a11y, a11y_cache=not args.a11y_full_walks)
+                if todo else None)  # fmt: skip
     try:
         for n, run in enumerate(todo, 1):
             t0 = time.monotonic()

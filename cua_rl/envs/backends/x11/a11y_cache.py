@@ -72,12 +72,12 @@ class Node:
     """One cached element: the accessible, its Element and its place in the tree."""
 
     __slots__ = ("acc", "key", "role", "elem", "depth", "in_calc", "children", "error",
-                 "parent")
+                 "parent", "ifaces")
 
     def __init__(self, acc, key, depth, in_calc, parent):
         self.acc, self.key, self.depth, self.in_calc = acc, key, depth, in_calc
         self.role, self.elem, self.children, self.error = "", None, [], None
-        self.parent = parent
+        self.parent, self.ifaces = parent, None
 
 
 class TreeCache:
@@ -96,8 +96,7 @@ class TreeCache:
         self._own, self._kids, self._subtree = set(), set(), set()
         self._focused = set()  # keys of the elements the cache holds as focused
         self._sheets = set()  # keys of the spreadsheet tables
-        self._cell_states = {}  # cell accessible -> its state set, from the last sheet scan
-        self._fresh = set()  # keys walked during this update (their own part is current)
+        self._templates = {}  # sheet key -> what its cells share (a11y_read.cell_template)
         self._pending = 0
         self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
                        "events": 0, "events_applied": 0, "nodes_read": 0, "moved_windows": 0,
@@ -169,6 +168,7 @@ class TreeCache:
         self._own.clear(), self._kids.clear(), self._subtree.clear()
         self._pending = 0
         self.nodes = {}
+        self._templates.clear()
         self._focused.clear()
         self._sheets.clear()
         desktop = pyatspi.Registry.getDesktop(0)
@@ -193,7 +193,6 @@ class TreeCache:
     def _walk(self, acc, depth, in_calc, parent):
         """Read ``acc``'s subtree into new Nodes (the full walk's reading, kept)."""
         node = Node(acc, key_of(acc), depth, in_calc, parent)
-        self._fresh.add(node.key)
         if (parent is None and str(acc.get_toolkit_name() or "").lower() in BOUNDS_TOOLKITS
                 and str(acc.name or "").lower() not in SILENT_BOUNDS_APPS):
             self._tells_bounds.add(node.key[0])
@@ -203,7 +202,9 @@ class TreeCache:
         return node
 
     def _read_own(self, node):
-        role, tag, attrib, text = R.read_own(node.acc)
+        if node.ifaces is None:  # fixed for one object: asked once
+            node.ifaces = R.interfaces(node.acc)
+        role, tag, attrib, text = R.read_own(node.acc, ifaces=node.ifaces)
         self.counts["nodes_read"] += 1
         node.role = role
         node.in_calc = node.in_calc or role == R.SPREADSHEET
@@ -218,37 +219,66 @@ class TreeCache:
         node.elem.text = text or None
         if node.in_calc and role == "table":
             self._sheets.add(node.key)
-        if _FOCUSED in attrib:
+        self._set_focus(node)
+
+    def _set_focus(self, node):
+        if _FOCUSED in node.elem.attrib:
             self._focused.add(node.key)
         else:
             self._focused.discard(node.key)
 
-    def _read_cell(self, node, state_set):
-        """A known cell read again (:func:`a11y_read.read_cell`): five calls instead of ~12."""
-        if node.elem is None or node.role != "table cell" or state_set is None:
-            self._read_own(node)
-            return
-        attrib, text = R.read_cell(node.acc, node.elem.attrib, state_set)
-        self.counts["nodes_read"] += 1
-        node.elem.attrib.clear()
-        node.elem.attrib.update(attrib)
-        node.elem.text = text or None
-        if _FOCUSED in attrib:
-            self._focused.add(node.key)
-        else:
-            self._focused.discard(node.key)
+    def _read_cells(self, table):
+        """A sheet's visible cells, read again whole (their text and values change without an
+        event): the first one with :func:`a11y_read.read_own`, which gives the sheet's cell
+        template, the others with :func:`a11y_read.read_cell`."""
+        self.counts["table_rescans"] += 1
+        states = {}
+        old = {child.key: child for child in table.children}
+        children, error = [], None
+        try:
+            accs = R.visible_cells(table.acc, states)
+        except Exception as exc:  # as the full walk: no cells, the sheet marked
+            accs, error = [], type(exc).__name__
+        template = self._templates.get(table.key)
+        for acc in accs:
+            key = key_of(acc)
+            cell = old.pop(key, None) or Node(acc, key, table.depth + 1, True, table)
+            if template is None:
+                self._read_own(cell)
+                template = R.cell_template(cell.elem.attrib, cell.ifaces, cell.role)
+                self._templates[table.key] = template
+            else:
+                attrib, text = R.read_cell(acc, states.get(acc), template)
+                self.counts["nodes_read"] += 1
+                cell.role = template["role"]
+                if cell.elem is None:
+                    cell.elem = ET.Element((cell.role or "unknown").replace(" ", "-"))
+                cell.elem.attrib.clear()
+                cell.elem.attrib.update(attrib)
+                cell.elem.text = text or None
+                self._set_focus(cell)
+            self.nodes[key] = cell
+            children.append(cell)
+        for gone in old.values():
+            self._forget(gone)
+        table.children = children
+        table.elem[:] = [cell.elem for cell in children]
+        self._mark_error(table, error)
 
     def _read_children(self, node, reread=frozenset()):
         """List ``node``'s children again: new ones walked, known ones kept (and their own part
         read again when in ``reread``). A child that cannot be read ends the list and marks
-        ``node`` with ``attr:walk-error``, as in the full walk."""
+        ``node`` with ``attr:walk-error``, as in the full walk. A sheet's cells are all read
+        again (:meth:`_read_cells`)."""
         if node.depth >= R.MAX_DEPTH:
+            return
+        if node.in_calc and node.role == "table":
+            self._read_cells(node)
             return
         old = {child.key: child for child in node.children}
         children = []
-        self._cell_states = {}
         try:
-            for acc in R.child_nodes(node.acc, node.role, node.in_calc, self._cell_states):
+            for acc in R.child_nodes(node.acc, node.role, node.in_calc):
                 key = key_of(acc)
                 child = old.pop(key, None)
                 if child is None or child.depth != node.depth + 1:
@@ -263,6 +293,10 @@ class TreeCache:
             self._forget(gone)
         node.children = children
         node.elem[:] = [child.elem for child in children]
+        self._mark_error(node, error)
+
+    @staticmethod
+    def _mark_error(node, error):
         if error != node.error:
             node.error = error
             walk_error = "{" + R.NS["attr"] + "}walk-error"
@@ -294,9 +328,10 @@ class TreeCache:
             self.root[:] = [app.elem for app in apps]
         moved = self._windows_moved()
         _drain()
-        for node in moved:
-            self._refresh_extents(node)
         self._apply()
+        for node in moved:
+            if self.nodes.get(node.key) is node:
+                self._refresh_extents(node)
 
     def _windows_moved(self):
         """Top-level windows whose bounds differ from the cache (also the per-app barrier)."""
@@ -304,7 +339,7 @@ class TreeCache:
         for app in self.apps:
             for window in app.children:
                 attrib = dict(window.elem.attrib)
-                R.extents(window.acc, attrib)
+                R.extents(window.acc, attrib, window.ifaces)
                 if (attrib.get(R.SCREENCOORD) != window.elem.get(R.SCREENCOORD)
                         or attrib.get(R.SIZE) != window.elem.get(R.SIZE)):
                     moved.append(window)
@@ -314,10 +349,16 @@ class TreeCache:
     def _refresh_extents(self, node, cells=True):
         """Read the bounds of ``node``'s subtree again (``cells=False``: a sheet's cells left
         out: a sheet that moves is read again whole, see :meth:`_apply`)."""
-        R.extents(node.acc, node.elem.attrib)
+        try:
+            R.extents(node.acc, node.elem.attrib, node.ifaces)
+        except Exception:  # gone: listed again by its parent (as the full walk would see it)
+            if node.parent is None:
+                raise
+            self._read_children(node.parent, reread={node.key})
+            return
         if not cells and node.in_calc and node.role == "table":
             return
-        for child in node.children:
+        for child in list(node.children):
             self._refresh_extents(child, cells)
 
     def _apply(self):
@@ -325,7 +366,6 @@ class TreeCache:
         self._own, self._kids, self._subtree = set(), set(), set()
         self.counts["events_applied"] += self._pending
         self._pending = 0
-        self._fresh = set()
         tables = set()
         for key in own | kids | subtree:
             node = self.nodes.get(key)
@@ -361,12 +401,7 @@ class TreeCache:
             if node is not None and key not in done:
                 self._read_children(node)
                 if key in tables:
-                    self.counts["table_rescans"] += 1
-                    states = self._cell_states
-                    for cell in node.children:
-                        if cell.key not in done and cell.key not in self._fresh:
-                            self._read_cell(cell, states.get(cell.acc))
-                        done.add(cell.key)
+                    done.update(cell.key for cell in node.children)
                     for other in _scroll_parts(node):  # scrolled without an event on them
                         self._read_own(other)
                         done.add(other.key)

@@ -20,8 +20,13 @@ import xml.etree.ElementTree as ET
 
 try:
     import pyatspi
+    from gi.repository import Atspi
+    from pyatspi.action import Action
+    from pyatspi.component import Component
+    from pyatspi.text import Text
+    from pyatspi.value import Value
 except ImportError:  # imported by a python without it (e.g. pytest's doctest collection)
-    pyatspi = None
+    pyatspi = Atspi = Action = Component = Text = Value = None
 
 MAX_DEPTH = 50
 MAX_WIDTH = 1024
@@ -48,6 +53,11 @@ for _keep in (0x09, 0x0A, 0x0D):
     _CLEAN.pop(_keep)
 _CLEAN.update({0xFFFC: None, 0xFFFD: None, 0xFFFE: None, 0xFFFF: None})
 
+_IFACES = () if pyatspi is None else (
+    ("Text", Atspi.Accessible.get_text_iface), ("Image", Atspi.Accessible.get_image_iface),
+    ("Selection", Atspi.Accessible.get_selection_iface),
+    ("Value", Atspi.Accessible.get_value_iface), ("Action", Atspi.Accessible.get_action_iface),
+    ("Component", Atspi.Accessible.get_component_iface))
 SCREENCOORD = "{" + NS["cp"] + "}screencoord"
 SIZE = "{" + NS["cp"] + "}size"
 #: Attributes that come before the bounds in an element (name, states, object attributes).
@@ -72,7 +82,14 @@ def _states(node, state_set=None):
     return out
 
 
-def extents(node, attrib):
+def interfaces(node):
+    """The interfaces of :func:`read_own` that ``node`` implements (``Text``, ``Value``, ...),
+    asked one by one as pyatspi's ``query*`` do (libatspi answers most from its cache;
+    ``get_interfaces()`` costs LibreOffice ~1 ms a call)."""
+    return frozenset(name for name, get in _IFACES if get(node) is not None)
+
+
+def extents(node, attrib, ifaces=None):
     """Set (or drop) ``attrib``'s bounds from ``node``'s extents; only visible and showing ones.
 
     The bounds go where :func:`read_own` puts them (after the states and object attributes),
@@ -80,8 +97,11 @@ def extents(node, attrib):
     """
     box = None
     if attrib.get(_q("st", "visible")) and attrib.get(_q("st", "showing")):
-        with contextlib.suppress(NotImplementedError):
-            box = node.queryComponent().getExtents(pyatspi.XY_SCREEN)
+        if ifaces is None:
+            with contextlib.suppress(NotImplementedError):
+                box = node.queryComponent().getExtents(pyatspi.XY_SCREEN)
+        elif "Component" in ifaces:
+            box = Component(node).getExtents(pyatspi.XY_SCREEN)
     items = [(k, v) for k, v in attrib.items() if k not in (SCREENCOORD, SIZE)]
     attrib.clear()
     placed = box is None
@@ -94,47 +114,47 @@ def extents(node, attrib):
         attrib[SCREENCOORD], attrib[SIZE] = str((box.x, box.y)), str((box.width, box.height))
 
 
-def read_own(node, state_set=None):
-    """``(role, tag, attrib, text)`` of one element, its children left out (``state_set``: its
-    states when already read)."""
-    attrib = {"name": clean(node.name or "")}
-    for state in _states(node, state_set):
-        attrib[_q("st", state)] = "true"
+def _object_attributes(node, attrib):
     try:
-        for key, value in (node.getAttributes() and dict(
-                a.split(":", 1) for a in node.getAttributes() if ":" in a) or {}).items():
+        pairs = node.getAttributes() or []
+        for key, value in dict(a.split(":", 1) for a in pairs if ":" in a).items():
             if key:
                 attrib[_q("attr", key)] = clean(value)
     except Exception:
         pass
-    extents(node, attrib)
+
+
+def read_own(node, state_set=None, ifaces=None, role=None):
+    """``(role, tag, attrib, text)`` of one element, its children left out.
+
+    ``state_set``, ``ifaces`` (:func:`interfaces`) and ``role``: what is already known of it.
+    """
+    ifaces = interfaces(node) if ifaces is None else ifaces
+    attrib = {"name": clean(node.name or "")}
+    for state in _states(node, state_set):
+        attrib[_q("st", state)] = "true"
+    _object_attributes(node, attrib)
+    extents(node, attrib, ifaces)
     text = ""
-    with contextlib.suppress(NotImplementedError):
-        text = clean(node.queryText().getText(0, -1))  # -1: to the end, one call
-    for flag, query in (("image", "queryImage"), ("selection", "querySelection")):
-        try:
-            getattr(node, query)()
+    if "Text" in ifaces:
+        text = clean(Text(node).getText(0, -1))  # -1: to the end, one call
+    for flag, iface in (("image", "Image"), ("selection", "Selection")):
+        if iface in ifaces:
             attrib[flag] = "true"
-        except NotImplementedError:
-            pass
-    try:
-        value = node.queryValue()
+    if "Value" in ifaces:
+        value = Value(node)
         for key, get in (("value", "currentValue"), ("min", "minimumValue"),
                          ("max", "maximumValue"), ("step", "minimumIncrement")):
             with contextlib.suppress(Exception):
                 attrib[_q("val", key)] = str(getattr(value, get))
-    except NotImplementedError:
-        pass
-    try:
-        action = node.queryAction()
+    if "Action" in ifaces:
+        action = Action(node)
         for i in range(action.nActions):
             name = str(action.getName(i)).replace(" ", "-")
             if name:
                 attrib[_q("act", name + "_desc")] = clean(action.getDescription(i) or "")
                 attrib[_q("act", name + "_kb")] = clean(action.getKeyBinding(i) or "")
-    except NotImplementedError:
-        pass
-    role = (node.getRoleName() or "").strip()
+    role = (node.getRoleName() or "").strip() if role is None else role
     return role, (role or "unknown").replace(" ", "-"), attrib, text
 
 
@@ -184,35 +204,38 @@ def visible_cells(node, seen=None):
     return out
 
 
-def read_cell(node, attrib, state_set):
-    """A known spreadsheet cell read again: its states (``state_set``), object attributes,
-    bounds, text and value; its name, role, value range and actions (fixed for one cell object)
-    are taken from its last ``attrib``. Returns ``(attrib, text)`` in :func:`read_own`'s order.
+def cell_template(attrib, ifaces, role):
+    """What every cell of one sheet shares, from one cell read whole: its interfaces, role,
+    ``image`` / ``selection`` flags, value range and actions (LibreOffice's cells are one class:
+    ``ScAccessibleCell``; their range is the doubles' and they have no actions)."""
+    return {"ifaces": ifaces, "role": role, "value": _q("val", "value") in attrib,
+            "fixed": [(k, v) for k, v in attrib.items()
+                      if k in ("image", "selection") or (k.startswith(_FIXED_CELL)
+                                                         and k != _q("val", "value"))]}
+
+
+def read_cell(node, state_set, template):
+    """One cell of a sheet whose ``template`` (:func:`cell_template`) is known: its name,
+    states (``state_set``, from the scan), object attributes, bounds, text and value; five
+    calls where :func:`read_own` makes about fifteen (a cell is transient: libatspi caches
+    nothing of it). Returns ``(attrib, text)`` in :func:`read_own`'s order.
     """
-    out = {"name": attrib.get("name", "")}
+    out = {"name": clean(node.name or "")}
     for state in _states(node, state_set):
         out[_q("st", state)] = "true"
-    try:
-        for key, value in (node.getAttributes() and dict(
-                a.split(":", 1) for a in node.getAttributes() if ":" in a) or {}).items():
-            if key:
-                out[_q("attr", key)] = clean(value)
-    except Exception:
-        pass
-    for key in ("image", "selection"):
-        if key in attrib:
-            out[key] = attrib[key]
-    vkey = _q("val", "value")
-    if vkey in attrib:
-        with contextlib.suppress(Exception):
-            out[vkey] = str(node.queryValue().currentValue)
-    for key, value in attrib.items():
-        if key.startswith(_FIXED_CELL) and key != vkey:
+    _object_attributes(node, out)
+    fixed = template["fixed"]
+    for key, value in fixed:
+        if key in ("image", "selection"):
             out[key] = value
-    extents(node, out)
-    text = ""
-    with contextlib.suppress(NotImplementedError):
-        text = clean(node.queryText().getText(0, -1))
+    if template["value"]:
+        with contextlib.suppress(Exception):
+            out[_q("val", "value")] = str(Value(node).currentValue)
+    for key, value in fixed:
+        if key not in ("image", "selection"):
+            out[key] = value
+    extents(node, out, template["ifaces"])
+    text = clean(Text(node).getText(0, -1)) if "Text" in template["ifaces"] else ""
     return out, text
 
 

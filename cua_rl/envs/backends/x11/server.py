@@ -333,7 +333,8 @@ class DesktopServer:
                  "n_resets": self.gate.n_resets,
                  "n_connections": len(self.connections),
                  "keyboard": {k: getattr(self._keyboard, k, 0)
-                              for k in ("n_bound", "n_rebound", "n_syncs")}}  # fmt: skip
+                              for k in ("n_bound", "n_rebound", "n_syncs")},
+                 "a11y": session.a11y_stats()}  # fmt: skip
         problems = desktop_problems(session)
         if problems:
             return 503, {"status": "error", "message": "; ".join(problems),

@@ -115,5 +115,5 @@ def test_calc_cache_matches_full_walks_over_random_actions() -> None:
 @pytest.mark.skipif(shutil.which("lowriter") is None and shutil.which("libreoffice") is None,
                     reason="libreoffice-writer not installed (scripts/apt-deps.sh)")
 def test_writer_cache_matches_full_walks_over_random_actions() -> None:
-    stats = _drive(["libreoffice", "--writer"], "LibreOffice Writer", steps=10, seed=3)
+    stats = _drive(["libreoffice", "--writer"], "LibreOffice Writer", steps=8, seed=3)
     assert stats["events"] > 0, stats

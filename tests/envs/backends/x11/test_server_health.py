@@ -130,6 +130,18 @@ def test_a_dead_session_bus_makes_health_503_until_a_reset(served) -> None:
     assert "desktop-frame" in client.accessibility()
 
 
+def test_health_reports_the_accessibility_cache(served) -> None:
+    server, _ = served
+    client = VMServerClient(server.url, token=TOKEN, max_retries=0, timeout_s=30.0)
+    client.request("POST", "/cua/reset", idempotent=False)  # a new walker: counters from 0
+    first = client.accessibility()
+    assert client.accessibility() == first  # nothing changed: the cache's tree, same XML
+    status, facts = health(client)
+    a11y = facts["a11y"]
+    assert status == 200 and a11y["reads"] == 2 and a11y["full_walks"] == 1, a11y
+    assert a11y["fallbacks"] == 0 and a11y["walker_starts"] == 1 and "events" in a11y
+
+
 def test_concurrent_resets_run_one_at_a_time_and_leave_one_desktop(served) -> None:
     server, session = served
     client = VMServerClient(server.url, token=TOKEN, max_retries=0, timeout_s=60.0)
