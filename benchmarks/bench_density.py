@@ -4,7 +4,8 @@ Density (``--desktops 1,2,4,8,16``): N desktops
 (:class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend`) at 1280x720, mousepad open,
 each stepped from its own thread for ``--seconds``: a click in the text alternating with typing
 ``"hello "``, each step = the action + a PPM screenshot + the linearised accessibility tree
-(``env.a11y: every_step``), then the same with ``never`` (desktops started without AT-SPI).
+(``env.a11y: every_step``), the same with full walks (``every_step+full``: the desktop's
+cache off, ``desktop-server --a11y-full-walks``), and with ``never`` (no AT-SPI at all).
 Reported per N: steps/s per desktop (min / median), RSS and PSS of all desktops' processes, and
 the accessibility cache's counters (full walks, fallbacks) from ``GET /cua/health``.
 
@@ -70,7 +71,9 @@ def density(n: int, mode: str, seconds: float) -> dict[str, object]:
     backends: list[LocalDesktopBackend] = []
     try:
         for _ in range(n):
-            backend = LocalDesktopBackend(size=SIZE, setup=open_mousepad, a11y=mode, pause_s=0)
+            backend = LocalDesktopBackend(size=SIZE, setup=open_mousepad, pause_s=0,
+                                          a11y=mode.removesuffix("+full"),
+                                          a11y_cache=not mode.endswith("+full"))
             backends.append(backend)
             backend.reset(TASK)
         counts, errors = [0] * n, []
@@ -139,7 +142,7 @@ def tree_latency(app: str, n: int, cache: bool) -> tuple[float, float, float]:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--desktops", default="", help="comma-separated desktop counts")
-    parser.add_argument("--modes", default="every_step,never")
+    parser.add_argument("--modes", default="every_step,every_step+full,never")
     parser.add_argument("--seconds", type=float, default=20.0)
     parser.add_argument("--latency", type=int, default=0, metavar="N")
     parser.add_argument("--apps", default="mousepad,calc")

@@ -339,7 +339,11 @@ class TreeCache:
         for app in self.apps:
             for window in app.children:
                 attrib = dict(window.elem.attrib)
-                R.extents(window.acc, attrib, window.ifaces)
+                try:
+                    R.extents(window.acc, attrib, window.ifaces)
+                except Exception:  # a window gone: its application lists its windows again
+                    self._kids.add(app.key)
+                    continue
                 if (attrib.get(R.SCREENCOORD) != window.elem.get(R.SCREENCOORD)
                         or attrib.get(R.SIZE) != window.elem.get(R.SIZE)):
                     moved.append(window)
