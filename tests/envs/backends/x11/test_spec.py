@@ -3,6 +3,7 @@ gives :class:`~cua_rl.envs.backends.x11.backend.LocalDesktopBackend` (a stand-in
 
 from __future__ import annotations
 
+import dataclasses
 import subprocess
 import sys
 import types
@@ -81,7 +82,7 @@ def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
                         startup_timeout_s=30)  # fmt: skip
     backend = X11.make_backend(config, index=1)
     (kwargs,) = made
-    assert kwargs["size"] == (1280, 720) and kwargs["a11y"] is False
+    assert kwargs["size"] == (1280, 720) and kwargs["a11y"] == "never"  # backend_kwargs false
     assert (kwargs["pause_s"], kwargs["startup_timeout_s"]) == (1.5, 30.0)
     assert (kwargs["sandbox"], kwargs["network"]) == (True, "none")  # sandboxed by default
     assert callable(kwargs["setup"]) and callable(kwargs["checker"])
@@ -91,6 +92,11 @@ def test_x11_builds_a_local_desktop_with_the_agreed_arguments(
     config = env_config(suite, screen=(1280, 720), sandbox=False, network="host")
     X11.make_backend(config, index=0).close()
     assert (made[0]["sandbox"], made[0]["network"]) == (False, "host")
+    assert made[0]["a11y"] == "every_step"
+    made.clear()
+    config = dataclasses.replace(env_config(suite), a11y="on_signal")  # env.a11y
+    X11.make_backend(config, index=0).close()
+    assert made[0]["a11y"] == "on_signal"
 
 
 def test_the_spec_imports_no_desktop_module() -> None:
