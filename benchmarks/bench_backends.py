@@ -61,16 +61,25 @@ def timed(fn: Callable[[], object], n: int) -> tuple[float, float]:
     return statistics.median(samples), samples[min(len(samples) - 1, int(0.9 * len(samples)))]
 
 
-def rss_mb(pids: list[int]) -> float:
+def proc_mb(pids: list[int], file: str = "status", field: str = "VmRSS:") -> float:
+    """The sum of one ``/proc/<pid>/<file>`` kB field over ``pids`` (gone ones count 0), MB."""
     total = 0
     for pid in pids:
         try:
-            for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-                if line.startswith("VmRSS:"):
+            for line in Path(f"/proc/{pid}/{file}").read_text().splitlines():
+                if line.startswith(field):
                     total += int(line.split()[1])
         except OSError:
             continue
     return total / 1024
+
+
+def rss_mb(pids: list[int]) -> float:
+    return proc_mb(pids)
+
+
+def pss_mb(pids: list[int]) -> float:
+    return proc_mb(pids, "smaps_rollup", "Pss:")
 
 
 def wait_title(client, text: str, timeout: float = 60.0) -> None:
@@ -228,14 +237,19 @@ def step_rates(clients: list, seconds: float, a11y: bool) -> list[float]:
                 clients[i].accessibility()
             counts[i] += 1
 
-    threads = [threading.Thread(target=run, args=(i,)) for i in range(len(clients))]
+    run_threads(run, len(clients), seconds, stop)
+    return [c / seconds for c in counts]
+
+
+def run_threads(run: Callable[[int], None], n: int, seconds: float, stop: threading.Event) -> None:
+    """``run(i)`` in ``n`` threads for ``seconds`` (then ``stop`` is set), joined."""
+    threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
     for thread in threads:
         thread.start()
     time.sleep(seconds)
     stop.set()
     for thread in threads:
         thread.join()
-    return [c / seconds for c in counts]
 
 
 def parallel(n: int, size: tuple[int, int], seconds: float) -> None:

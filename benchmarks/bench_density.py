@@ -33,7 +33,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from bench_backends import _FODS, rss_mb, wait_title  # noqa: E402
+from bench_backends import _FODS, pss_mb, rss_mb, run_threads, wait_title  # noqa: E402
 
 from cua_rl.actions import Click, Hotkey, Type  # noqa: E402
 from cua_rl.core import Task  # noqa: E402
@@ -42,18 +42,6 @@ from cua_rl.envs.backends.x11.session import MALLOC_ENV, session_pids  # noqa: E
 
 TASK = Task(id="bench-density", instruction="", domain="mousepad", os="ubuntu")
 SIZE = (1280, 720)
-
-
-def pss_mb(pids: list[int]) -> float:
-    total = 0
-    for pid in pids:
-        try:
-            for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
-                if line.startswith("Pss:"):
-                    total += int(line.split()[1])
-        except OSError:
-            continue
-    return total / 1024
 
 
 def open_mousepad(client, task) -> None:
@@ -91,14 +79,8 @@ def density(n: int, mode: str, seconds: float) -> dict[str, object]:
             except Exception as exc:  # a benchmark reports, it does not hide
                 errors.append(f"desktop {i}: {type(exc).__name__}: {exc}")
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(n)]
         load0 = os.getloadavg()[0]
-        for thread in threads:
-            thread.start()
-        time.sleep(seconds)
-        stop.set()
-        for thread in threads:
-            thread.join()
+        run_threads(run, n, seconds, stop)
         pids = [p for b in backends for p in session_pids(b.session_id)]
         rates = sorted(c / seconds for c in counts)
         stats = [health_a11y(b) for b in backends] if mode != "never" else []

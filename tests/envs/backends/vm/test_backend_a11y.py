@@ -3,26 +3,15 @@ against FakeOSWorldServer (SimDesk behind OSWorld's API), counting the server's 
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 import pytest
 
 from cua_rl.actions import Click, Done, Type
-from cua_rl.envs.backends.simdesk import SimDeskConfig, make_task
 from cua_rl.envs.backends.vm.backend import A11Y_MODES, VMServerBackend, a11y_mode
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.config import EnvConfig
 from cua_rl.errors import ActionError, ConfigError
 from cua_rl.testing.osworld_server import FakeOSWorldServer, simdesk_setup
-
-CONFIG = SimDeskConfig(width=640, height=400)
-TASK = make_task("editor_find", seed=3)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOSWorldServer]:
-    with FakeOSWorldServer([TASK], config=CONFIG) as fake:
-        yield fake
+from tests.envs.backends.vm.conftest import CONFIG, TASK
 
 
 def backend_of(server: FakeOSWorldServer, a11y: bool | str) -> VMServerBackend:

@@ -7,7 +7,6 @@ import http.server
 import socket
 import threading
 import time
-from collections.abc import Iterator
 
 import numpy as np
 import pytest
@@ -29,7 +28,7 @@ from cua_rl.actions import (
 )
 from cua_rl.core import EpisodeEnd
 from cua_rl.envs.backends.base import DesktopBackend
-from cua_rl.envs.backends.simdesk import SimDeskBackend, SimDeskConfig, make_task
+from cua_rl.envs.backends.simdesk import SimDeskBackend, make_task
 from cua_rl.envs.backends.vm.backend import VMServerBackend
 from cua_rl.envs.backends.vm.client import PYAUTOGUI_PREFIX, VMServerClient, VMServerHTTPError
 from cua_rl.envs.backends.vm.codec import linearize_a11y
@@ -43,15 +42,7 @@ from cua_rl.testing.osworld_server import (
     simdesk_checker,
     simdesk_setup,
 )
-
-CONFIG = SimDeskConfig(width=640, height=400)
-TASK = make_task("editor_find", seed=3)
-
-
-@pytest.fixture
-def server() -> Iterator[FakeOSWorldServer]:
-    with FakeOSWorldServer([TASK], config=CONFIG) as fake:
-        yield fake
+from tests.envs.backends.vm.conftest import CONFIG, TASK
 
 
 def client_of(server: FakeOSWorldServer, **kwargs: float) -> VMServerClient:
