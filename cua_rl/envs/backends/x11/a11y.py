@@ -39,13 +39,15 @@ class A11yWorker:
         env: The desktop's environment (``DISPLAY``, ``DBUS_SESSION_BUS_ADDRESS``).
         timeout_s: Deadline of the first walk's start-up.
         cache: Keep the tree current from events (reads after the first re-read what changed).
+        max_pending: Events between two reads past which the cache walks again whole (None:
+            the walker's default, 50,000).
     """
 
     def __init__(self, env: Mapping[str, str], timeout_s: float = 30.0, *,
-                 cache: bool = True) -> None:  # fmt: skip
+                 cache: bool = True, max_pending: int | None = None) -> None:  # fmt: skip
         self.env = dict(env)
         self.timeout_s = timeout_s
-        self.cache = cache
+        self.cache, self.max_pending = cache, max_pending
         #: Walker processes started (a restart loses the cache: its first read walks again).
         self.starts = 0
         self._lock = threading.Lock()  # one request on the pipe at a time
@@ -58,6 +60,8 @@ class A11yWorker:
             raise BackendError(f"accessibility: {SYSTEM_PYTHON} not found (Debian python3 with "
                                "python3-pyatspi)")  # fmt: skip
         argv = [SYSTEM_PYTHON, "-u", str(WALKER)] + (["--cache"] if self.cache else [])
+        if self.cache and self.max_pending is not None:
+            argv += ["--max-pending", str(int(self.max_pending))]
         self.starts += 1
         self._proc = subprocess.Popen(argv, env=self.env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,

@@ -11,7 +11,8 @@ it over a pipe, one request line in, one JSON line out:
 
 Errors answer ``{"error": ...}``. It must not import cua_rl: the element reading lives in the
 sibling :mod:`cua_rl.envs.backends.x11.a11y_read` (XML shape documented there). With ``--cache``
-the walker runs a GLib main loop, so events are taken off the bus as they come, between requests.
+the walker runs a GLib main loop, so events are taken off the bus as they come, between requests;
+``--max-pending N`` sets the events between two reads past which it walks again whole.
 """
 
 import json
@@ -97,7 +98,8 @@ def main(argv=None):
             from . import a11y_cache
         except ImportError:
             import a11y_cache
-        _serve_with_events(a11y_cache.TreeCache())
+        limit = argv[argv.index("--max-pending") + 1] if "--max-pending" in argv else None
+        _serve_with_events(a11y_cache.TreeCache(*([int(limit)] if limit else [])))
         return
     for line in sys.stdin:
         _reply(answer(line.strip(), None))

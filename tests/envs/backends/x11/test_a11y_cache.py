@@ -117,3 +117,36 @@ def test_calc_cache_matches_full_walks_over_random_actions() -> None:
 def test_writer_cache_matches_full_walks_over_random_actions() -> None:
     stats = _drive(["libreoffice", "--writer"], "LibreOffice Writer", steps=8, seed=3)
     assert stats["events"] > 0, stats
+
+
+@needs_mousepad
+def test_lost_events_and_a_restarted_app_walk_again_and_say_so() -> None:
+    """More events between two reads than the cache keeps: a full walk, counted as an
+    overflow; an app that quit and started again is read whole (its objects are new)."""
+    with DesktopSession(size=(800, 600)) as session:
+        cached = A11yWorker(session.env, cache=True, max_pending=20)
+        full = A11yWorker(session.env, cache=False)
+        try:
+            proc = session.popen(["mousepad"])
+            _window(session, "Mousepad")
+            _settled(full, full.full_walk())
+            cached.walk()
+            session.xdotool([["xdotool", "type", "--", "many events " * 3]])
+            assert _lines(cached.walk()) == _lines(full.walk())
+            stats = cached.stats()
+            assert stats["overflows"] >= 1 and stats["full_walks"] >= 2, stats
+            proc.kill()
+            proc.wait(timeout=10)
+            session.popen(["mousepad"])
+            _window(session, "Mousepad")
+            _settled(full, full.full_walk())
+            walks = cached.stats()["full_walks"]
+            for _ in range(3):  # the new app's first events may still be on their way
+                if _lines(cached.walk()) == _lines(full.walk()):
+                    break
+            else:
+                pytest.fail("the cache did not follow a restarted app")
+            assert cached.stats()["full_walks"] - walks <= 1  # the app walked, not the desktop
+        finally:
+            cached.close()
+            full.close()
