@@ -97,17 +97,18 @@ class A11yWorker:
         Raises:
             BackendError: As :meth:`walk`.
         """
-        running = self._proc is not None and self._proc.poll() is None
-        if not wait and (not running or not self._lock.acquire(blocking=False)):
-            return {**self._last_stats, "walker_starts": self.starts, "stale": True}
-        if not wait:
-            self._lock.release()  # free again: _ask takes it (a walk may slip in first)
+        if wait:
+            stats = self._ask("stats", timeout_s)["stats"]
+        else:
+            running = self._proc is not None and self._proc.poll() is None
+            if not running or not self._lock.acquire(blocking=False):
+                return {**self._last_stats, "walker_starts": self.starts, "stale": True}
             try:
-                stats = self._ask("stats", timeout_s)["stats"]
+                stats = self._ask_locked("stats", timeout_s)["stats"]
             except BackendError as exc:
                 return {"error": str(exc), "walker_starts": self.starts}
-        else:
-            stats = self._ask("stats", timeout_s)["stats"]
+            finally:
+                self._lock.release()
         self._last_stats = dict(stats)
         return {**stats, "walker_starts": self.starts}
 
