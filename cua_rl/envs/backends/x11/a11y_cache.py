@@ -57,6 +57,12 @@ _FOCUS_EVENTS = ("object:state-changed:focused", "object:state-changed:active", 
 #: Toolkits whose elements send ``object:bounds-changed`` when they move or resize (GTK 3's
 #: accessibles do); other applications' bounds are read again on every read.
 BOUNDS_TOOLKITS = ("gtk", "gail")
+#: Roles whose elements change without an event and are read again on every read: GTK's scroll
+#: bars (their step follows the view's size, no value-changed) and notebook tabs (not widgets:
+#: no bounds-changed when a new tab narrows them).
+VOLATILE_ROLES = ("scroll bar", "page tab")
+#: Roles of views whose items change state with events on the view only (GTK's tree views).
+ITEM_TABLES = ("table", "tree table", "tree", "list")
 #: Applications that report GTK as their toolkit but draw their own widgets, which move without
 #: an event (LibreOffice's VCL widgets behind its GTK 3 plugin).
 SILENT_BOUNDS_APPS = ("soffice", "soffice.bin", "libreoffice")
@@ -96,6 +102,9 @@ class TreeCache:
         self._own, self._kids, self._subtree = set(), set(), set()
         self._focused = set()  # keys of the elements the cache holds as focused
         self._sheets = set()  # keys of the spreadsheet tables
+        self._volatile = set()  # keys of the elements of VOLATILE_ROLES
+        self._buttons = set()  # keys of the push buttons (those of dialogs: read again when the
+        # focus moves)
         self._templates = {}  # sheet key -> what its cells share (a11y_read.cell_template)
         self._pending = 0
         self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
@@ -136,8 +145,10 @@ class TreeCache:
             self._own.add(key)
         if kind.startswith(_FOCUS_EVENTS):
             # GTK drops a widget's "focused" when its window loses the keyboard (a menu opens)
-            # without an event on the widget: whatever the cache holds as focused is read again
+            # without an event on the widget: whatever the cache holds as focused is read again;
+            # and the default button (is-default) follows the focus without an event either
             self._own.update(self._focused)
+            self._own.update(k for k in self._buttons if _in_dialog(self.nodes.get(k)))
 
     # -- reading --------------------------------------------------------------------------
     def read(self):
@@ -169,6 +180,8 @@ class TreeCache:
         self._pending = 0
         self.nodes = {}
         self._templates.clear()
+        self._volatile.clear()
+        self._buttons.clear()
         self._focused.clear()
         self._sheets.clear()
         desktop = pyatspi.Registry.getDesktop(0)
@@ -219,6 +232,10 @@ class TreeCache:
         node.elem.text = text or None
         if node.in_calc and role == "table":
             self._sheets.add(node.key)
+        if role in VOLATILE_ROLES:
+            self._volatile.add(node.key)
+        if role == "push button":
+            self._buttons.add(node.key)
         self._set_focus(node)
 
     def _set_focus(self, node):
@@ -310,6 +327,8 @@ class TreeCache:
             del self.nodes[node.key]
             self._focused.discard(node.key)
             self._sheets.discard(node.key)
+            self._volatile.discard(node.key)
+            self._buttons.discard(node.key)
         for child in node.children:
             self._forget(child)
 
@@ -366,7 +385,7 @@ class TreeCache:
             self._refresh_extents(child, cells)
 
     def _apply(self):
-        own, kids, subtree = self._own, self._kids, self._subtree
+        own, kids, subtree = self._own | self._volatile, self._kids, self._subtree
         self._own, self._kids, self._subtree = set(), set(), set()
         self.counts["events_applied"] += self._pending
         self._pending = 0
@@ -409,6 +428,12 @@ class TreeCache:
                     for other in _scroll_parts(node):  # scrolled without an event on them
                         self._read_own(other)
                         done.add(other.key)
+        for key in own | kids:
+            node = self.nodes.get(key)
+            if node is not None and not node.in_calc and node.role in ITEM_TABLES:
+                # GTK's tree views change their (transient) cells' states with events on the
+                # view only (selection-changed, active-descendant-changed): cells read again
+                own = own | {d.key for d in _descendants(node)}
         for key in own:
             node = self.nodes.get(key)
             if node is not None and key not in done:
@@ -430,6 +455,19 @@ class TreeCache:
                 self.counts["bounds_refreshes"] += 1
                 for window in app.children:
                     self._refresh_extents(window, cells=False)
+
+
+def _in_dialog(node):
+    """Whether ``node`` is in a dialog (where a default button follows the focus)."""
+    while node is not None and node.parent is not None and node.parent.parent is not None:
+        node = node.parent
+    return node is not None and node.role in ("dialog", "file chooser", "alert")
+
+
+def _descendants(node):
+    for child in node.children:
+        yield child
+        yield from _descendants(child)
 
 
 def _scroll_parts(table):
