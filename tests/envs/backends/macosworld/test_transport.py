@@ -19,6 +19,7 @@ import pytest
 from cua_rl.actions import Click, Hotkey, Move, Type
 from cua_rl.errors import ActionError, BackendError
 from cua_rl.testing.remote_servers import LocalSSHServer, LocalVNCServer, missing
+from cua_rl.testing.waiting import wait_for
 from tests.envs.backends.x11.conftest import MISSING as DESKTOP_MISSING
 from tests.envs.backends.x11.conftest import needs_mousepad
 
@@ -287,19 +288,14 @@ def test_vnc_types_non_ascii_text_that_x11vnc_can_bind(desk: object,
     keyboard = Keyboard(desk.display)  # type: ignore[attr-defined]
     client = VNCClient("127.0.0.1", vnc_server.port, keymap="x11", timeout_s=10)
     try:
-        deadline = time.monotonic() + 20  # the window listed, then holding the keyboard focus
-        while not any(path.name in w["title"] and keyboard.has_focus(int(str(w["id"]), 16))
-                      for w in desk.windows()):  # type: ignore[attr-defined]
-            assert time.monotonic() < deadline, "mousepad did not open with the focus"
-            time.sleep(0.05)
+        wait_for(lambda: any(path.name in w["title"] and keyboard.has_focus(int(str(w["id"]), 16))
+                             for w in desk.windows()),  # type: ignore[attr-defined]
+                 20, "mousepad listed and holding the keyboard focus")
         texts = ["é € ñ ü ß", "\n漢字テスト\n"]
         for text in texts:
             client.act(Type(text))
         client.act(Hotkey(("ctrl", "s")))
-        deadline = time.monotonic() + 20
-        while not path.read_bytes():
-            assert time.monotonic() < deadline, "mousepad did not save"
-            time.sleep(0.05)
+        wait_for(path.read_bytes, 20, "mousepad's save")
         assert path.read_text("utf-8") == "".join(texts)
     finally:
         client.close()

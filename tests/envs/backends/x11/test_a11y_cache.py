@@ -21,6 +21,7 @@ import pytest
 from cua_rl.envs.backends.vm.codec import linearize_a11y
 from cua_rl.envs.backends.x11.a11y import A11yWorker
 from cua_rl.envs.backends.x11.session import DesktopSession
+from cua_rl.testing.waiting import wait_for
 from cua_rl.validator.a11y import DEFAULT_A11Y_IGNORE
 from tests.envs.backends.x11.conftest import needs_calc, needs_desktop, needs_mousepad
 
@@ -37,13 +38,9 @@ def _lines(xml: str) -> list[str]:
 
 
 def _window(session: DesktopSession, title: str) -> dict[str, object]:
-    end = time.monotonic() + 90
-    while True:
-        found = [w for w in session.windows() if title in str(w["title"])]
-        if found:
-            return found[0]
-        assert time.monotonic() < end, f"no window titled *{title}*: {session.windows()}"
-        time.sleep(0.1)
+    found = wait_for(lambda: [w for w in session.windows() if title in str(w["title"])], 90,
+                     f"a window titled *{title}*")
+    return found[0]
 
 
 def _settled(walker: A11yWorker, first: str) -> str:

@@ -4,7 +4,6 @@ desktop-server, saved and read back byte for byte; text no key types is an actio
 from __future__ import annotations
 
 import json
-import time
 
 import pytest
 
@@ -15,6 +14,7 @@ from cua_rl.envs.backends.x11.keyboard import char_keysym, untypeable
 from cua_rl.envs.cua_env import CUAEnv
 from cua_rl.errors import ActionError
 from cua_rl.tasks.base import FixedTasks
+from cua_rl.testing.waiting import wait_for
 from tests.envs.backends.x11.conftest import call, needs_desktop, needs_mousepad
 
 # Xvfb's US map has 19 keycodes without keysym; 2 stay free for xdotool: 17 to bind. This
@@ -31,10 +31,7 @@ def save_typed(client: VMServerClient, name: str, texts: list[str]) -> bytes:
     for text in texts:
         client.act(Type(text))
     client.act(Hotkey(("ctrl", "s")))
-    end = time.monotonic() + 20
-    while (data := client.get_file(f"~/Documents/{name}")) == b"":
-        assert time.monotonic() < end, "mousepad did not save"
-        time.sleep(0.1)
+    data = wait_for(lambda: client.get_file(f"~/Documents/{name}"), 20, "mousepad's save")
     return data
 
 

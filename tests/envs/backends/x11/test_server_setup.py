@@ -12,6 +12,7 @@ from PIL import Image
 
 from cua_rl.actions import Type
 from cua_rl.envs.backends.vm.client import VMServerClient
+from cua_rl.testing.waiting import wait_for
 from tests.envs.backends.x11.conftest import call, needs_desktop, needs_mousepad
 
 pytestmark = [pytest.mark.desktop, needs_desktop]
@@ -39,10 +40,7 @@ def test_open_file_of_a_program_name_waits_for_that_programs_window(backend) -> 
                                      "text/plain"), body  # fmt: skip
     assert time.monotonic() - start < 20 and titles(client) == ["Untitled 1 - Mousepad"]
     client.act(Type("focused"))  # open_file returned with the window focused: keys reach it
-    end = time.monotonic() + 10
-    while titles(client) != ["*Untitled 1 - Mousepad"]:
-        assert time.monotonic() < end, titles(client)
-        time.sleep(0.1)
+    wait_for(lambda: titles(client) == ["*Untitled 1 - Mousepad"], 10, "the typed title")
 
 
 @needs_mousepad
