@@ -94,8 +94,9 @@ def density(n: int, mode: str, seconds: float) -> dict[str, object]:
             backend.close()
 
 
-def tree_latency(app: str, n: int, cache: bool) -> tuple[float, float, float]:
-    """(first read s, median ms, p90 ms) of ``GET /accessibility`` after each of ``n`` actions."""
+def tree_latency(app: str, n: int, cache: bool) -> tuple[float, float, float, str]:
+    """(first read s, median ms, p90 ms, median ms per kind of action) of ``GET
+    /accessibility`` after each of ``n`` actions."""
     backend = LocalDesktopBackend(size=SIZE, a11y="every_step", a11y_cache=cache, pause_s=0)
     try:
         client = backend.client
@@ -109,16 +110,28 @@ def tree_latency(app: str, n: int, cache: bool) -> tuple[float, float, float]:
         start = time.perf_counter()
         client.accessibility()
         first = time.perf_counter() - start
-        samples = []
+        samples: list[float] = []
+        kinds: dict[str, list[float]] = {}
         for i in range(n):
-            client.act(actions[i % len(actions)])
+            action = actions[i % len(actions)]
+            client.act(action)
             start = time.perf_counter()
             client.accessibility()
             samples.append((time.perf_counter() - start) * 1000)
+            kinds.setdefault(_label(action), []).append(samples[-1])
+        per_kind = ", ".join(f"{k} {statistics.median(v):.0f}" for k, v in kinds.items())
         samples.sort()
-        return first, statistics.median(samples), samples[min(n - 1, int(0.9 * n))]
+        return first, statistics.median(samples), samples[min(n - 1, int(0.9 * n))], per_kind
     finally:
         backend.close()
+
+
+def _label(action: object) -> str:
+    if isinstance(action, Click):
+        return "click"
+    if isinstance(action, Type):
+        return f"type {action.text!r}"
+    return "+".join(getattr(action, "keys", ()))
 
 
 def main() -> None:
@@ -134,13 +147,14 @@ def main() -> None:
     cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
     if args.latency:
         print(f"| app ({SIZE[0]}x{SIZE[1]}, {cpu} cores, {args.latency} reads) | tree | first "
-              "read | median after an action | p90 |\n|---|---|---:|---:|---:|")
+              "read | median after an action | p90 | median per action (ms) |\n"
+              "|---|---|---:|---:|---:|---|")
         for app in args.apps.split(","):
             for cache in (True, False):
-                first, median, p90 = tree_latency(app, args.latency, cache)
+                first, median, p90, per_kind = tree_latency(app, args.latency, cache)
                 label = "event-driven cache" if cache else "full walk"
-                print(f"| {app} | {label} | {first:.2f} s | {median:.1f} ms | {p90:.1f} ms |",
-                      flush=True)
+                print(f"| {app} | {label} | {first:.2f} s | {median:.1f} ms | {p90:.1f} ms | "
+                      f"{per_kind} |", flush=True)
     if args.desktops:
         print(f"\n| desktops ({cpu} cores, {args.seconds:g} s) | a11y | steps/s per desktop "
               "(min / median) | RSS all | PSS all (each) | load 1 min (start/end) | cache "

@@ -12,7 +12,7 @@ set -euo pipefail
 
 PACKAGES=(
   xvfb xdotool x11-utils wmctrl openbox xterm mousepad imagemagick
-  python3-pyatspi at-spi2-core dbus-x11 util-linux
+  python3-pyatspi python3-jeepney at-spi2-core dbus-x11 util-linux
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
   chromium chromium-driver
   x11vnc openssh-server

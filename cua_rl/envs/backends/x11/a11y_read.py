@@ -73,7 +73,8 @@ def _q(ns, key):
     return f"{{{NS[ns]}}}{key}"
 
 
-def _states(node, state_set=None):
+def states(node, state_set=None):
+    """``node``'s state names (``state_set``: its states, already read)."""
     out = []
     for state in (state_set if state_set is not None else node.getState()).getStates():
         name = str(pyatspi.stateToString(state)).strip().replace(" ", "-")
@@ -96,32 +97,72 @@ def extents(node, attrib, ifaces=None):
     so that a refreshed element serialises as a freshly read one.
     """
     box = None
-    if attrib.get(_q("st", "visible")) and attrib.get(_q("st", "showing")):
+    if shows_bounds(attrib):
         if ifaces is None:
             with contextlib.suppress(NotImplementedError):
                 box = node.queryComponent().getExtents(pyatspi.XY_SCREEN)
         elif "Component" in ifaces:
             box = Component(node).getExtents(pyatspi.XY_SCREEN)
+    place_bounds(attrib, None if box is None else (box.x, box.y, box.width, box.height))
+
+
+def shows_bounds(attrib, ifaces=frozenset({"Component"})):
+    """Whether an element with ``attrib`` (and ``ifaces``) carries bounds: visible, showing and
+    a Component."""
+    return bool(attrib.get(_q("st", "visible")) and attrib.get(_q("st", "showing"))
+                and (ifaces is None or "Component" in ifaces))
+
+
+def place_bounds(attrib, box):
+    """Put ``box`` (``(x, y, width, height)``, or ``None``: no bounds) into ``attrib`` where
+    :func:`read_own` puts bounds."""
     items = [(k, v) for k, v in attrib.items() if k not in (SCREENCOORD, SIZE)]
     attrib.clear()
     placed = box is None
     for key, value in items:
         if not placed and not key.startswith(_BEFORE_BOUNDS):
-            attrib[SCREENCOORD], attrib[SIZE] = str((box.x, box.y)), str((box.width, box.height))
+            attrib[SCREENCOORD], attrib[SIZE] = str(tuple(box[:2])), str(tuple(box[2:]))
             placed = True
         attrib[key] = value
     if not placed:
-        attrib[SCREENCOORD], attrib[SIZE] = str((box.x, box.y)), str((box.width, box.height))
+        attrib[SCREENCOORD], attrib[SIZE] = str(tuple(box[:2])), str(tuple(box[2:]))
 
 
 def _object_attributes(node, attrib):
-    try:
-        pairs = node.getAttributes() or []
-        for key, value in dict(a.split(":", 1) for a in pairs if ":" in a).items():
-            if key:
-                attrib[_q("attr", key)] = clean(value)
-    except Exception:
-        pass
+    with contextlib.suppress(Exception):
+        _put_attributes(node.getAttributes() or [], attrib)
+
+
+def _put_attributes(pairs, attrib):
+    """``attrib`` gets ``pairs`` (pyatspi's ``"key:value"`` strings) as ``attr:key``."""
+    for key, value in dict(a.split(":", 1) for a in pairs if ":" in a).items():
+        if key:
+            attrib[_q("attr", key)] = clean(value)
+
+
+def state_names(bits):
+    """The names :func:`states` gives for AT-SPI's state bit set (``GetState``'s two uint32)."""
+    value = bits[0] | bits[1] << 32
+    return [name for i, name in _state_table() if value >> i & 1]
+
+
+def _state_table():
+    global _STATE_TABLE
+    if _STATE_TABLE is None:
+        table = []
+        for i in range(64):
+            try:
+                state = Atspi.StateType(i)
+            except ValueError:
+                continue
+            name = str(pyatspi.stateToString(state)).strip().replace(" ", "-")
+            if name:
+                table.append((i, name))
+        _STATE_TABLE = table
+    return _STATE_TABLE
+
+
+_STATE_TABLE = None
 
 
 def read_own(node, state_set=None, ifaces=None, role=None):
@@ -131,7 +172,7 @@ def read_own(node, state_set=None, ifaces=None, role=None):
     """
     ifaces = interfaces(node) if ifaces is None else ifaces
     attrib = {"name": clean(node.name or "")}
-    for state in _states(node, state_set):
+    for state in states(node, state_set):
         attrib[_q("st", state)] = "true"
     _object_attributes(node, attrib)
     extents(node, attrib, ifaces)
@@ -174,9 +215,9 @@ def child_nodes(node, role, in_calc, seen=None):
     return out
 
 
-def visible_cells(node, seen=None):
+def visible_cells(node, seen=None, where=None):
     """The showing cells of a spreadsheet table, row by row, through queryTable (``seen``: a
-    dict that gets each cell's state set)."""
+    dict that gets each cell's state set; ``where``: a list that gets each one's (row, column))."""
     try:
         table = node.queryTable()
     except NotImplementedError:
@@ -193,6 +234,8 @@ def visible_cells(node, seen=None):
             if state_set is not None and state_set.contains(pyatspi.STATE_SHOWING):
                 if seen is not None:
                     seen[cell] = state_set
+                if where is not None:
+                    where.append((r, c))
                 if first_col is None:
                     first_col = c
                 found = True
@@ -214,29 +257,48 @@ def cell_template(attrib, ifaces, role):
                                                          and k != _q("val", "value"))]}
 
 
-def read_cell(node, state_set, template):
+def read_cell(node, names, template):
     """One cell of a sheet whose ``template`` (:func:`cell_template`) is known: its name,
-    states (``state_set``, from the scan), object attributes, bounds, text and value; five
+    states (``names``, from the scan), object attributes, bounds, text and value; five
     calls where :func:`read_own` makes about fifteen (a cell is transient: libatspi caches
     nothing of it). Returns ``(attrib, text)`` in :func:`read_own`'s order.
     """
-    out = {"name": clean(node.name or "")}
-    for state in _states(node, state_set):
-        out[_q("st", state)] = "true"
-    _object_attributes(node, out)
-    fixed = template["fixed"]
-    for key, value in fixed:
-        if key in ("image", "selection"):
-            out[key] = value
+    try:
+        pairs = node.getAttributes() or []
+    except Exception:
+        pairs = []
+    value = None
     if template["value"]:
         with contextlib.suppress(Exception):
-            out[_q("val", "value")] = str(Value(node).currentValue)
-    for key, value in fixed:
+            value = Value(node).currentValue
+    box = None
+    if "visible" in names and "showing" in names and "Component" in template["ifaces"]:
+        extent = Component(node).getExtents(pyatspi.XY_SCREEN)
+        box = (extent.x, extent.y, extent.width, extent.height)
+    text = Text(node).getText(0, -1) if "Text" in template["ifaces"] else ""
+    return cell_from_parts(node.name, names, pairs, box, text, value, template)
+
+
+def cell_from_parts(name, names, pairs, box, text, value, template):
+    """A cell's ``(attrib, text)`` in :func:`read_own`'s order from what was read of it: its
+    name, state names, attribute pairs (``"key:value"`` strings or ``(key, value)``), bounds
+    (``(x, y, w, h)``, used only when visible and showing), text and value (``None``: none)."""
+    out = {"name": clean(name or "")}
+    for state in names:
+        out[_q("st", state)] = "true"
+    _put_attributes([p if isinstance(p, str) else f"{p[0]}:{p[1]}" for p in pairs], out)
+    fixed = template["fixed"]
+    for key, item in fixed:
+        if key in ("image", "selection"):
+            out[key] = item
+    if value is not None:
+        out[_q("val", "value")] = str(value)
+    for key, item in fixed:
         if key not in ("image", "selection"):
-            out[key] = value
-    extents(node, out, template["ifaces"])
-    text = clean(Text(node).getText(0, -1)) if "Text" in template["ifaces"] else ""
-    return out, text
+            out[key] = item
+    shown = out.get(_q("st", "visible")) and out.get(_q("st", "showing"))
+    place_bounds(out, box if shown and "Component" in template["ifaces"] else None)
+    return out, clean(text or "")
 
 
 _FIXED_CELL = ("{" + NS["val"] + "}", "{" + NS["act"] + "}")

@@ -1,0 +1,244 @@
+"""Many AT-SPI calls in flight at once, for a spreadsheet's cells (stdlib + jeepney, no cua_rl).
+
+libatspi (under pyatspi) makes one blocking D-Bus round trip per call, and PyGObject's
+asynchronous calls cost ~85 µs of Python each. A LibreOffice Calc sheet shows ~435 cells that
+the cache (:mod:`cua_rl.envs.backends.x11.a11y_cache`) reads again after every action on the
+sheet (LibreOffice says nothing about which cells changed), ~3,000 calls; sent one after the
+other they took ~400 ms here. :class:`Bulk` sends a whole *wave* of calls on its own connection
+to the accessibility bus (opened by jeepney, Debian's ``python3-jeepney``; the calls and replies
+(de)coded by :mod:`dbus_wire`) and collects the replies as they come: the application answers
+them back to back.
+
+:func:`scan` finds a sheet's visible cells as :func:`a11y_read.visible_cells` does, but
+speculatively: it asks for the last visible block plus the cells just outside it in one wave,
+their states in a second, and answers ``None`` (the caller scans cell by cell) unless the block
+is still exactly what :func:`a11y_read.visible_cells` would find: every cell inside showing, the
+cells that end its scan (the one before the first row and column, after the last row and
+after each row) not showing. :func:`read_cells` reads the found cells' own parts in a third wave,
+in :func:`a11y_read.read_cell`'s shape.
+"""
+
+import os
+import selectors
+import time
+
+try:
+    from . import a11y_read as R
+    from . import dbus_wire as W
+except ImportError:  # run as a script under /usr/bin/python3: the sibling is on sys.path
+    import a11y_read as R
+    import dbus_wire as W
+
+try:
+    from jeepney import DBusAddress, new_method_call
+    from jeepney.io.blocking import open_dbus_connection
+except ImportError:  # the cache then reads cell by cell (counted in its stats)
+    open_dbus_connection = None
+
+ACCESSIBLE, TABLE = "org.a11y.atspi.Accessible", "org.a11y.atspi.Table"
+COMPONENT = "org.a11y.atspi.Component"
+PROPS = "org.freedesktop.DBus.Properties"
+#: Seconds one wave may take before it fails (the read then falls back to a full walk).
+WAVE_TIMEOUT_S = 20.0
+
+
+class BulkError(RuntimeError):
+    """A call of a wave failed (the element went away, a bus error, a timeout)."""
+
+
+def a11y_bus_address():
+    """The accessibility bus's address, found as libatspi finds it: ``AT_SPI_BUS_ADDRESS``, else
+    ``org.a11y.Bus.GetAddress`` on the session bus."""
+    address = os.environ.get("AT_SPI_BUS_ADDRESS")
+    if address:
+        return address
+    with open_dbus_connection("SESSION") as session:
+        reply = session.send_and_get_reply(new_method_call(
+            DBusAddress("/org/a11y/bus", "org.a11y.Bus", "org.a11y.Bus"), "GetAddress"),
+            timeout=10)
+    return reply.body[0]
+
+
+class Bulk:
+    """One connection to the accessibility bus that sends calls in waves."""
+
+    def __init__(self):
+        if open_dbus_connection is None:
+            raise ImportError("jeepney is not installed (Debian: python3-jeepney)")
+        self._conn = open_dbus_connection(a11y_bus_address())
+        self._serial = 1 << 20  # above the serials jeepney used for its Hello
+        self._buf = bytearray(self._conn.parser.buf.read(self._conn.parser.buf.bytes_buffered)
+                              if self._conn.parser.buf.bytes_buffered else b"")
+
+    def close(self):
+        self._conn.close()
+
+    def wave(self, calls, errors_ok=False, then=None):
+        """Send ``calls`` (``(bus, path, interface, method, signature, args)``) at once; their
+        reply bodies in order. A failed call raises :class:`BulkError`, or is answered with
+        the error (an exception instance) when ``errors_ok``.
+
+        ``then(i, body)``, called on each successful reply, may return more calls: they are
+        sent at once (the application never waits for the next wave) and their replies come
+        after the others in the list, in the order they were asked for.
+        """
+        if not calls:
+            return []
+        calls, out, index = list(calls), [], {}
+        data, sent = bytearray(), 0
+        self._queue(calls, out, index, data)
+        sock, buf = self._conn.sock, self._buf
+        deadline = time.monotonic() + WAVE_TIMEOUT_S
+        sock.setblocking(False)
+        selector = selectors.DefaultSelector()
+        try:
+            selector.register(sock, selectors.EVENT_READ | selectors.EVENT_WRITE)
+            while index:
+                ready = selector.select(max(0.0, deadline - time.monotonic()))
+                if not ready:
+                    raise BulkError(f"{len(index)} of {len(calls)} calls unanswered after "
+                                    f"{WAVE_TIMEOUT_S:.0f} s")
+                for _, events in ready:
+                    if events & selectors.EVENT_WRITE and sent < len(data):
+                        sent += sock.send(data[sent:sent + (1 << 16)])
+                    if events & selectors.EVENT_READ:
+                        chunk = sock.recv(1 << 16)
+                        if not chunk:
+                            raise BulkError("the accessibility bus closed the connection")
+                        buf += chunk
+                        more = self._collect(W.split(buf), index, out, calls, errors_ok, then)
+                        if more:
+                            first = len(calls)
+                            calls.extend(more)
+                            self._queue(more, out, index, data, first)
+                selector.modify(sock, selectors.EVENT_READ | (
+                    selectors.EVENT_WRITE if sent < len(data) else 0))
+        finally:
+            selector.close()
+            sock.setblocking(True)
+        return out
+
+    def _queue(self, calls, out, index, data, first=0):
+        for i, (bus, path, iface, method, sig, args) in enumerate(calls, first):
+            self._serial += 1
+            index[self._serial] = i
+            out.append(None)
+            data += W.method_call(self._serial, bus, path, iface, method, sig, args)
+
+    @staticmethod
+    def _collect(messages, index, out, calls, errors_ok, then):
+        more = []
+        for msg in messages:
+            kind, reply_to, error_name, body = W.decode(msg)
+            i = index.pop(reply_to, None)
+            if i is None:  # a signal, or the reply to a call of a failed wave
+                continue
+            if kind == W.METHOD_RETURN:
+                out[i] = body
+                if then is not None:
+                    more.extend(then(i, body) or ())
+                continue
+            error = BulkError(f"{calls[i][3]} on {calls[i][1]}: {error_name} {body}")
+            if not errors_ok:
+                raise error
+            out[i] = error
+        return more
+
+
+def _is_cell(ref):
+    return not isinstance(ref, Exception) and not ref[0][1].endswith("/null")
+
+
+def _showing(reply):
+    return not isinstance(reply, Exception) and bool(
+        reply[0][_SHOWING // 32] >> (_SHOWING % 32) & 1)
+
+
+_SHOWING = 0 if R.Atspi is None else int(R.Atspi.StateType.SHOWING)
+
+
+def sheet(bulk, bus, path, block, template):
+    """The visible cells of the sheet at ``(bus, path)`` read whole, if they are still
+    ``block`` (``(first row, first column, last row, last column)``): ``[((bus, cell path),
+    (attrib, text))]`` row by row in :func:`a11y_read.read_cell`'s shape, or ``None`` when the
+    block moved (the caller scans cell by cell). ``template``: :func:`a11y_read.cell_template`.
+
+    One streamed wave: each cell's state and own part are asked as soon as the sheet names the
+    cell; the cells just outside the block only for their state.
+    """
+    r0, c0, r1, c1 = block
+    if c1 - c0 + 1 > R.MAX_WIDTH or r0 > R.MAX_SCAN or c0 > R.MAX_SCAN:
+        return None
+    inside = [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
+    # the cells whose not showing ends visible_cells' scan where it ended before
+    edge = [(r, c1 + 1) for r in range(r0, r1 + 1)] + [(r1 + 1, c0)]
+    edge += [(r0 - 1, c0)] if r0 > 0 else []
+    edge += [(r0, c0 - 1)] if c0 > 0 else []
+    where, n = inside + edge, len(inside)
+    asked = {}  # cell index -> index of its first follow-up reply (GetState, then its part)
+    count = [len(where)]
+
+    def then(i, body):
+        if i >= len(where) or not _is_cell(body):
+            return None
+        cell = tuple(body[0])
+        asked[i] = count[0]
+        more = [(*cell, ACCESSIBLE, "GetState", "", ())]
+        if i < n:
+            more += _part_calls(cell, template)
+        count[0] += len(more)
+        return more
+
+    replies = bulk.wave([(bus, path, TABLE, "GetAccessibleAt", "ii", rc) for rc in where],
+                        errors_ok=True, then=then)  # past the sheet's end: an error
+    if any(i not in asked for i in range(n)):
+        return None
+    if not all(_showing(replies[asked[i]]) for i in range(n)):
+        return None
+    if any(_showing(replies[asked[i]]) for i in range(n, len(where)) if i in asked):
+        return None
+    out = []
+    for i in range(n):
+        first = asked[i]
+        names = R.state_names(replies[first][0])
+        part = replies[first + 1:first + 1 + len(_part_calls(("", ""), template))]
+        out.append((tuple(replies[i][0]), _cell(part, names, template)))
+    return out
+
+
+def _part_calls(cell, template):
+    bus, path = cell
+    calls = [(bus, path, PROPS, "Get", "ss", (ACCESSIBLE, "Name")),
+             (bus, path, ACCESSIBLE, "GetAttributes", "", ()),
+             (bus, path, COMPONENT, "GetExtents", "u", (0,))]
+    if "Text" in template["ifaces"]:
+        calls.append((bus, path, "org.a11y.atspi.Text", "GetText", "ii", (0, -1)))
+    if template["value"]:
+        calls.append((bus, path, PROPS, "Get", "ss", ("org.a11y.atspi.Value", "CurrentValue")))
+    return calls
+
+
+def _cell(replies, names, template):
+    """``(attrib, text)`` of one cell from the replies to its :func:`_part_calls`."""
+    replies = iter(replies)
+    name, attrs, box = next(replies), next(replies), next(replies)
+    text = next(replies) if "Text" in template["ifaces"] else ("",)
+    value = next(replies) if template["value"] else None
+    for reply in (name, attrs, box, text):  # as read_cell: only the value may fail
+        if isinstance(reply, Exception):
+            raise reply
+    if isinstance(value, Exception):
+        value = None
+    return R.cell_from_parts(name[0][1], names, list(attrs[0].items()), box[0], text[0],
+                             None if value is None else value[0][1], template)
+
+
+def read_cells(bulk, cells, template):
+    """Each cell's ``(attrib, text)`` in :func:`a11y_read.read_cell`'s shape, from one wave
+    (``cells``: ``[((bus, cell path), state names)]``; ``template``:
+    :func:`a11y_read.cell_template`)."""
+    per = len(_part_calls(("", ""), template))
+    replies = bulk.wave([c for cell, _ in cells for c in _part_calls(cell, template)],
+                        errors_ok=True)
+    return [_cell(replies[i * per:(i + 1) * per], names, template)
+            for i, (_, names) in enumerate(cells)]
