@@ -233,6 +233,22 @@ def _cell(replies, names, template):
                              None if value is None else value[0][1], template)
 
 
+def parents(bulk, keys):
+    """The parents' keys of the elements ``keys`` (those gone left out)."""
+    replies = bulk.wave([(*key, PROPS, "Get", "ss", (ACCESSIBLE, "Parent")) for key in keys],
+                        errors_ok=True)
+    return [tuple(r[0][1]) for r in replies if not isinstance(r, Exception)]
+
+
+def extents(bulk, keys):
+    """``{key: (x, y, width, height)}`` on the screen of the elements ``keys`` (an exception
+    instance for one gone)."""
+    replies = bulk.wave([(*key, COMPONENT, "GetExtents", "u", (0,)) for key in keys],
+                        errors_ok=True)
+    return {key: r if isinstance(r, Exception) else r[0]
+            for key, r in zip(keys, replies, strict=True)}
+
+
 def read_cells(bulk, cells, template):
     """Each cell's ``(attrib, text)`` in :func:`a11y_read.read_cell`'s shape, from one wave
     (``cells``: ``[((bus, cell path), state names)]``; ``template``:
@@ -242,3 +258,136 @@ def read_cells(bulk, cells, template):
                         errors_ok=True)
     return [_cell(replies[i * per:(i + 1) * per], names, template)
             for i, (_, names) in enumerate(cells)]
+
+
+#: The interfaces :func:`a11y_read.read_own` looks at, by their D-Bus names.
+_IFACES = {f"org.a11y.atspi.{name}": name
+           for name in ("Text", "Image", "Selection", "Value", "Action", "Component")}
+_VALUES = (("value", "CurrentValue"), ("min", "MinimumValue"), ("max", "MaximumValue"),
+           ("step", "MinimumIncrement"))
+
+
+def own_parts(bulk, items):
+    """Elements' own parts as :func:`a11y_read.read_own` reads them, in one streamed wave:
+    ``items`` ``[(key, ifaces or None)]`` (``ifaces``: :func:`a11y_read.interfaces`, asked when
+    ``None``); answers ``[(role, tag, attrib, text, ifaces)]``, an exception instance for an
+    element that could not be read (the caller reads it again with pyatspi, which then says
+    why, as the full walk would)."""
+    got = [dict() for _ in items]
+    tags = []  # per call: (item, kind)
+
+    def calls_for(i, kinds):
+        key = items[i][0]
+        out = []
+        for kind in kinds:
+            if kind == "role":
+                out.append((*key, ACCESSIBLE, "GetRole", "", ()))
+            elif kind == "ifaces":
+                out.append((*key, ACCESSIBLE, "GetInterfaces", "", ()))
+            elif kind == "rolename":
+                out.append((*key, ACCESSIBLE, "GetRoleName", "", ()))
+            elif kind == "name":
+                out.append((*key, PROPS, "Get", "ss", (ACCESSIBLE, "Name")))
+            elif kind == "state":
+                out.append((*key, ACCESSIBLE, "GetState", "", ()))
+            elif kind == "attrs":
+                out.append((*key, ACCESSIBLE, "GetAttributes", "", ()))
+            elif kind == "ext":
+                out.append((*key, COMPONENT, "GetExtents", "u", (0,)))
+            elif kind == "text":
+                out.append((*key, "org.a11y.atspi.Text", "GetText", "ii", (0, -1)))
+            elif kind == "value":
+                out.append((*key, PROPS, "GetAll", "s", ("org.a11y.atspi.Value",)))
+            elif kind == "actions":
+                out.append((*key, "org.a11y.atspi.Action", "GetActions", "", ()))
+            else:  # ("action", n): the n-th action's (not localised) name
+                out.append((*key, "org.a11y.atspi.Action", "GetName", "i", (kind[1],)))
+            tags.append((i, kind))
+        return out
+
+    def part_kinds(ifaces):
+        kinds = ["name", "state", "attrs"]
+        kinds += [k for k, iface in (("ext", "Component"), ("text", "Text"), ("value", "Value"),
+                                     ("actions", "Action")) if iface in ifaces]
+        return kinds
+
+    def then(c, body):
+        i, kind = tags[c]
+        got[i][kind] = body
+        if kind == "ifaces":
+            ifaces = frozenset(_IFACES[n] for n in body[0] if n in _IFACES)
+            got[i]["iface_set"] = ifaces
+            return calls_for(i, part_kinds(ifaces))
+        if kind == "role" and _role_name(body[0]) is None:
+            return calls_for(i, ["rolename"])
+        if kind == "actions":
+            return calls_for(i, [("action", n) for n in range(len(body[0]))])
+        return None
+
+    first = []
+    for i, (_, ifaces) in enumerate(items):
+        if ifaces is None:
+            first += calls_for(i, ["role", "ifaces"])
+        else:
+            got[i]["iface_set"] = ifaces
+            first += calls_for(i, ["role", *part_kinds(ifaces)])
+    replies = bulk.wave(first, errors_ok=True, then=then)
+    for c, reply in enumerate(replies):  # the failed calls (then() saw the others)
+        if isinstance(reply, Exception):
+            i, kind = tags[c]
+            got[i][kind] = reply
+    return [_own(parts) for parts in got]
+
+
+def _role_name(role):
+    try:
+        return R.Atspi.role_get_name(R.Atspi.Role(role)) or None
+    except (ValueError, TypeError):
+        return None
+
+
+def _own(parts):
+    """:func:`own_parts`'s answer for one element from the replies to its calls."""
+    ifaces = parts.get("iface_set")
+    needed = ["role", "name", "state"] + [k for k, iface in (
+        ("ext", "Component"), ("text", "Text"), ("actions", "Action")) if iface in (ifaces or ())]
+    for kind in [*needed, "ifaces", "rolename"]:
+        if kind == "ext":  # read_own asks for the bounds of shown elements only
+            continue
+        if isinstance(parts.get(kind), Exception):
+            return parts[kind]
+    if ifaces is None or any(k not in parts for k in needed):
+        return BulkError("unanswered")
+    role = parts["rolename"][0] if "rolename" in parts else _role_name(parts["role"][0])
+    role = (role or "").strip()
+    attrib = {"name": R.clean(parts["name"][0][1] or "")}
+    for state in R.state_names(parts["state"][0]):
+        attrib[R.qname("st", state)] = "true"
+    attrs = parts.get("attrs")
+    if attrs is not None and not isinstance(attrs, Exception):  # read_own: errors ignored
+        R.put_attributes([f"{k}:{v}" for k, v in attrs[0].items()], attrib)
+    box = None
+    if R.shows_bounds(attrib, ifaces):
+        if isinstance(parts["ext"], Exception):
+            return parts["ext"]
+        box = parts["ext"][0]
+    R.place_bounds(attrib, box)
+    for flag, iface in (("image", "Image"), ("selection", "Selection")):
+        if iface in ifaces:
+            attrib[flag] = "true"
+    value = parts.get("value")
+    if value is not None and not isinstance(value, Exception):
+        for key, prop in _VALUES:
+            if prop in value[0]:
+                attrib[R.qname("val", key)] = str(value[0][prop][1])
+    for n, (_, description, binding) in enumerate(parts["actions"][0] if "actions" in parts
+                                                   else ()):
+        name = parts.get(("action", n))
+        if isinstance(name, Exception) or name is None:
+            return name or BulkError("unanswered")
+        name = str(name[0]).replace(" ", "-")
+        if name:
+            attrib[R.qname("act", name + "_desc")] = R.clean(description or "")
+            attrib[R.qname("act", name + "_kb")] = R.clean(binding or "")
+    text = R.clean(parts["text"][0]) if "text" in parts else ""
+    return role, (role or "unknown").replace(" ", "-"), attrib, text, ifaces

@@ -27,6 +27,7 @@ full walk; so does a read after the event queue overflowed (more than ``max_pend
 between reads). Both are counted in :meth:`TreeCache.stats`.
 """
 
+import contextlib
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -34,9 +35,11 @@ import xml.etree.ElementTree as ET
 try:
     from . import a11y_bulk as B
     from . import a11y_read as R
+    from .a11y_sheet import Node, SheetCells, key_of
 except ImportError:  # run as a script under /usr/bin/python3: the sibling is on sys.path
     import a11y_bulk as B
     import a11y_read as R
+    from a11y_sheet import Node, SheetCells, key_of
 
 try:
     import pyatspi
@@ -71,25 +74,7 @@ ITEM_TABLES = ("table", "tree table", "tree", "list")
 SILENT_BOUNDS_APPS = ("soffice", "soffice.bin", "libreoffice")
 
 
-def key_of(acc):
-    """An accessible's identity: (application bus name, object path)."""
-    app = acc.app
-    return (app.bus_name if app is not None else "", acc.path)
-
-
-class Node:
-    """One cached element: the accessible, its Element and its place in the tree."""
-
-    __slots__ = ("acc", "key", "role", "elem", "depth", "in_calc", "children", "error",
-                 "parent", "ifaces")
-
-    def __init__(self, acc, key, depth, in_calc, parent):
-        self.acc, self.key, self.depth, self.in_calc = acc, key, depth, in_calc
-        self.role, self.elem, self.children, self.error = "", None, [], None
-        self.parent, self.ifaces = parent, None
-
-
-class TreeCache:
+class TreeCache(SheetCells):
     """The desktop's tree, walked once and then kept current by events.
 
     Args:
@@ -110,6 +95,7 @@ class TreeCache:
         # focus moves)
         self._templates = {}  # sheet key -> what its cells share (a11y_read.cell_template)
         self._blocks = {}  # sheet key -> its last visible cells' block (r0, c0, r1, c1)
+        self._orphans = {}  # key -> accessible: event sources the cache does not hold
         self._bulk, self._bulk_off = None, set()  # the wave reader; sheets it differed on
         self._pending = 0
         self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
@@ -118,6 +104,7 @@ class TreeCache:
                        "bulk_scans": 0, "bulk_scan_misses": 0, "bulk_mismatches": 0,
                        "bulk_unavailable": ""}
         self._tells_bounds = set()  # bus names of applications whose toolkit sends bounds-changed
+        self.ms = {}  # phase -> milliseconds spent in it since start (see stats())
         self._listening = False
 
     # -- events ---------------------------------------------------------------------------
@@ -128,20 +115,28 @@ class TreeCache:
             self._listening = True
 
     def on_event(self, event):
+        start = time.perf_counter()
+        try:
+            self._on_event(event)
+        finally:
+            self._clock("events", start)
+
+    def _clock(self, phase, start):
+        """Add the milliseconds since ``start`` to ``phase``'s total (``stats()["ms"]``)."""
+        self.ms[phase] = self.ms.get(phase, 0.0) + (time.perf_counter() - start) * 1000
+
+    def _on_event(self, event):
         self.counts["events"] += 1
         self._pending += 1
         kind = event.type
         try:
             key = key_of(event.source)
-            if key not in self.nodes and not kind.startswith("object:children-changed"):
-                # an element the cache does not hold (a sheet's cell made on demand, one
-                # that is new): its parent's children are listed again
-                parent = event.source.get_parent()
-                if parent is not None and key_of(parent) in self.nodes:
-                    self._kids.add(key_of(parent))
-                    self._own.add(key_of(parent))
         except Exception:
             return
+        if key not in self.nodes and not kind.startswith("object:children-changed"):
+            # an element the cache does not hold (a sheet's cell made on demand, one that is
+            # new): its parent's children are listed again (parents asked at the read, at once)
+            self._orphans.setdefault(key, event.source)
         if kind.startswith("object:children-changed"):
             self._kids.add(key)
         elif kind.startswith("object:model-changed"):
@@ -161,6 +156,7 @@ class TreeCache:
     def read(self):
         """The tree as OSWorld's XML: the cache brought up to date, or a full walk."""
         self.counts["reads"] += 1
+        start = time.perf_counter()
         if self.valid and self._pending > self.max_pending:
             self.counts["overflows"] += 1
             self.valid = False
@@ -175,15 +171,21 @@ class TreeCache:
                 self.valid = False
         if not self.valid:
             self._build()
-        return ET.tostring(self.root, encoding="unicode")
+        serialised = time.perf_counter()
+        xml = ET.tostring(self.root, encoding="unicode")
+        self._clock("xml", serialised)
+        self._clock("read", start)
+        return xml
 
     def stats(self):
         """Counters since start: reads, full walks, fallbacks (and why), events, nodes read."""
-        return dict(self.counts, cached_nodes=len(self.nodes))
+        return dict(self.counts, cached_nodes=len(self.nodes),
+                    ms={k: round(v, 1) for k, v in self.ms.items()})
 
     def _build(self):
         self.counts["full_walks"] += 1
         self._own.clear(), self._kids.clear(), self._subtree.clear()
+        self._orphans.clear()
         self._pending = 0
         self.nodes = {}
         self._templates.clear()
@@ -213,20 +215,86 @@ class TreeCache:
         return out
 
     def _walk(self, acc, depth, in_calc, parent):
-        """Read ``acc``'s subtree into new Nodes (the full walk's reading, kept)."""
+        """Read ``acc``'s subtree into new Nodes (:meth:`_walk_all`). Raises what reading
+        ``acc`` itself raised."""
         node = Node(acc, key_of(acc), depth, in_calc, parent)
         if (parent is None and str(acc.get_toolkit_name() or "").lower() in BOUNDS_TOOLKITS
                 and str(acc.name or "").lower() not in SILENT_BOUNDS_APPS):
             self._tells_bounds.add(node.key[0])
-        self._read_own(node)
-        self.nodes[node.key] = node
-        self._read_children(node)
+        failed = self._walk_all([node])
+        if failed:
+            raise failed[node]
         return node
 
+    def _walk_all(self, nodes):
+        """Read new ``nodes`` and their subtrees as the full walk reads them, level by level
+        (each level's elements in one wave: :meth:`_read_owns`); ``{node: exception}`` of the
+        ``nodes`` that could not be read (not kept)."""
+        failed = self._read_owns(nodes)
+        level = [n for n in nodes if n not in failed]
+        while level:
+            new = []
+            for item in level:
+                self.nodes[item.key] = item
+                if item.depth >= R.MAX_DEPTH:
+                    continue
+                if item.in_calc and item.role == "table":
+                    self._read_cells(item)
+                    continue
+                try:
+                    accs = R.child_nodes(item.acc, item.role, item.in_calc)
+                except Exception as exc:  # as the full walk: no children, the element marked
+                    self._mark_error(item, type(exc).__name__)
+                    continue
+                item.children = [Node(a, key_of(a), item.depth + 1, item.in_calc, item)
+                                 for a in accs]
+                new += item.children
+            bad_children = self._read_owns(new)
+            for item in level:
+                # as the full walk: a child that cannot be read ends its parent's list there
+                # and marks the parent
+                bad = next((i for i, c in enumerate(item.children) if c in bad_children), None)
+                if bad is not None:
+                    self._mark_error(item, type(bad_children[item.children[bad]]).__name__)
+                    item.children = item.children[:bad]
+                if not (item.in_calc and item.role == "table"):
+                    item.elem[:] = [c.elem for c in item.children]
+            level = [c for item in level if not (item.in_calc and item.role == "table")
+                     for c in item.children]
+        return failed
+
+    def _read_owns(self, nodes):
+        """Read ``nodes``' own parts, in one wave where jeepney is there; ``{node: exception}``
+        of those that could not be read (read again with pyatspi first: its exception, as in the
+        full walk)."""
+        start = time.perf_counter()
+        bulk = self._bulk_for(None) if len(nodes) > 1 else None
+        parts = (B.own_parts(bulk, [(n.key, n.ifaces) for n in nodes]) if bulk is not None
+                 else [None] * len(nodes))
+        failed = {}
+        for node, part in zip(nodes, parts, strict=True):
+            if part is None or isinstance(part, Exception):
+                try:
+                    self._read_own_part(node)
+                except Exception as exc:
+                    failed[node] = exc
+            else:
+                node.ifaces = part[4]
+                self._store_own(node, *part[:4])
+        self._clock("own", start)
+        return failed
+
     def _read_own(self, node):
+        failed = self._read_owns([node])
+        if failed:
+            raise failed[node]
+
+    def _read_own_part(self, node):
         if node.ifaces is None:  # fixed for one object: asked once
             node.ifaces = R.interfaces(node.acc)
-        role, tag, attrib, text = R.read_own(node.acc, ifaces=node.ifaces)
+        self._store_own(node, *R.read_own(node.acc, ifaces=node.ifaces))
+
+    def _store_own(self, node, role, tag, attrib, text):
         self.counts["nodes_read"] += 1
         node.role = role
         node.in_calc = node.in_calc or role == R.SPREADSHEET
@@ -253,103 +321,6 @@ class TreeCache:
         else:
             self._focused.discard(node.key)
 
-    def _read_cells(self, table):
-        """A sheet's visible cells, read again whole (their text and values change without an
-        event): the first one with :func:`a11y_read.read_own`, which gives the sheet's cell
-        template, the others in waves (:mod:`a11y_bulk`; cell by cell with
-        :func:`a11y_read.read_cell` where jeepney is missing)."""
-        self.counts["table_rescans"] += 1
-        old = {child.key: child for child in table.children}
-        template = self._templates.get(table.key)
-        bulk = self._bulk_for(table) if template is not None else None
-        found = parts = None  # [(key, acc or None, state names)], [(attrib, text)]
-        if bulk is not None and table.key in self._blocks:
-            read = B.sheet(bulk, table.key[0], table.key[1], self._blocks[table.key], template)
-            self.counts["bulk_scans" if read is not None else "bulk_scan_misses"] += 1
-            if read is not None:
-                found = [(key, None, None) for key, _ in read]
-                parts = [part for _, part in read]
-        error = None
-        if found is None:
-            states, where = {}, []
-            try:
-                accs = R.visible_cells(table.acc, states, where)
-            except Exception as exc:  # as the full walk: no cells, the sheet marked
-                accs, where, error = [], [], type(exc).__name__
-            self._blocks.pop(table.key, None)
-            if where and len(where) == (where[-1][0] - where[0][0] + 1) * (
-                    where[-1][1] - where[0][1] + 1):  # a rectangle: the next scan guesses it
-                self._blocks[table.key] = (*where[0], *where[-1])
-            found = [(key_of(acc), acc, R.states(acc, states.get(acc))) for acc in accs]
-        if template is None and found:
-            first = found[0]
-            cell = old.pop(first[0], None) or Node(first[1], first[0], table.depth + 1, True,
-                                                   table)
-            self._read_own(cell)
-            template = R.cell_template(cell.elem.attrib, cell.ifaces, cell.role)
-            self._templates[table.key] = template
-            self._check_bulk(table, cell, first, template)
-            old[first[0]] = cell
-        bulk = self._bulk_for(table)
-        if parts is None and bulk is not None:
-            parts = B.read_cells(bulk, [(key, names) for key, _, names in found], template)
-        elif parts is None:
-            parts = [R.read_cell(acc, names, template) for _, acc, names in found]
-        # cells are made anew for each scan (new keys): the old Nodes and Elements are reused
-        # in order, re-keyed
-        olds = [cell for cell in table.children if cell.key in old]
-        children = []
-        for i, ((key, acc, _), (attrib, text)) in enumerate(zip(found, parts, strict=True)):
-            cell = old.pop(key, None)
-            if cell is None and i < len(olds) and olds[i].key in old:
-                cell = old.pop(olds[i].key)
-                self._rekey(cell, key)
-            if cell is None:
-                cell = Node(acc, key, table.depth + 1, True, table)
-            cell.acc = acc
-            self.counts["nodes_read"] += 1
-            cell.role = template["role"]
-            if cell.elem is None:
-                cell.elem = ET.Element((cell.role or "unknown").replace(" ", "-"))
-            cell.elem.attrib.clear()
-            cell.elem.attrib.update(attrib)
-            cell.elem.text = text or None
-            self._set_focus(cell)
-            self.nodes[key] = cell
-            children.append(cell)
-        for gone in old.values():
-            self._forget(gone)
-        table.children = children
-        table.elem[:] = [cell.elem for cell in children]
-        self._mark_error(table, error)
-
-    def _rekey(self, node, key):
-        if self.nodes.get(node.key) is node:
-            del self.nodes[node.key]
-        self._focused.discard(node.key)
-        node.key = key
-
-    def _bulk_for(self, table):
-        """The wave reader for ``table``'s cells, or ``None`` (jeepney missing, or its answer
-        for the sheet's first cell differed from pyatspi's: counted, cell by cell then)."""
-        if self._bulk is None and not self.counts["bulk_unavailable"]:
-            try:
-                self._bulk = B.Bulk()
-            except Exception as exc:
-                self.counts["bulk_unavailable"] = f"{type(exc).__name__}: {exc}"[:300]
-        return self._bulk if table is None or table.key not in self._bulk_off else None
-
-    def _check_bulk(self, table, cell, first, template):
-        """Read the sheet's first cell again in a wave: the same element as pyatspi's, or no
-        waves for this sheet."""
-        bulk = self._bulk_for(table)
-        if bulk is None:
-            return
-        attrib, text = B.read_cells(bulk, [(first[0], first[2])], template)[0]
-        if (attrib, text or None) != (dict(cell.elem.attrib), cell.elem.text):
-            self._bulk_off.add(table.key)
-            self.counts["bulk_mismatches"] += 1
-
     def _read_children(self, node, reread=frozenset()):
         """List ``node``'s children again: new ones walked, known ones kept (and their own part
         read again when in ``reread``). A child that cannot be read ends the list and marks
@@ -361,19 +332,27 @@ class TreeCache:
             self._read_cells(node)
             return
         old = {child.key: child for child in node.children}
-        children = []
+        children, new, again, error = [], [], [], None
         try:
             for acc in R.child_nodes(node.acc, node.role, node.in_calc):
                 key = key_of(acc)
                 child = old.pop(key, None)
                 if child is None or child.depth != node.depth + 1:
-                    child = self._walk(acc, node.depth + 1, node.in_calc, node)
+                    child = Node(acc, key, node.depth + 1, node.in_calc, node)
+                    new.append(child)
                 elif key in reread:
-                    self._read_own(child)
+                    again.append(child)
                 children.append(child)
-            error = None
-        except Exception as exc:  # as the full walk: keep what was read, mark the element
-            error = type(exc).__name__
+        except Exception as exc:  # as the full walk: no children, the element marked
+            children, new, again, error = [], [], [], type(exc).__name__
+        failed = self._walk_all(new)
+        failed.update(self._read_owns(again))
+        bad = next((i for i, c in enumerate(children) if c in failed), None)
+        if bad is not None:  # as the full walk: the list ends there, the element marked
+            error = type(failed[children[bad]]).__name__
+            for dropped in children[bad:]:
+                old[dropped.key] = dropped
+            children = children[:bad]
         for gone in old.values():
             self._forget(gone)
         node.children = children
@@ -401,6 +380,7 @@ class TreeCache:
             self._forget(child)
 
     def _update(self):
+        start = time.perf_counter()
         desktop = pyatspi.Registry.getDesktop(0)
         accs = self._desktop_children(desktop)
         if [key_of(acc) for acc in accs] != [app.key for app in self.apps]:
@@ -415,6 +395,7 @@ class TreeCache:
             self.root[:] = [app.elem for app in apps]
         moved = self._windows_moved()
         _drain()
+        self._clock("barrier", start)  # the events that came meanwhile included
         self._apply()
         for node in moved:
             if self.nodes.get(node.key) is node:
@@ -454,7 +435,25 @@ class TreeCache:
         for child in list(node.children):
             self._refresh_extents(child, cells)
 
+    def _adopt(self):
+        """The parents of the events' sources the cache does not hold: listed again."""
+        orphans, self._orphans = self._orphans, {}
+        bulk = self._bulk_for(None) if orphans else None
+        if bulk is not None:
+            parents = B.parents(bulk, list(orphans))
+        else:
+            parents = []
+            for acc in orphans.values():
+                with contextlib.suppress(Exception):  # gone already: nothing to list
+                    parent = acc.get_parent()
+                    parents.append(key_of(parent) if parent is not None else None)
+        for key in parents:
+            if key in self.nodes:
+                self._kids.add(key)
+                self._own.add(key)
+
     def _apply(self):
+        self._adopt()
         own, kids, subtree = self._own | self._volatile, self._kids, self._subtree
         self._own, self._kids, self._subtree = set(), set(), set()
         self.counts["events_applied"] += self._pending
@@ -506,15 +505,11 @@ class TreeCache:
                 # GTK's tree views change their (transient) cells' states with events on the
                 # view only (selection-changed, active-descendant-changed): cells read again
                 own = own | {d.key for d in _descendants(node)}
-        for key in own:
-            node = self.nodes.get(key)
-            if node is not None and key not in done:
-                try:
-                    self._read_own(node)
-                except Exception:  # gone (defunct): its parent lists its children again
-                    if node.parent is None:
-                        raise
-                    failed.add(node.parent.key)
+        nodes = [self.nodes[k] for k in own if k in self.nodes and k not in done]
+        for node, exc in self._read_owns(nodes).items():
+            if node.parent is None:  # an application gone: walk again
+                raise exc
+            failed.add(node.parent.key)  # gone (defunct): its parent lists its children again
         for key in failed:
             node = self.nodes.get(key)
             if node is not None:
@@ -530,6 +525,13 @@ class TreeCache:
     def _silent_bounds(self, app):
         """Read the bounds of ``app``'s elements again, in one wave (sheets' cells left out:
         they are read again whenever their sheet is)."""
+        start = time.perf_counter()
+        try:
+            self._read_bounds(app)
+        finally:
+            self._clock("bounds", start)
+
+    def _read_bounds(self, app):
         bulk = self._bulk_for(None)
         if bulk is None:
             for window in app.children:
@@ -541,17 +543,15 @@ class TreeCache:
             nodes.append(node)
             if not (node.in_calc and node.role == "table"):
                 stack.extend(reversed(node.children))
-        shown = [n for n in nodes if R.shows_bounds(n.elem.attrib, n.ifaces)]
-        replies = bulk.wave([(*n.key, B.COMPONENT, "GetExtents", "u", (0,)) for n in shown],
-                            errors_ok=True)
-        boxes = dict(zip((n.key for n in shown), replies, strict=True))
+        boxes = B.extents(bulk, [n.key for n in nodes
+                                 if R.shows_bounds(n.elem.attrib, n.ifaces)])
         failed = set()
         for node in nodes:
             box = boxes.get(node.key)
             if isinstance(box, Exception):  # gone: listed again by its parent
                 failed.add(node)
             else:
-                R.place_bounds(node.elem.attrib, None if box is None else box[0])
+                R.place_bounds(node.elem.attrib, box)
         for node in failed:
             if self.nodes.get(node.key) is node:
                 if node.parent is None:

@@ -69,7 +69,8 @@ def clean(text):
     return str(text).translate(_CLEAN)
 
 
-def _q(ns, key):
+def qname(ns, key):
+    """``key``'s qualified name in the namespace of prefix ``ns`` (``st``, ``attr``...)."""
     return f"{{{NS[ns]}}}{key}"
 
 
@@ -109,7 +110,7 @@ def extents(node, attrib, ifaces=None):
 def shows_bounds(attrib, ifaces=frozenset({"Component"})):
     """Whether an element with ``attrib`` (and ``ifaces``) carries bounds: visible, showing and
     a Component."""
-    return bool(attrib.get(_q("st", "visible")) and attrib.get(_q("st", "showing"))
+    return bool(attrib.get(qname("st", "visible")) and attrib.get(qname("st", "showing"))
                 and (ifaces is None or "Component" in ifaces))
 
 
@@ -130,14 +131,14 @@ def place_bounds(attrib, box):
 
 def _object_attributes(node, attrib):
     with contextlib.suppress(Exception):
-        _put_attributes(node.getAttributes() or [], attrib)
+        put_attributes(node.getAttributes() or [], attrib)
 
 
-def _put_attributes(pairs, attrib):
+def put_attributes(pairs, attrib):
     """``attrib`` gets ``pairs`` (pyatspi's ``"key:value"`` strings) as ``attr:key``."""
     for key, value in dict(a.split(":", 1) for a in pairs if ":" in a).items():
         if key:
-            attrib[_q("attr", key)] = clean(value)
+            attrib[qname("attr", key)] = clean(value)
 
 
 def state_names(bits):
@@ -173,7 +174,7 @@ def read_own(node, state_set=None, ifaces=None, role=None):
     ifaces = interfaces(node) if ifaces is None else ifaces
     attrib = {"name": clean(node.name or "")}
     for state in states(node, state_set):
-        attrib[_q("st", state)] = "true"
+        attrib[qname("st", state)] = "true"
     _object_attributes(node, attrib)
     extents(node, attrib, ifaces)
     text = ""
@@ -187,14 +188,14 @@ def read_own(node, state_set=None, ifaces=None, role=None):
         for key, get in (("value", "currentValue"), ("min", "minimumValue"),
                          ("max", "maximumValue"), ("step", "minimumIncrement")):
             with contextlib.suppress(Exception):
-                attrib[_q("val", key)] = str(getattr(value, get))
+                attrib[qname("val", key)] = str(getattr(value, get))
     if "Action" in ifaces:
         action = Action(node)
         for i in range(action.nActions):
             name = str(action.getName(i)).replace(" ", "-")
             if name:
-                attrib[_q("act", name + "_desc")] = clean(action.getDescription(i) or "")
-                attrib[_q("act", name + "_kb")] = clean(action.getKeyBinding(i) or "")
+                attrib[qname("act", name + "_desc")] = clean(action.getDescription(i) or "")
+                attrib[qname("act", name + "_kb")] = clean(action.getKeyBinding(i) or "")
     role = (node.getRoleName() or "").strip() if role is None else role
     return role, (role or "unknown").replace(" ", "-"), attrib, text
 
@@ -251,10 +252,10 @@ def cell_template(attrib, ifaces, role):
     """What every cell of one sheet shares, from one cell read whole: its interfaces, role,
     ``image`` / ``selection`` flags, value range and actions (LibreOffice's cells are one class:
     ``ScAccessibleCell``; their range is the doubles' and they have no actions)."""
-    return {"ifaces": ifaces, "role": role, "value": _q("val", "value") in attrib,
+    return {"ifaces": ifaces, "role": role, "value": qname("val", "value") in attrib,
             "fixed": [(k, v) for k, v in attrib.items()
                       if k in ("image", "selection") or (k.startswith(_FIXED_CELL)
-                                                         and k != _q("val", "value"))]}
+                                                         and k != qname("val", "value"))]}
 
 
 def read_cell(node, names, template):
@@ -285,18 +286,18 @@ def cell_from_parts(name, names, pairs, box, text, value, template):
     (``(x, y, w, h)``, used only when visible and showing), text and value (``None``: none)."""
     out = {"name": clean(name or "")}
     for state in names:
-        out[_q("st", state)] = "true"
-    _put_attributes([p if isinstance(p, str) else f"{p[0]}:{p[1]}" for p in pairs], out)
+        out[qname("st", state)] = "true"
+    put_attributes([p if isinstance(p, str) else f"{p[0]}:{p[1]}" for p in pairs], out)
     fixed = template["fixed"]
     for key, item in fixed:
         if key in ("image", "selection"):
             out[key] = item
     if value is not None:
-        out[_q("val", "value")] = str(value)
+        out[qname("val", "value")] = str(value)
     for key, item in fixed:
         if key not in ("image", "selection"):
             out[key] = item
-    shown = out.get(_q("st", "visible")) and out.get(_q("st", "showing"))
+    shown = out.get(qname("st", "visible")) and out.get(qname("st", "showing"))
     place_bounds(out, box if shown and "Component" in template["ifaces"] else None)
     return out, clean(text or "")
 
@@ -317,5 +318,5 @@ def element(node, depth, in_calc):
         for child in child_nodes(node, role, in_calc):
             out.append(element(child, depth + 1, in_calc))
     except Exception as exc:  # an app that went away mid-walk: keep what was read
-        out.set(_q("attr", "walk-error"), type(exc).__name__)
+        out.set(qname("attr", "walk-error"), type(exc).__name__)
     return out
