@@ -41,13 +41,16 @@ class A11yWorker:
         cache: Keep the tree current from events (reads after the first re-read what changed).
         max_pending: Events between two reads past which the cache walks again whole (None:
             the walker's default, 50,000).
+        waves: Let the cache send many AT-SPI calls at once (``a11y_bulk``, needs Debian's
+            ``python3-jeepney``); ``False``: one call after the other through pyatspi.
     """
 
     def __init__(self, env: Mapping[str, str], timeout_s: float = 30.0, *,
-                 cache: bool = True, max_pending: int | None = None) -> None:  # fmt: skip
+                 cache: bool = True, max_pending: int | None = None,
+                 waves: bool = True) -> None:  # fmt: skip
         self.env = dict(env)
         self.timeout_s = timeout_s
-        self.cache, self.max_pending = cache, max_pending
+        self.cache, self.max_pending, self.waves = cache, max_pending, waves
         #: Walker processes started (a restart loses the cache: its first read walks again).
         self.starts = 0
         self._lock = threading.Lock()  # one request on the pipe at a time
@@ -62,6 +65,8 @@ class A11yWorker:
         argv = [SYSTEM_PYTHON, "-u", str(WALKER)] + (["--cache"] if self.cache else [])
         if self.cache and self.max_pending is not None:
             argv += ["--max-pending", str(int(self.max_pending))]
+        if self.cache and not self.waves:
+            argv += ["--no-waves"]
         self.starts += 1
         self._proc = subprocess.Popen(argv, env=self.env,
                                       stdin=subprocess.PIPE, stdout=subprocess.PIPE,

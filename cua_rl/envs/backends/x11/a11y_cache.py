@@ -79,9 +79,11 @@ class TreeCache(SheetCells):
 
     Args:
         max_pending: Events between two reads past which the cache is walked again whole.
+        waves: Send many calls at once (:mod:`a11y_bulk`); ``False``, or jeepney missing: one
+            call after the other through pyatspi (``stats()["bulk_unavailable"]`` says why).
     """
 
-    def __init__(self, max_pending=50_000):
+    def __init__(self, max_pending=50_000, waves=True):
         self.max_pending = max_pending
         self.nodes = {}  # key -> Node
         self.apps = []  # Nodes of the desktop's applications, in order
@@ -102,7 +104,8 @@ class TreeCache(SheetCells):
                        "events": 0, "events_applied": 0, "nodes_read": 0, "moved_windows": 0,
                        "table_rescans": 0, "bounds_refreshes": 0, "last_fallback": "",
                        "bulk_scans": 0, "bulk_scan_misses": 0, "bulk_mismatches": 0,
-                       "bulk_unavailable": ""}
+                       "bulk_unavailable": "" if waves else "off (--no-waves)",
+                       "wave_reads": 0}
         self._tells_bounds = set()  # bus names of applications whose toolkit sends bounds-changed
         self.ms = {}  # phase -> milliseconds spent in it since start (see stats())
         self._listening = False
@@ -281,6 +284,7 @@ class TreeCache(SheetCells):
             else:
                 node.ifaces = part[4]
                 self._store_own(node, *part[:4])
+                self.counts["wave_reads"] += 1
         self._clock("own", start)
         return failed
 

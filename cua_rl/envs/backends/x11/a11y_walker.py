@@ -99,7 +99,8 @@ def main(argv=None):
         except ImportError:
             import a11y_cache
         limit = argv[argv.index("--max-pending") + 1] if "--max-pending" in argv else None
-        _serve_with_events(a11y_cache.TreeCache(*([int(limit)] if limit else [])))
+        _serve_with_events(a11y_cache.TreeCache(*([int(limit)] if limit else []),
+                                                waves="--no-waves" not in argv))
         return
     for line in sys.stdin:
         _reply(answer(line.strip(), None))

@@ -74,12 +74,15 @@ def _cells(xml: str) -> list[str]:
     return [ET.tostring(e, encoding="unicode") for e in ET.fromstring(xml).iter("table-cell")]
 
 
-def _drive(argv: list[str], title: str, steps: int, seed: int,
-           exact: bool = False) -> dict[str, object]:
+def _drive(argv: list[str], title: str, steps: int, seed: int, exact: bool = False,
+           waves: bool = True) -> dict[str, object]:
     rng = random.Random(seed)
     with DesktopSession(size=(1280, 720)) as session:
         cached = session.a11y_worker
         assert cached is not None and cached.cache
+        if not waves:
+            cached.close()
+            cached = A11yWorker(session.env, waves=False)
         full = A11yWorker(session.env, cache=False)
         try:
             session.popen(argv)
@@ -105,6 +108,8 @@ def _drive(argv: list[str], title: str, steps: int, seed: int,
             return cached.stats()
         finally:
             full.close()
+            if not waves:
+                cached.close()
 
 
 @needs_mousepad
@@ -112,6 +117,15 @@ def test_mousepad_cache_matches_full_walks_over_random_actions() -> None:
     stats = _drive(["mousepad"], "Mousepad", steps=30, seed=1)
     assert stats["full_walks"] == 1 and stats["fallbacks"] == 0, stats["last_fallback"]
     assert stats["events"] > 0 and stats["reads"] >= 31
+    assert stats["wave_reads"] > 0 and not stats["bulk_unavailable"], stats  # read in waves
+
+
+@needs_mousepad
+def test_mousepad_cache_without_waves_matches_full_walks() -> None:
+    """The cache where jeepney is missing: every call through pyatspi, one after the other."""
+    stats = _drive(["mousepad"], "Mousepad", steps=12, seed=4, waves=False)
+    assert stats["bulk_unavailable"] == "off (--no-waves)" and stats["wave_reads"] == 0, stats
+    assert stats["full_walks"] == 1 and stats["fallbacks"] == 0, stats["last_fallback"]
 
 
 @needs_calc
