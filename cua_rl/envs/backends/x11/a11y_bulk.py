@@ -234,10 +234,12 @@ def _cell(replies, names, template):
 
 
 def parents(bulk, keys):
-    """The parents' keys of the elements ``keys`` (those gone left out)."""
+    """``{key: its parent's key}`` of the elements ``keys`` (those that could not be asked left
+    out)."""
     replies = bulk.wave([(*key, PROPS, "Get", "ss", (ACCESSIBLE, "Parent")) for key in keys],
                         errors_ok=True)
-    return [tuple(r[0][1]) for r in replies if not isinstance(r, Exception)]
+    return {key: tuple(r[0][1]) for key, r in zip(keys, replies, strict=True)
+            if not isinstance(r, Exception)}
 
 
 def extents(bulk, keys):

@@ -27,7 +27,6 @@ full walk; so does a read after the event queue overflowed (more than ``max_pend
 between reads). Both are counted in :meth:`TreeCache.stats`.
 """
 
-import contextlib
 import time
 import traceback
 import xml.etree.ElementTree as ET
@@ -35,10 +34,12 @@ import xml.etree.ElementTree as ET
 try:
     from . import a11y_bulk as B
     from . import a11y_read as R
+    from .a11y_moves import Moves
     from .a11y_sheet import Node, SheetCells, key_of
 except ImportError:  # run as a script under /usr/bin/python3: the sibling is on sys.path
     import a11y_bulk as B
     import a11y_read as R
+    from a11y_moves import Moves
     from a11y_sheet import Node, SheetCells, key_of
 
 try:
@@ -74,7 +75,7 @@ ITEM_TABLES = ("table", "tree table", "tree", "list")
 SILENT_BOUNDS_APPS = ("soffice", "soffice.bin", "libreoffice")
 
 
-class TreeCache(SheetCells):
+class TreeCache(SheetCells, Moves):
     """The desktop's tree, walked once and then kept current by events.
 
     Args:
@@ -405,57 +406,6 @@ class TreeCache(SheetCells):
             if self.nodes.get(node.key) is node:
                 self._refresh_extents(node)
 
-    def _windows_moved(self):
-        """Top-level windows whose bounds differ from the cache (also the per-app barrier)."""
-        moved = []
-        for app in self.apps:
-            for window in app.children:
-                attrib = dict(window.elem.attrib)
-                try:
-                    R.extents(window.acc, attrib, window.ifaces)
-                except Exception:  # a window gone: its application lists its windows again
-                    self._kids.add(app.key)
-                    continue
-                if (attrib.get(R.SCREENCOORD) != window.elem.get(R.SCREENCOORD)
-                        or attrib.get(R.SIZE) != window.elem.get(R.SIZE)):
-                    moved.append(window)
-        self.counts["moved_windows"] += len(moved)
-        return moved
-
-    def _refresh_extents(self, node, cells=True):
-        """Read the bounds of ``node``'s subtree again (``cells=False``: a sheet's cells left
-        out: a sheet that moves is read again whole, see :meth:`_apply`)."""
-        try:
-            R.extents(node.acc, node.elem.attrib, node.ifaces)
-        except Exception:  # gone: listed again by its parent (as the full walk would see it)
-            if node.parent is None:
-                raise
-            self._read_children(node.parent, reread={node.key})
-            return
-        if node.in_calc and node.role == "table":
-            if cells:  # cells read in waves hold no accessible: read again with the sheet's
-                self._read_cells(node)
-            return
-        for child in list(node.children):
-            self._refresh_extents(child, cells)
-
-    def _adopt(self):
-        """The parents of the events' sources the cache does not hold: listed again."""
-        orphans, self._orphans = self._orphans, {}
-        bulk = self._bulk_for(None) if orphans else None
-        if bulk is not None:
-            parents = B.parents(bulk, list(orphans))
-        else:
-            parents = []
-            for acc in orphans.values():
-                with contextlib.suppress(Exception):  # gone already: nothing to list
-                    parent = acc.get_parent()
-                    parents.append(key_of(parent) if parent is not None else None)
-        for key in parents:
-            if key in self.nodes:
-                self._kids.add(key)
-                self._own.add(key)
-
     def _apply(self):
         self._adopt()
         own, kids, subtree = self._own | self._volatile, self._kids, self._subtree
@@ -525,43 +475,6 @@ class TreeCache(SheetCells):
             if app.key[0] not in self._tells_bounds:
                 self.counts["bounds_refreshes"] += 1
                 self._silent_bounds(app)
-
-    def _silent_bounds(self, app):
-        """Read the bounds of ``app``'s elements again, in one wave (sheets' cells left out:
-        they are read again whenever their sheet is)."""
-        start = time.perf_counter()
-        try:
-            self._read_bounds(app)
-        finally:
-            self._clock("bounds", start)
-
-    def _read_bounds(self, app):
-        bulk = self._bulk_for(None)
-        if bulk is None:
-            for window in app.children:
-                self._refresh_extents(window, cells=False)
-            return
-        nodes, stack = [], list(reversed(app.children))
-        while stack:
-            node = stack.pop()
-            nodes.append(node)
-            if not (node.in_calc and node.role == "table"):
-                stack.extend(reversed(node.children))
-        boxes = B.extents(bulk, [n.key for n in nodes
-                                 if R.shows_bounds(n.elem.attrib, n.ifaces)])
-        failed = set()
-        for node in nodes:
-            box = boxes.get(node.key)
-            if isinstance(box, Exception):  # gone: listed again by its parent
-                failed.add(node)
-            else:
-                R.place_bounds(node.elem.attrib, box)
-        for node in failed:
-            if self.nodes.get(node.key) is node:
-                if node.parent is None:
-                    raise B.BulkError(f"window {node.key} gone")
-                self._read_children(node.parent, reread={node.key})
-
 
 def _in_dialog(node):
     """Whether ``node`` is in a dialog (where a default button follows the focus)."""
