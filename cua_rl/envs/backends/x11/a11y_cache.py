@@ -58,6 +58,9 @@ EVENTS = (
 )
 
 _FOCUSED = "{" + R.NS["st"] + "}focused"
+#: Events on an element the cache does not hold that say nothing new is there: its parent's
+#: children changed (that parent says so), or it is being destroyed.
+_NOT_NEW = ("object:children-changed", "object:state-changed:defunct")
 _FOCUS_EVENTS = ("object:state-changed:focused", "object:state-changed:active", "window:",
                  "object:active-descendant-changed")
 
@@ -137,9 +140,9 @@ class TreeCache(SheetCells, Moves):
             key = key_of(event.source)
         except Exception:
             return
-        if key not in self.nodes and not kind.startswith("object:children-changed"):
+        if key not in self.nodes and not kind.startswith(_NOT_NEW):
             # an element the cache does not hold (a sheet's cell made on demand, one that is
-            # new): its parent's children are listed again (parents asked at the read, at once)
+            # new): its closest held ancestor lists its children again (asked at the read)
             self._orphans.setdefault(key, event.source)
         if kind.startswith("object:children-changed"):
             self._kids.add(key)

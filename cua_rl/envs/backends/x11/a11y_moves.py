@@ -59,13 +59,25 @@ class Moves:
     def _adopt(self):
         """The closest held ancestor of each event source the cache does not hold: its children
         listed again (GTK makes a new widget's accessibles on demand and may announce them only
-        with events on themselves). Ancestors asked one level per wave for all sources at once;
-        pyatspi asks where there is no wave reader or libatspi does not name the application."""
+        with events on themselves; other toolkits: the parent only). Ancestors asked one level
+        per wave for all sources at once; pyatspi asks where there is no wave reader or libatspi
+        does not name the application."""
+        start = time.perf_counter()
+        try:
+            self._climb()
+        finally:
+            self._clock("ancestors", start)
+
+    def _climb(self):
         orphans, self._orphans = self._orphans, {}
         bulk = self._bulk_for(None) if orphans else None
         found = set()
         climbing = {key: key for key in orphans if key[0]} if bulk is not None else {}
-        for _ in range(R.MAX_DEPTH):
+        for level in range(R.MAX_DEPTH):
+            if level == 1:  # only GTK makes accessibles on demand: other toolkits' new
+                # elements come with children-changed on their parent (LibreOffice's detached
+                # panels would be climbed for ~15 levels on every read)
+                climbing = {k: at for k, at in climbing.items() if k[0] in self._tells_bounds}
             asks = sorted({at for at in climbing.values() if at not in self.nodes})
             if not asks:
                 break
@@ -82,7 +94,7 @@ class Moves:
         for key, acc in orphans.items():
             if bulk is not None and key[0]:
                 continue
-            for _ in range(R.MAX_DEPTH):
+            for _ in range(R.MAX_DEPTH if key[0] in self._tells_bounds or not key[0] else 1):
                 try:
                     acc = acc.get_parent()
                 except Exception:  # gone already: nothing to list
