@@ -134,6 +134,18 @@ def _label(action: object) -> str:
     return "+".join(getattr(action, "keys", ()))
 
 
+def loop_seconds() -> float:
+    """Median seconds of a pure-Python loop of 10^7 additions: the shared machine's speed moves
+    between sessions (x3 seen), and the tables are read against it."""
+    times = []
+    for _ in range(3):
+        start, total = time.perf_counter(), 0
+        for i in range(10**7):
+            total += i
+        times.append(time.perf_counter() - start)
+    return statistics.median(times)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--desktops", default="", help="comma-separated desktop counts")
@@ -145,6 +157,8 @@ def main() -> None:
     if any(k not in os.environ for k in MALLOC_ENV):
         os.execve(sys.executable, [sys.executable, *sys.argv], {**os.environ, **MALLOC_ENV})
     cpu = subprocess.run(["nproc"], capture_output=True, text=True).stdout.strip()
+    print(f"machine speed: {loop_seconds():.2f} s for 10^7 Python additions (median of 3; "
+          "compare runs made at similar speeds only)\n", flush=True)
     if args.latency:
         print(f"| app ({SIZE[0]}x{SIZE[1]}, {cpu} cores, {args.latency} reads) | tree | first "
               "read | median after an action | p90 | median per action (ms) |\n"

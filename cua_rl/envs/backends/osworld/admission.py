@@ -1,0 +1,163 @@
+"""Whether an OSWorld task can run here: one answer, given before training and again at reset.
+
+:func:`refusals` lists every reason a task cannot be set up or scored on a backend: its set-up
+steps and getters that need what this machine lacks (:func:`~cua_rl.envs.backends.osworld.
+setup_plan.plan_setup`: a download with no local copy, a Google account, Chrome's debugging
+port, a path that leaves its folder), getters this library does not implement (an OSWorld getter
+not implemented here is told apart from a name OSWorld does not have), metrics the isolated
+evaluator cannot run, and what the task needs of the desktop that the backend does not declare
+(:mod:`cua_rl.envs.capabilities`: an application, the internet, a fixed IP, a proxy). A
+backend's ``check_tasks`` calls it for every task before training; the set-up hook calls it
+again at each reset, so a reset never refuses a task for a reason ``check_tasks`` did not give.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from cua_rl.envs.backends.osworld.setup_plan import (
+    BROWSER_STEPS,
+    COMMAND_STEPS,
+    MirrorArg,
+    Refusal,
+    plan_setup,
+)
+from cua_rl.envs.backends.osworld.task_format import OSWorldTask
+from cua_rl.envs.capabilities import APPS, Capabilities, Needs, missing
+
+__all__ = ["OSWORLD_GETTERS", "WEB_GETTERS", "refusals", "task_needs"]
+
+#: The getter types of OSWorld's evaluator (desktop-env's ``evaluators/getters``; ``url_path_parse``
+#: is its alias of ``active_tab_url_parse``); a type outside it is a misspelling, not a getter
+#: this library lacks.
+OSWORLD_GETTERS = frozenset({
+    "default_search_engine", "cookie_data", "bookmarks", "open_tabs_info", "pdf_from_url",
+    "shortcuts_on_desktop", "history", "page_info", "enabled_experiments", "chrome_language",
+    "chrome_font_size", "profile_name", "number_of_search_results", "googledrive_file",
+    "active_tab_info", "enable_do_not_track", "enable_enhanced_safety_browsing",
+    "enable_safe_browsing", "new_startup_page", "find_unpacked_extension_path",
+    "data_delete_automacally", "active_tab_html_parse", "active_tab_url_parse",
+    "gotoRecreationPage_and_get_html_content", "url_dashPart", "active_url_from_accessTree",
+    "find_installed_extension_name", "info_from_website", "macys_product_url_parse",
+    "url_path_parse", "cloud_file", "vm_file", "cache_file", "content_from_vm_file",
+    "vm_command_line", "vm_terminal_output", "vm_command_error", "gimp_config_file",
+    "audio_in_slide", "background_image_in_slide", "vm_screen_size", "vm_window_size",
+    "vm_wallpaper", "list_directory", "rule", "accessibility_tree", "rule_relativeTime",
+    "time_diff_range", "replay", "vlc_playing_info", "vlc_config", "default_video_player",
+    "vscode_config", "conference_city_in_order", "chrome_appearance_mode_ui",
+})
+#: Getters that open a web site (in the desktop's Chrome): they need the internet.
+WEB_GETTERS = frozenset({"info_from_website", "pdf_from_url",
+                         "gotoRecreationPage_and_get_html_content"})
+_URL = re.compile(r"\b(?:https?|ftp)://([^/\s\"'<>:]+)", re.IGNORECASE)
+_LOCAL_HOSTS = ("localhost", "127.", "0.0.0.0", "[::1]", "::1")
+# installers that fetch from the internet without a URL in the command (wget / curl name theirs)
+_FETCHES = re.compile(r"\b(?:pip3?\s+install|apt(?:-get)?\s+install|git\s+clone|npm\s+install|"
+                      r"snap\s+install|flatpak\s+install)\b", re.IGNORECASE)
+_EXECUTABLES = {exe: app for app, exes in APPS.items() for exe in exes}
+_OFFICE_FLAGS = {"--calc": "libreoffice_calc", "--writer": "libreoffice_writer",
+                 "--impress": "libreoffice_impress"}
+
+
+def _strings(value: Any) -> Iterable[str]:
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, Mapping):
+        for item in value.values():
+            yield from _strings(item)
+    elif isinstance(value, list | tuple):
+        for item in value:
+            yield from _strings(item)
+
+
+def _web_url(value: Any) -> str | None:
+    """The first URL of ``value`` (a step's parameters) on a host other than this machine."""
+    for text in _strings(value):
+        for match in _URL.finditer(text):
+            if not match.group(1).lower().startswith(_LOCAL_HOSTS):
+                return match.group(0)
+    return None
+
+
+def _programs(command: Any) -> list[str]:
+    """Canonical applications a ``launch``/``execute`` command starts (its first word, and
+    LibreOffice's ``--calc``/``--writer``/``--impress``)."""
+    words = command.split() if isinstance(command, str) else [str(w) for w in command or ()]
+    if not words:
+        return []
+    exe = words[0].rsplit("/", 1)[-1]
+    found = [_EXECUTABLES[exe]] if exe in _EXECUTABLES else []
+    if exe in ("libreoffice", "soffice"):
+        found += [app for flag, app in _OFFICE_FLAGS.items() if flag in words]
+    return found
+
+
+def task_needs(task: OSWorldTask) -> Needs:
+    """What ``task`` needs of the desktop, each with where the task file says so: the
+    applications of ``related_apps`` and of ``launch`` steps, the internet (a web address in a
+    set-up step that is not a mirrored download, a command that installs or fetches, a getter
+    that opens a web site), OSWorld's ``proxy`` and ``fixed_ip``."""
+    apps = [(name, "related_apps") for name in task.related_apps]
+    internet = ""
+    for i, step in enumerate(task.config):
+        where = f"config[{i}] ({step.type})"
+        if step.type == "launch":
+            apps += [(app, where) for app in _programs(step.parameters.get("command"))]
+        if step.type in ("download", "upload_file") or internet:
+            continue  # downloads come from the mirror
+        url = _web_url(step.parameters)
+        if url:
+            internet = f"{where}, {url}"
+        elif step.type in COMMAND_STEPS | {"launch"}:
+            fetch = _FETCHES.search(" ".join(_strings(step.parameters)))
+            if fetch:
+                internet = f"{where}, runs {fetch.group(0)!r}"
+        elif step.type in BROWSER_STEPS and step.type != "chrome_close_tabs":
+            internet = f"{where}, opens web pages"
+    if not internet:
+        for side, i, getter in task.evaluator.getters():
+            if getter.get("type") in WEB_GETTERS:
+                internet = f"evaluator.{side}[{i}] ({getter['type']}), opens a web site"
+                break
+    return Needs.of(apps, internet=internet, proxy="proxy: true" if task.proxy else "",
+                    fixed_ip="fixed_ip: true" if task.fixed_ip else "")
+
+
+def refusals(task: OSWorldTask, capabilities: Capabilities, *, mirror: MirrorArg = None,
+             placeholders: Mapping[str, object] | None = None,
+             getters: Iterable[str] | None = None,
+             metric_problems: Callable[[Iterable[str]], list[str]] | None = None,
+             ) -> list[Refusal]:  # fmt: skip
+    """Every reason ``task`` cannot run on desktops with ``capabilities`` (empty: it can).
+
+    Args:
+        task: The task.
+        capabilities: What the backend's desktops have.
+        mirror: Local copies of downloads (see :func:`plan_setup`).
+        placeholders: Values of the command steps' placeholders (see :func:`plan_setup`).
+        getters: The getter types the scoring implements (None: scoring is not OSWorld's, its
+            getters and metrics are not checked).
+        metric_problems: Why each of the task's metric functions cannot run (e.g.
+            :func:`~cua_rl.envs.backends.osworld.evaluation.scoring.unavailable_metrics` with a
+            runner); None: not checked.
+    """
+    plan = plan_setup(task, mirror=mirror, placeholders=placeholders,
+                      browser=capabilities.browser_debugging, dry_run=True)
+    out = list(plan.refused)
+    said = {r.where for r in out}
+    if getters is not None:
+        known = frozenset(getters)
+        for side, i, getter in task.evaluator.getters():
+            where, kind = f"evaluator.{side}[{i}]", str(getter["type"])
+            if where in said or kind in known:
+                continue
+            out.append(Refusal(where, kind, "an OSWorld getter this library does not implement"
+                               if kind in OSWORLD_GETTERS else
+                               "not a getter of OSWorld's evaluator (a misspelling?)"))
+    if metric_problems is not None:
+        out += [Refusal("evaluator.func", "metric", problem)
+                for problem in metric_problems(task.evaluator.func)]
+    out += [Refusal(where, "needs", why) for where, why in missing(task_needs(task), capabilities)]
+    return out
