@@ -26,8 +26,9 @@ from cua_rl.envs.backends.osworld.setup_plan import (
 )
 from cua_rl.envs.backends.osworld.task_format import OSWorldTask
 from cua_rl.envs.capabilities import APPS, Capabilities, Needs, missing
+from cua_rl.errors import TaskSpecError
 
-__all__ = ["OSWORLD_GETTERS", "WEB_GETTERS", "refusals", "task_needs"]
+__all__ = ["OSWORLD_GETTERS", "WEB_GETTERS", "Admission", "refusals", "task_needs"]
 
 #: The getter types of OSWorld's evaluator (desktop-env's ``evaluators/getters``; ``url_path_parse``
 #: is its alias of ``active_tab_url_parse``); a type outside it is a misspelling, not a getter
@@ -161,3 +162,49 @@ def refusals(task: OSWorldTask, capabilities: Capabilities, *, mirror: MirrorArg
                 for problem in metric_problems(task.evaluator.func)]
     out += [Refusal(where, "needs", why) for where, why in missing(task_needs(task), capabilities)]
     return out
+
+
+class Admission:
+    """:func:`refusals` with one backend's inputs, the same before training and at each reset.
+
+    Args:
+        capabilities: What the backend's desktops have.
+        mirror: Local copies of downloads.
+        placeholders: Values of the command steps' placeholders.
+        getters: The getter types the scoring implements (None: not OSWorld's scoring).
+        runner: The isolated evaluator whose metrics are probed (``MetricRunner.check``), each
+            metric once; None: metrics not checked.
+    """
+
+    def __init__(self, capabilities: Capabilities, *, mirror: MirrorArg = None,
+                 placeholders: Mapping[str, object] | None = None,
+                 getters: Iterable[str] | None = None, runner: Any = None) -> None:
+        self.capabilities = capabilities
+        self.mirror, self.placeholders, self.runner = mirror, placeholders, runner
+        self.getters = None if getters is None else frozenset(getters)
+        self._metrics: dict[str, str] = {}  # func -> why it cannot run ("" when it can)
+
+    def _metric_problems(self, funcs: Iterable[str]) -> list[str]:
+        from cua_rl.envs.backends.osworld.evaluation.scoring import unavailable_metrics
+
+        out = []
+        for func in dict.fromkeys(funcs):
+            if func not in self._metrics:
+                found = unavailable_metrics(self.runner, [func])
+                self._metrics[func] = found[0] if found else ""
+            if self._metrics[func]:
+                out.append(self._metrics[func])
+        return out
+
+    def __call__(self, task: OSWorldTask) -> list[Refusal]:
+        """Every reason ``task`` cannot run here (empty: it can)."""
+        return refusals(task, self.capabilities, mirror=self.mirror,
+                        placeholders=self.placeholders, getters=self.getters,
+                        metric_problems=None if self.runner is None else self._metric_problems)
+
+    def refuse(self, task: OSWorldTask) -> None:
+        """Raise ``TaskSpecError`` naming the task and every reason it cannot run here."""
+        found = self(task)
+        if found:
+            raise TaskSpecError(f"task {task.id} ({task.domain or 'no domain'}) cannot run here: "
+                                f"{'; '.join(map(str, found))}")

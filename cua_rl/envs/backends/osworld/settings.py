@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any, ClassVar, TypeVar
 
 from cua_rl._strict import build_section, check, check_fields
 from cua_rl.envs.backends.vm.settings import W, absolute, check_url, task_kwargs
+from cua_rl.envs.capabilities import APPS, Capabilities, canonical_app
 from cua_rl.errors import ConfigError
 
 if TYPE_CHECKING:
@@ -66,6 +67,12 @@ class TaskFileSettings:
     #: revert); None: the backend's own (OSWorld's set-up and scoring).
     hooks: str | None = None
 
+    def capabilities(self) -> Capabilities:
+        """What this backend's desktops have, for the task checks (``check_tasks`` before
+        training and every reset): by default the applications are not known (none refused),
+        the internet is there, a proxy, a fixed IP and Chrome's debugging port are not."""
+        return Capabilities(where=f"the {self.backend} backend")
+
     def __post_init__(self) -> None:
         from cua_rl.envs.backends.osworld.setup_plan import PLACEHOLDERS
 
@@ -111,6 +118,22 @@ class OSWorldSettings(TaskFileSettings):
     revert_timeout_s: float = 600.0
     #: How long to wait for the server after a revert (``GET /screenshot``), in seconds.
     ready_timeout_s: float = 300.0
+    #: The applications the VMs have (names of ``cua_rl.envs.capabilities.APPS``, or OSWorld's
+    #: ``related_apps`` spellings); empty: not known, no task is refused for an application.
+    apps: tuple[str, ...] = ()
+    #: The VMs reach the internet (tasks that open web sites or install packages).
+    internet: bool = True
+    #: The VMs go through a proxy (OSWorld's ``"proxy": true`` tasks: sites that block
+    #: automated traffic); without it those tasks are refused.
+    proxy: bool = False
+    #: The VMs have the fixed IP address OSWorld's ``"fixed_ip": true`` tasks expect.
+    fixed_ip: bool = False
+
+    def capabilities(self) -> Capabilities:
+        """What the VMs have, from ``apps``, ``internet``, ``proxy`` and ``fixed_ip``."""
+        return Capabilities(apps=frozenset(map(str, map(canonical_app, self.apps))) or None,
+                            internet=self.internet, proxy=self.proxy, fixed_ip=self.fixed_ip,
+                            where=f"the {self.backend} backend (env.backend_kwargs)")
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -132,6 +155,9 @@ class OSWorldSettings(TaskFileSettings):
         check(self, "action_timeout_s", v is None or v >= MIN_TIMEOUT_S,
               f"must be a number >= {MIN_TIMEOUT_S:g} or null")
         check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
+        unknown = [a for a in self.apps if canonical_app(a) not in APPS]
+        check(self, "apps", not unknown,
+              f"unknown application(s) {unknown}; known: {sorted(APPS)}")
 
 
 T = TypeVar("T", bound=TaskFileSettings)

@@ -26,6 +26,7 @@ after another on the same VM, as on OSWorld VMs started once by hand. Relative p
 from __future__ import annotations
 
 import functools
+import logging
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -40,8 +41,12 @@ from cua_rl.envs.backends.vm.settings import Hooks, W, check_index, load_hooks, 
 from cua_rl.envs.backends.vm.task_sources import load_sources, pick_split, refused_tasks
 from cua_rl.errors import ConfigError
 
+logger = logging.getLogger(__name__)
+
 if TYPE_CHECKING:
     from cua_rl.envs.backends.base import DesktopBackend, Split
+    from cua_rl.envs.backends.osworld.setup_plan import Refusal
+    from cua_rl.envs.backends.osworld.task_format import OSWorldTask
     from cua_rl.envs.backends.osworld.tasks import OSWorldTasks
     from cua_rl.envs.backends.vm.client import VMServerClient
     from cua_rl.envs.backends.vm.mirror import Mirror
@@ -97,29 +102,32 @@ def osworld_hooks(s: TaskFileSettings) -> Hooks:
         raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
                           f"cua_rl.envs.backends.osworld.evaluation, which cannot be imported "
                           f"here ({error})") from None  # fmt: skip
+    from cua_rl.envs.backends.osworld.admission import Admission
+    from cua_rl.envs.backends.osworld.evaluation import GETTERS
     from cua_rl.envs.backends.vm.mirror import Mirror
 
     # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
     # (its files are hashed once, and a basename shared by two URLs is refused in either hook)
-    setup, checker = make(mirror=Mirror.open(s.mirror), placeholders=dict(s.placeholders),
+    mirror = Mirror.open(s.mirror)
+    setup, checker = make(mirror=mirror, placeholders=dict(s.placeholders),
                           cache_root=s.cache_dir)  # fmt: skip
-    return Hooks(setup=_CheckedSetup(setup, checker), checker=checker)
+    admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders,
+                          getters=GETTERS, runner=checker.runner)  # fmt: skip
+    return Hooks(setup=_CheckedSetup(setup, admission), checker=checker)
 
 
 class _CheckedSetup:
-    """OSWorld's set-up, preceded by ``check_evaluator``: a task whose getters or metrics
-    cannot run here is refused (``TaskSpecError``) before its set-up, not after its episode."""
+    """OSWorld's set-up, preceded by the admission ``check_tasks`` gave before training
+    (:class:`~cua_rl.envs.backends.osworld.admission.Admission`): a task that cannot run here
+    is refused (``TaskSpecError``, every reason) before its set-up, not after its episode."""
 
-    def __init__(self, setup: Any, checker: Any) -> None:
-        self.setup, self.checker = setup, checker
+    def __init__(self, setup: Any, admission: Any) -> None:
+        self.setup, self.admission = setup, admission
 
     def __call__(self, client: VMServerClient, task: Any) -> None:
-        try:
-            from cua_rl.envs.backends.osworld.evaluation import check_evaluator
-        except ImportError:  # an evaluation package without it: the checker refuses at the end
-            pass
-        else:
-            check_evaluator(task, self.checker.runner)
+        from cua_rl.envs.backends.osworld.evaluation.scoring import task_spec
+
+        self.admission.refuse(task_spec(task))
         self.setup(client, task)
 
     def close(self) -> None:
@@ -173,29 +181,77 @@ class TaskFileSpec(BaseSpec):
                           group="domain", word="domain(s)", split_tasks=split_tasks,
                           make=lambda specs: OSWorldTasks(specs, max_steps=every.max_steps))
 
-    def check_tasks(self, config: EnvConfig) -> None:
-        """Refuse, before a training run starts anything, tasks whose set-up cannot run here
-        (a download with no local copy or one the mirror refuses, a Google account, Chrome's
-        debugging port, a missing password, a path that leaves its folder: an ``stdout`` or
-        ``dest`` name, an ``upload_file`` path): one ``ConfigError`` listing them with the step
-        and field, instead of a ``TaskSpecError`` mid-run.
+    def refusals(self, config: EnvConfig) -> list[tuple[Split, OSWorldTask, list[Refusal]]]:
+        """Every task of either split with every reason it cannot run here (empty: it can), the
+        reasons its reset would give
+        (:class:`~cua_rl.envs.backends.osworld.admission.Admission`): its set-up (a download
+        with no local copy or one the mirror refuses, a Google account, Chrome's debugging port,
+        a missing password, a path that leaves its folder), its scoring (a getter not
+        implemented or misspelt, a metric the isolated evaluator cannot run; with the backend's
+        own hooks only), and what it needs of the desktop that the backend does not have
+        (``settings.capabilities()``: an application, the internet, a proxy, a fixed IP).
+        Top-level task keys OSWorld's format does not define are logged once.
 
         Raises:
-            ConfigError: Naming up to five such tasks and why, and how to leave them out; a
-                malformed mirror.
+            ConfigError: A malformed mirror; the isolated evaluator missing (with the backend's
+                own hooks).
         """
-        from cua_rl.envs.backends.osworld.setup_plan import plan_setup
+        from cua_rl.envs.backends.osworld.admission import Admission
 
         s = self.settings(config)
-        mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
-        count, listing = refused_tasks(
-            lambda split: self.tasks(config, split),
-            lambda spec: plan_setup(spec, mirror=mirror, placeholders=s.placeholders,
-                                    dry_run=True))  # fmt: skip
+        tasks = {split: self.tasks(config, split) for split in ("train", "eval")}
+        _log_extra_keys(spec for split in tasks.values() for spec in split.specs)
+        mirror = claimed_mirror(s.mirror, tasks.__getitem__)
+        admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders)
+        runner, unavailable = None, ()
+        if s.hooks is None:  # OSWorld's scoring: its getters and the evaluator's metrics
+            from cua_rl.envs.backends.osworld.evaluation import (
+                GETTERS,
+                EvaluatorUnavailable,
+                MetricRunner,
+            )
+
+            runner, unavailable = MetricRunner(), (EvaluatorUnavailable,)
+            admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders,
+                                  getters=GETTERS, runner=runner)  # fmt: skip
+        try:
+            return [(split, spec, admission(spec))  # type: ignore[misc]
+                    for split, found in tasks.items() for spec in found.specs]
+        except unavailable as error:
+            raise ConfigError(f"env: the tasks are scored by OSWorld's metrics, but {error}") \
+                from None
+        finally:
+            if runner is not None:
+                runner.close()
+
+    def check_tasks(self, config: EnvConfig) -> None:
+        """Refuse, before a training run starts anything, every task that cannot run here, for
+        the reasons its reset would give (:meth:`refusals`).
+
+        Raises:
+            ConfigError: One error counting the tasks and their reasons, naming up to five
+                tasks with the step or getter and why, and how to leave them out; a malformed
+                mirror; the isolated evaluator missing (with the backend's own hooks).
+        """
+        count, listing = refused_tasks(self.refusals(config))
         if count:
-            raise ConfigError(f"env: {count} task(s) cannot be set up here: {listing}. Give "
-                              f"local copies in {W}.mirror, or leave them out (env.families, "
-                              f"or a task list without them)")  # fmt: skip
+            raise ConfigError(f"env: {count} task(s) cannot run here: {listing}. Give local "
+                              f"copies in {W}.mirror, or leave them out (env.families, or a "
+                              f"task list without them)")  # fmt: skip
+
+
+def _log_extra_keys(specs: Any) -> None:
+    """Log once the top-level keys of task files that OSWorld's format does not define (kept in
+    ``OSWorldTask.extra``, not used), with how many tasks have each and one of them."""
+    seen: dict[str, list[str]] = {}
+    for spec in specs:
+        for key in spec.extra_keys:
+            seen.setdefault(key, []).append(f"{spec.domain}/{spec.id}")
+    if seen:
+        listing = "; ".join(f"{key!r} in {len(ids)} task(s), e.g. {ids[0]}"
+                            for key, ids in sorted(seen.items()))
+        logger.warning("task files have top-level keys OSWorld's format does not define "
+                       "(kept, not used): %s", listing)
 
 
 def claimed_mirror(folder: str | None, tasks_of: Callable[[Split], Any]) -> Mirror:

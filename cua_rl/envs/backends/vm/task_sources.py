@@ -8,6 +8,7 @@ training run starts. Each backend passes its own loaders and words.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -95,19 +96,30 @@ def pick_split(specs: Sequence[T], config: EnvConfig, split: Split, *, explicit:
     return train if split == "train" else held_out
 
 
-def refused_tasks(tasks_of: Callable[[Split], Any], plan: Callable[[Any], Any]) -> tuple[int, str]:
-    """The tasks of both splits whose set-up plan refuses them: their count, and up to five of
-    them as ``"<domain>/<id> (<split>): <reason>; ..."`` (with ``" (and N more)"``).
+def refused_tasks(checked: Iterable[tuple[Split, Any, Sequence[Any]]]) -> tuple[int, str]:
+    """The tasks with a reason not to run: their count, and a listing: the reasons counted over
+    all of them (most frequent first; a gap of the desktop by what is missing, others by step or
+    getter type), then up to five tasks as ``"<domain>/<id> (<split>): <first reason> (+k
+    more)"``.
 
     Args:
-        tasks_of: The task set of a split (its ``specs`` are planned).
-        plan: A task's dry-run set-up plan (with ``refused`` reasons).
+        checked: ``(split, task, reasons)`` of every task (``Refusal``-like reasons: ``type``,
+            ``reason``; empty: it can run).
     """
-    bad = []
-    for split in ("train", "eval"):
-        for spec in tasks_of(split).specs:
-            refused = plan(spec).refused
-            if refused:
-                bad.append(f"{spec.domain}/{spec.id} ({split}): {refused[0]}")
+    bad, tally = [], Counter[str]()
+    for split, spec, found in checked:
+        if found:
+            more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
+            bad.append(f"{spec.domain}/{spec.id} ({split}): {found[0]}{more}")
+            tally.update({_kind(r) for r in found})
+    if not bad:
+        return 0, ""
+    counts = ", ".join(f"{kind} x{n}" for kind, n in tally.most_common(8))
+    rest = f", {len(tally) - 8} other reason(s)" if len(tally) > 8 else ""
     more = f" (and {len(bad) - 5} more)" if len(bad) > 5 else ""
-    return len(bad), f"{'; '.join(bad[:5])}{more}"
+    return len(bad), f"[{counts}{rest}] {'; '.join(bad[:5])}{more}"
+
+
+def _kind(refusal: Any) -> str:
+    kind = str(getattr(refusal, "type", "") or "refused")
+    return str(refusal.reason) if kind == "needs" else kind

@@ -114,9 +114,9 @@ class WAASpec(BaseSpec):
         s = waa_settings(config)
         mirror = claimed_mirror(s.mirror, lambda split: self.tasks(config, split))
         count, listing = refused_tasks(
-            lambda split: self.tasks(config, split),
-            lambda spec: plan_waa(spec, mirror=mirror, placeholders=s.placeholders,
-                                  dry_run=True))  # fmt: skip
+            (split, spec, plan_waa(spec, mirror=mirror, placeholders=s.placeholders,
+                                   dry_run=True).refused)
+            for split in ("train", "eval") for spec in self.tasks(config, split).specs)
         if count:
             raise ConfigError(f"env: {count} WAA task(s) cannot run here: {listing}. Leave them "
                               f"out (env.families, or a task list without them) or give local "

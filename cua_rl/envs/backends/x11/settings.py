@@ -8,6 +8,7 @@ from typing import ClassVar, Literal
 
 from cua_rl._strict import check
 from cua_rl.envs.backends.osworld.settings import MIN_TIMEOUT_S, TaskFileSettings
+from cua_rl.envs.capabilities import Capabilities, installed_apps
 
 __all__ = ["X11Settings"]
 
@@ -27,6 +28,14 @@ class X11Settings(TaskFileSettings):
     sandbox: bool = True
     #: A sandboxed desktop's network: ``none`` (loopback only) or ``host``.
     network: Literal["none", "host"] = "none"
+
+    def capabilities(self) -> Capabilities:
+        """What a local desktop has: the applications of ``APPS`` on this host's ``PATH``, the
+        internet unless sandboxed with ``network: none``; no proxy, no fixed IP, no Chrome
+        debugging port."""
+        return Capabilities(apps=installed_apps(),
+                            internet=not self.sandbox or self.network == "host",
+                            where="the x11 desktop")
 
     def __post_init__(self) -> None:
         super().__post_init__()

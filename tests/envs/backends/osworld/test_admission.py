@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+import logging
 import os
 import stat
 import uuid
@@ -20,8 +22,10 @@ from cua_rl.envs.backends.osworld.admission import (
     task_needs,
 )
 from cua_rl.envs.backends.osworld.evaluation.getters import GETTERS
+from cua_rl.envs.backends.osworld.spec import OSWORLD
 from cua_rl.envs.backends.osworld.task_format import parse_osworld_task
 from cua_rl.envs.backends.osworld.tasks import load_osworld_tasks
+from cua_rl.envs.backends.x11.spec import X11
 from cua_rl.envs.capabilities import (
     APPS,
     Capabilities,
@@ -30,9 +34,12 @@ from cua_rl.envs.capabilities import (
     installed_apps,
     missing,
 )
+from cua_rl.envs.config import EnvConfig
+from cua_rl.errors import ConfigError, TaskSpecError
+from tests.evaluation.osworld_fixtures import HOOKS
 
-X11 = Capabilities(apps=frozenset({"libreoffice_calc", "chrome", "terminal"}), internet=False,
-                   where="the x11 desktop")
+DESK = Capabilities(apps=frozenset({"libreoffice_calc", "chrome", "terminal"}), internet=False,
+                    where="the x11 desktop")
 
 
 def task(config: list[dict[str, Any]] | None = None, *, apps: list[str] | None = None,
@@ -73,7 +80,7 @@ def test_needs_from_related_apps_launch_steps_and_flags() -> None:
                           "gimp": "config[0] (launch)",
                           "libreoffice_impress": "config[1] (launch)"}
     assert (needs.proxy, needs.fixed_ip, needs.internet) == ("proxy: true", "fixed_ip: true", "")
-    assert missing(needs, X11) == [
+    assert missing(needs, DESK) == [
         ("related_apps", "needs vscode (code), which the x11 desktop does not have"),
         ("config[0] (launch)", "needs gimp (gimp), which the x11 desktop does not have"),
         ("config[1] (launch)", "needs libreoffice_impress (loimpress), which the x11 desktop "
@@ -123,7 +130,7 @@ def test_every_reason_in_one_list_getters_told_apart_from_misspellings() -> None
                                    {"type": "vm_file_typo", "path": "/x", "dest": "x"}],
                         "expected": [{"type": "rule", "rules": {}}, {"type": "rule", "rules": {}},
                                      {"type": "rule", "rules": {}}]})
-    got = refusals(t, X11, getters=GETTERS,
+    got = refusals(t, DESK, getters=GETTERS,
                    metric_problems=lambda funcs: [f"metric {f!r} is not in desktop-env"
                                                   for f in funcs if f == "check_x"])
     assert [(r.where, r.type) for r in got] == [
@@ -140,7 +147,7 @@ def test_every_reason_in_one_list_getters_told_apart_from_misspellings() -> None
     assert "remote debugging" in reasons["data_delete_automacally"]
     assert reasons["metric"] == "metric 'check_x' is not in desktop-env"
     # scoring that is not OSWorld's: its getters and metrics are not checked
-    assert [r.type for r in refusals(t, X11)] == ["googledrive", "data_delete_automacally",
+    assert [r.type for r in refusals(t, DESK)] == ["googledrive", "data_delete_automacally",
                                                   "needs"]
 
 
@@ -150,14 +157,14 @@ def test_a_task_with_nothing_missing_has_no_refusal() -> None:
              evaluator={"func": "exact_match", "result": {"type": "vm_command_line",
                                                           "command": "echo 1"},
                         "expected": {"type": "rule", "rules": {"expected": "1"}}})
-    assert refusals(t, X11, getters=GETTERS, metric_problems=lambda funcs: []) == []
+    assert refusals(t, DESK, getters=GETTERS, metric_problems=lambda funcs: []) == []
 
 
 @given(st.lists(st.text(max_size=20), max_size=6))
 def test_any_related_apps_give_a_reason_each_or_none(names: list[str]) -> None:
     needs = Needs.of((n, "related_apps") for n in names)
-    gaps = missing(needs, X11)
-    assert len(gaps) == len([a for a in needs.apps if a not in X11.apps])
+    gaps = missing(needs, DESK)
+    assert len(gaps) == len([a for a in needs.apps if a not in DESK.apps])
     assert all(a in APPS or a == canonical_app(a) for a in needs.apps)
 
 
@@ -172,3 +179,159 @@ def test_the_reference_tasks_on_a_desktop_without_the_internet(examples: Path) -
     assert why["needs a proxy (OSWorld's 'proxy': true)"] == 25
     assert why["needs a fixed IP address"] == 3
     assert why["needs the internet"] == sum(1 for t in tasks if task_needs(t).internet) > 0
+
+
+# -- one admission before training (check_tasks) and at every reset -----------------------------
+
+
+def write_task(root: Path, n: int, **fields: Any) -> str:
+    task_id = f"00000000-0000-4000-8000-{n:012d}"
+    data = {"id": task_id, "snapshot": "s", "instruction": f"task {n}", "source": "test",
+            "config": [], "related_apps": [], "evaluator": {"func": "infeasible"}, **fields}
+    (root / "d").mkdir(parents=True, exist_ok=True)
+    (root / "d" / f"{task_id}.json").write_text(json.dumps(data))
+    return task_id
+
+
+def config_of(root: Path, backend: str = "osworld", **kwargs: Any) -> EnvConfig:
+    kw: dict[str, Any] = {"tasks": str(root), "eval_tasks": str(root), **kwargs}
+    if backend == "osworld":
+        kw.setdefault("urls", ["http://127.0.0.1:9"])
+    return EnvConfig(backend=backend, backend_kwargs=kw, screen=(640, 400), max_steps=2)
+
+
+ECHO = {"result": {"type": "vm_command_line", "command": "echo ok"},
+        "expected": {"type": "rule", "rules": {"expected": "ok"}}}
+
+
+@pytest.fixture
+def mixed(tmp_path: Path) -> dict[str, str]:
+    """Tasks each refused for one reason, and one that can run."""
+    root = tmp_path / "examples"
+    return {
+        "ok": write_task(root, 1, evaluator={"func": "exact_match", **ECHO}),
+        "proxy": write_task(root, 2, proxy=True),
+        "gimp": write_task(root, 3, related_apps=["gimp"]),
+        "osworld_getter": write_task(root, 4, evaluator={
+            "func": "exact_match", "result": {"type": "vm_wallpaper"},
+            "expected": ECHO["expected"]}),
+        "misspelt": write_task(root, 5, evaluator={
+            "func": "exact_match", "result": {"type": "bookmark"}, "expected": ECHO["expected"]}),
+        "metric": write_task(root, 6, evaluator={"func": "is_vlc_playing", **ECHO}),
+    }
+
+
+def test_check_tasks_gives_every_reason_with_counts(tmp_path: Path,
+                                                    mixed: dict[str, str]) -> None:
+    config = config_of(tmp_path / "examples", apps=["libreoffice calc", "chrome"])
+    found = {(split, t.id): r for split, t, r in OSWORLD.refusals(config)}
+    assert len(found) == 12  # 6 tasks, in both splits (eval_tasks lists them again)
+    why = {name: [str(r) for r in found[("train", task_id)]] for name, task_id in mixed.items()}
+    assert why["ok"] == []
+    assert why["proxy"] == ["proxy: true (needs): needs a proxy (OSWorld's 'proxy': true), which "
+                            "the osworld backend (env.backend_kwargs) does not have"]
+    assert why["gimp"] == ["related_apps (needs): needs gimp (gimp), which the osworld backend "
+                           "(env.backend_kwargs) does not have"]
+    assert why["osworld_getter"] == ["evaluator.result[0] (vm_wallpaper): an OSWorld "
+                                     "getter this library does not implement"]
+    assert why["misspelt"] == ["evaluator.result[0] (bookmark): not a getter of OSWorld's evaluator "
+                               "(a misspelling?)"]
+    assert len(why["metric"]) == 1 and "'is_vlc_playing' is not available" in why["metric"][0]
+    with pytest.raises(ConfigError, match=r"env: 10 task\(s\) cannot run here: \[.*needs a "
+                                          r"proxy.* x2.*\] d/") as error:
+        OSWORLD.check_tasks(config)
+    assert "metric x2" in str(error.value) and "bookmark x2" in str(error.value)
+    # what the backend declares it has is not refused
+    config = config_of(tmp_path / "examples", proxy=True)  # apps not given: not known
+    refused = {t.id for _, t, r in OSWORLD.refusals(config) if r}
+    assert refused == {mixed[k] for k in ("osworld_getter", "misspelt", "metric")}
+
+
+def test_a_reset_refuses_for_the_reasons_check_tasks_gave(tmp_path: Path,
+                                                          mixed: dict[str, str]) -> None:
+    from cua_rl.envs.backends.osworld.spec import make_hooks
+    from cua_rl.envs.backends.osworld.tasks import load_osworld_tasks
+
+    config = config_of(tmp_path / "examples", apps=["calc"])
+    at_start = {t.id: r for _, t, r in OSWORLD.refusals(config)}
+    hooks = make_hooks(OSWORLD.settings(config))
+    try:
+        for spec in load_osworld_tasks(tmp_path / "examples"):
+            if not at_start[spec.id]:
+                continue  # it would be set up (no VM here)
+            with pytest.raises(TaskSpecError) as error:
+                hooks.setup(None, spec)
+            assert str(error.value) == (f"task {spec.id} (d) cannot run here: "
+                                        f"{'; '.join(map(str, at_start[spec.id]))}")
+    finally:
+        hooks.close()
+        hooks.checker.close()
+
+
+def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    bin_dir = tmp_path / "bin"
+    bin_dir.mkdir()
+    exe = bin_dir / "mousepad"
+    exe.write_text("#!/bin/sh\n")
+    exe.chmod(0o755)
+    monkeypatch.setenv("PATH", str(bin_dir))
+    root = tmp_path / "examples"
+    ok = write_task(root, 1, related_apps=["mousepad", "os"])
+    vlc = write_task(root, 2, related_apps=["vlc"])
+    web = write_task(root, 3, config=[{"type": "chrome_open_tabs",
+                                       "parameters": {"urls_to_open": ["https://example.org"]}}])
+    caps = X11.settings(config_of(root, "x11")).capabilities()
+    assert caps.apps == frozenset({"mousepad"}) and not caps.internet
+    assert X11.settings(config_of(root, "x11", network="host")).capabilities().internet
+    assert X11.settings(config_of(root, "x11", sandbox=False)).capabilities().internet
+    why = {t.id: [r.reason for r in found] for split, t, found in
+           X11.refusals(config_of(root, "x11", hooks=HOOKS)) if split == "train"}
+    assert why[ok] == []
+    assert why[vlc] == ["needs vlc (vlc, cvlc), which the x11 desktop does not have"]
+    assert any(r.startswith("needs the internet") for r in why[web])
+
+
+def test_unknown_top_level_keys_are_logged_once(tmp_path: Path,
+                                                caplog: pytest.LogCaptureFixture) -> None:
+    root = tmp_path / "examples"
+    for n in range(3):
+        write_task(root, n, counterfactual=True)
+    with caplog.at_level(logging.WARNING, logger="cua_rl.envs.backends.osworld.spec"):
+        OSWORLD.check_tasks(config_of(root, hooks=HOOKS))
+    said = [r.getMessage() for r in caplog.records if "top-level keys" in r.getMessage()]
+    assert said == ["task files have top-level keys OSWorld's format does not define (kept, not "
+                    "used): 'counterfactual' in 6 task(s), e.g. d/00000000-0000-4000-8000-"
+                    "000000000000"]
+
+
+def test_apps_a_backend_declares_must_be_known(tmp_path: Path) -> None:
+    write_task(tmp_path / "examples", 1)
+    with pytest.raises(ConfigError, match=r"env\.backend_kwargs\.apps: unknown application\(s\) "
+                                          r"\['photoshop'\]"):
+        OSWORLD.settings(config_of(tmp_path / "examples", apps=["photoshop"]))
+
+
+def test_the_reference_tasks_are_refused_at_reset_only_as_at_start(examples: Path) -> None:
+    from cua_rl.envs.backends.osworld.spec import make_hooks
+    from cua_rl.envs.backends.osworld.tasks import load_osworld_tasks
+
+    config = config_of(examples, "x11")
+    at_start = {t.id: r for _, t, r in X11.refusals(config)}
+    assert len(at_start) == 188
+    hooks = make_hooks(X11.settings(config))
+    refused = 0
+    try:
+        for spec in load_osworld_tasks(examples):
+            if not at_start[spec.id]:
+                hooks.setup.admission.refuse(spec)  # the reset's own check lets it through
+                continue
+            refused += 1
+            with pytest.raises(TaskSpecError) as error:
+                hooks.setup(None, spec)
+            assert str(error.value).endswith(f"cannot run here: "
+                                             f"{'; '.join(map(str, at_start[spec.id]))}")
+    finally:
+        hooks.close()
+        hooks.checker.close()
+    assert 150 < refused < 188  # no download mirror, no internet: most need one of them

@@ -281,7 +281,7 @@ def test_training_refuses_tasks_that_cannot_be_set_up_before_it_starts(tmp_path:
 
     suite = make_suite(tmp_path / "examples", {"click_ok": [1, 2]}, excluded=1)
     config = env_config(tasks=str(suite.root), eval_tasks=str(suite.root), hooks=HOOKS)
-    with pytest.raises(ConfigError, match=r"env: 2 task\(s\) cannot be set up here: "
+    with pytest.raises(ConfigError, match=r"env: 2 task\(s\) cannot run here: \[.*\] "
                                           r"needs_internet/.* \(train\): .*no local copy.*"
                                           r"needs_internet/.* \(eval\).*env\.families"):
         OSWORLD.check_tasks(config)
@@ -290,7 +290,7 @@ def test_training_refuses_tasks_that_cannot_be_set_up_before_it_starts(tmp_path:
                                        "eval_tasks": str(suite.root),
                                        "urls": ["http://127.0.0.1:9"]}},
             "ppo": {"n_envs": 1}, "eval": {"every": 0, "at_start": False, "at_end": False}}
-    with pytest.raises(ConfigError, match="cannot be set up here"):
+    with pytest.raises(ConfigError, match="cannot run here"):
         prepare_run(TrainConfig.from_dict(data))
     data["env"]["families"] = ["click_ok"]  # leaving them out: the run may start
     prepare_run(TrainConfig.from_dict(data))
@@ -328,7 +328,7 @@ def test_check_tasks_refuses_paths_that_leave_their_root(tmp_path: Path, config:
     osworld_task_file(tmp_path / "examples", 1, config)
     conf = env_config(tasks=str(tmp_path / "examples"), eval_tasks=str(tmp_path / "examples"),
                       mirror=str(tmp_path / "mirror"))  # fmt: skip
-    with pytest.raises(ConfigError, match=rf"env: 2 task\(s\) cannot be set up here: "
+    with pytest.raises(ConfigError, match=rf"env: 2 task\(s\) cannot run here: \[.*\] "
                                           rf"d/.* \(train\): {match}"):
         osworld_backend.OSWORLD.check_tasks(conf)
 
@@ -341,7 +341,7 @@ def test_check_tasks_refuses_one_basename_for_two_urls_across_tasks(tmp_path: Pa
         osworld_task_file(tmp_path / "examples", n, [download(url)])
     conf = env_config(tasks=str(tmp_path / "examples"), eval_tasks=str(tmp_path / "examples"),
                       mirror=str(tmp_path / "mirror"))  # fmt: skip
-    with pytest.raises(ConfigError, match=r"env: 4 task\(s\) cannot be set up here: .*"
+    with pytest.raises(ConfigError, match=r"env: 4 task\(s\) cannot run here: .*"
                                           r"ambiguous.*mirror\.json") as err:
         osworld_backend.OSWORLD.check_tasks(conf)
     assert all(url in str(err.value) for url in urls)

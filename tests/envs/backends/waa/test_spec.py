@@ -93,8 +93,9 @@ def test_check_tasks_refuses_what_cannot_run_naming_task_and_reason(tmp_path: Pa
         id="edge-wos", evaluator={"func": "exact_match", "result": {"type": "edge_home_page"},
                                   "expected": {"type": "rule", "rules": {"expected": "x"}}}))
     config = env_config(tmp_path, eval_tasks="examples")
-    with pytest.raises(ConfigError, match=r"env: 2 WAA task\(s\) cannot run here: msedge/edge-wos "
-                                          r"\(train\): evaluator\.result\[0\] \(edge_home_page\): "
+    with pytest.raises(ConfigError, match=r"env: 2 WAA task\(s\) cannot run here: \[.*\] "
+                                          r"msedge/edge-wos \(train\): evaluator\.result\[0\] "
+                                          r"\(edge_home_page\): "
                                           r"drives or reads the browser"):
         WAA.check_tasks(config)
     WAA.check_tasks(EnvConfig(**{**config.__dict__, "families": ("notepad",)}))
@@ -199,7 +200,7 @@ def test_check_tasks_refuses_paths_that_leave_their_root(tmp_path: Path, step: d
     (tmp_path / "mirror").mkdir()
     write(tmp_path / "examples", "notepad", "x-WOS", task_json(id="x-WOS", config=[step]))
     config = env_config(tmp_path, eval_tasks="examples", mirror="mirror")
-    with pytest.raises(ConfigError, match=rf"env: 2 WAA task\(s\) cannot run here: "
+    with pytest.raises(ConfigError, match=rf"env: 2 WAA task\(s\) cannot run here: \[.*\] "
                                           rf"notepad/x-WOS \(train\): {match}"):
         WAA.check_tasks(config)
 
