@@ -83,6 +83,8 @@ class Capabilities:
         browser_debugging: Chrome's remote-debugging port reaches the client (OSWorld's
             ``chrome_*`` steps and Chrome getters).
         where: Whose capabilities these are, for messages (``the x11 desktop``).
+        path: Where the desktop's programs are (``PATH``): an application :data:`APPS` does not
+            know is looked up there as a program of its name; None: such names are not checked.
     """
 
     apps: frozenset[str] | None = None
@@ -91,6 +93,7 @@ class Capabilities:
     proxy: bool = False
     browser_debugging: bool = False
     where: str = "this backend"
+    path: str | None = None
 
 
 @dataclass(frozen=True)
@@ -122,10 +125,13 @@ def missing(needs: Needs, caps: Capabilities) -> list[tuple[str, str]]:
     out = []
     if caps.apps is not None:
         for app, where in needs.apps.items():
-            if app not in caps.apps:
-                how = (", ".join(APPS[app]) if app in APPS
-                       else "an application cua_rl does not know how to find")
-                out.append((where, f"needs {app} ({how}), which {caps.where} does not have"))
+            if app in APPS and app not in caps.apps:
+                out.append((where, f"needs {app} ({', '.join(APPS[app])}), which {caps.where} "
+                                   f"does not have"))  # fmt: skip
+            elif (app not in APPS and caps.path is not None
+                  and not shutil.which(app, path=caps.path)):
+                out.append((where, f"needs {app} (a program of that name), which {caps.where} "
+                                   f"does not have"))  # fmt: skip
     for flag, what in (("internet", "the internet"), ("fixed_ip", "a fixed IP address"),
                        ("proxy", "a proxy (OSWorld's 'proxy': true)"),
                        ("browser_debugging", "Chrome with its debugging port")):

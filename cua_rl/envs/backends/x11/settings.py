@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass
 from typing import ClassVar, Literal
 
@@ -30,12 +31,13 @@ class X11Settings(TaskFileSettings):
     network: Literal["none", "host"] = "none"
 
     def capabilities(self) -> Capabilities:
-        """What a local desktop has: the applications of ``APPS`` on this host's ``PATH``, the
-        internet unless sandboxed with ``network: none``; no proxy, no fixed IP, no Chrome
-        debugging port."""
-        return Capabilities(apps=installed_apps(),
+        """What a local desktop has: the applications on this host's ``PATH`` (those of
+        ``APPS`` by their programs, any other by its name), the internet unless sandboxed with
+        ``network: none``; no proxy, no fixed IP, no Chrome debugging port."""
+        path = os.environ.get("PATH", os.defpath)
+        return Capabilities(apps=installed_apps(path),
                             internet=not self.sandbox or self.network == "host",
-                            where="the x11 desktop")
+                            where="the x11 desktop", path=path)
 
     def __post_init__(self) -> None:
         super().__post_init__()

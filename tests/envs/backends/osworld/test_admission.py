@@ -164,7 +164,8 @@ def test_a_task_with_nothing_missing_has_no_refusal() -> None:
 def test_any_related_apps_give_a_reason_each_or_none(names: list[str]) -> None:
     needs = Needs.of((n, "related_apps") for n in names)
     gaps = missing(needs, DESK)
-    assert len(gaps) == len([a for a in needs.apps if a not in DESK.apps])
+    # names APPS does not know are not checked without a search path
+    assert len(gaps) == len([a for a in needs.apps if a in APPS and a not in DESK.apps])
     assert all(a in APPS or a == canonical_app(a) for a in needs.apps)
 
 
@@ -234,8 +235,8 @@ def test_check_tasks_gives_every_reason_with_counts(tmp_path: Path,
                            "(env.backend_kwargs) does not have"]
     assert why["osworld_getter"] == ["evaluator.result[0] (vm_wallpaper): an OSWorld "
                                      "getter this library does not implement"]
-    assert why["misspelt"] == ["evaluator.result[0] (bookmark): not a getter of OSWorld's evaluator "
-                               "(a misspelling?)"]
+    assert why["misspelt"] == ["evaluator.result[0] (bookmark): not a getter of OSWorld's "
+                               "evaluator (a misspelling?)"]
     assert len(why["metric"]) == 1 and "'is_vlc_playing' is not available" in why["metric"][0]
     with pytest.raises(ConfigError, match=r"env: 10 task\(s\) cannot run here: \[.*needs a "
                                           r"proxy.* x2.*\] d/") as error:
@@ -272,12 +273,13 @@ def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
                                                        monkeypatch: pytest.MonkeyPatch) -> None:
     bin_dir = tmp_path / "bin"
     bin_dir.mkdir()
-    exe = bin_dir / "mousepad"
-    exe.write_text("#!/bin/sh\n")
-    exe.chmod(0o755)
+    for name in ("mousepad", "pcmanfm"):
+        (bin_dir / name).write_text("#!/bin/sh\n")
+        (bin_dir / name).chmod(0o755)
     monkeypatch.setenv("PATH", str(bin_dir))
     root = tmp_path / "examples"
-    ok = write_task(root, 1, related_apps=["mousepad", "os"])
+    ok = write_task(root, 1, related_apps=["mousepad", "os", "pcmanfm"])
+    unknown = write_task(root, 4, related_apps=["xyzzy"])
     vlc = write_task(root, 2, related_apps=["vlc"])
     web = write_task(root, 3, config=[{"type": "chrome_open_tabs",
                                        "parameters": {"urls_to_open": ["https://example.org"]}}])
@@ -289,6 +291,8 @@ def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
            X11.refusals(config_of(root, "x11", hooks=HOOKS)) if split == "train"}
     assert why[ok] == []
     assert why[vlc] == ["needs vlc (vlc, cvlc), which the x11 desktop does not have"]
+    assert why[unknown] == ["needs xyzzy (a program of that name), which the x11 desktop does "
+                            "not have"]
     assert any(r.startswith("needs the internet") for r in why[web])
 
 
