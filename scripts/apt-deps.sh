@@ -3,7 +3,8 @@
 # of the MiniWoB++ backend (chromium, chromium-driver: cua_rl/envs/backends/miniwob/), of
 # the macOSWorld transport tests (x11vnc, openssh-server: real VNC and SSH servers on 127.0.0.1;
 # the tests run their own sshd with its own config and keys, never the system one), and
-# Tesseract's English model for the validator's OCR tier (cua_rl/validator/ocr.py).
+# Tesseract's English model for the validator's OCR tier (cua_rl/validator/ocr.py); socat, which
+# OSWorld's Chrome tasks launch to forward Chrome's debugging port 9222 to 1337.
 # Used by `make test`: runs `apt-get update` once and `apt-get install -y --no-install-recommends`
 # only when root and apt-get exist and a package is missing; writes the stamp file given as $1
 # when everything is installed, so a second run installs nothing. Where installing is impossible
@@ -14,7 +15,7 @@ PACKAGES=(
   xvfb xdotool x11-utils wmctrl openbox xterm mousepad imagemagick
   python3-pyatspi python3-jeepney at-spi2-core dbus-x11 util-linux
   libreoffice-calc libreoffice-writer libreoffice-gtk3 pcmanfm
-  chromium chromium-driver
+  chromium chromium-driver socat
   x11vnc openssh-server
   bubblewrap
   tesseract-ocr tesseract-ocr-eng

@@ -359,5 +359,5 @@ def test_micro_batches_give_the_same_update(tiny_path: Path, algorithm: str) -> 
         assert metrics["train/n_updates"] == got_metrics["train/n_updates"] == 4
         for name in whole:  # SGD: linear in the gradient (Adam would amplify float noise)
             torch.testing.assert_close(got[name], whole[name], atol=1e-6, rtol=0, msg=name)
-        for key, value in metrics.items():
-            np.testing.assert_allclose(got_metrics[key], value, rtol=1e-5, atol=1e-7, err_msg=key)
+        for key, value in metrics.items():  # float32 sums over other batch shapes: ~1e-6 apart
+            np.testing.assert_allclose(got_metrics[key], value, rtol=1e-5, atol=2e-6, err_msg=key)

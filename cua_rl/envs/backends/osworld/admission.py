@@ -47,7 +47,7 @@ OSWORLD_GETTERS = frozenset({
     "audio_in_slide", "background_image_in_slide", "vm_screen_size", "vm_window_size",
     "vm_wallpaper", "list_directory", "rule", "accessibility_tree", "rule_relativeTime",
     "time_diff_range", "replay", "vlc_playing_info", "vlc_config", "default_video_player",
-    "vscode_config", "conference_city_in_order", "chrome_appearance_mode_ui",
+    "vscode_config", "conference_city_in_order", "chrome_appearance_mode_ui", "chrome_color_scheme",
 })
 #: Getters that open a web site (in the desktop's Chrome): they need the internet.
 WEB_GETTERS = frozenset({"info_from_website", "pdf_from_url",

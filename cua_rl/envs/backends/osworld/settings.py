@@ -128,11 +128,19 @@ class OSWorldSettings(TaskFileSettings):
     proxy: bool = False
     #: The VMs have the fixed IP address OSWorld's ``"fixed_ip": true`` tasks expect.
     fixed_ip: bool = False
+    #: The VMs' Chrome has its remote debugging port reachable from here (OSWorld's Chrome
+    #: steps and getters): through ``cua-rl desktop-server``'s tunnel, or on OSWorld's VMs at
+    #: ``chrome_ports[i]`` of server ``i``'s host. False: those tasks are refused.
+    chrome: bool = False
+    #: The debugging port of each server's VM on its host (OSWorld's Docker provider maps the
+    #: VM's 9222 to the first free port from 9222); empty: 9222 for all.
+    chrome_ports: tuple[int, ...] = ()
 
     def capabilities(self) -> Capabilities:
-        """What the VMs have, from ``apps``, ``internet``, ``proxy`` and ``fixed_ip``."""
+        """What the VMs have, from ``apps``, ``internet``, ``proxy``, ``fixed_ip``, ``chrome``."""
         return Capabilities(apps=frozenset(map(str, map(canonical_app, self.apps))) or None,
                             internet=self.internet, proxy=self.proxy, fixed_ip=self.fixed_ip,
+                            browser_debugging=self.chrome,
                             where=f"the {self.backend} backend (env.backend_kwargs)")
 
     def __post_init__(self) -> None:
@@ -155,6 +163,10 @@ class OSWorldSettings(TaskFileSettings):
         check(self, "action_timeout_s", v is None or v >= MIN_TIMEOUT_S,
               f"must be a number >= {MIN_TIMEOUT_S:g} or null")
         check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
+        check(self, "chrome_ports", not self.chrome_ports or len(self.chrome_ports) == len(urls),
+              f"must list one port per URL ({len(urls)}), or be empty (9222 for all)")
+        check(self, "chrome_ports", all(0 < p < 65536 for p in self.chrome_ports),
+              "must be ports (1-65535)")
         unknown = [a for a in self.apps if canonical_app(a) not in APPS]
         check(self, "apps", not unknown,
               f"unknown application(s) {unknown}; known: {sorted(APPS)}")

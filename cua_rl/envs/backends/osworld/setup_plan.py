@@ -249,9 +249,13 @@ class _Planner:
         if kind in ACCOUNT_STEPS:
             self.refuse(where, kind, "needs a real Google account (OAuth); not available here")
             return None
+        if kind == "update_browse_history":
+            self.refuse(where, kind, "not supported here (OSWorld writes the visits into a "
+                        "History database it downloads from Google Drive)")
+            return None
         if kind in BROWSER_STEPS and not self.browser:
-            self.refuse(where, kind, "needs Google Chrome with remote debugging on port 9222; "
-                        "pass browser=True if the desktop has it")
+            self.refuse(where, kind, "needs Google Chrome with its remote debugging port "
+                        "(9222), which this desktop does not have")
             return None
         if kind == "download":
             files = []
@@ -289,8 +293,8 @@ class _Planner:
                         "here")
             return
         if kind in BROWSER_GETTERS and not self.browser:
-            self.refuse(where, kind, "needs Google Chrome with remote debugging on port 9222; "
-                        "pass browser=True if the desktop has it")
+            self.refuse(where, kind, "needs Google Chrome with its remote debugging port "
+                        "(9222), which this desktop does not have")
             return
         if kind in DEST_GETTERS:
             dests = getter.get("dest")

@@ -108,10 +108,10 @@ def osworld_hooks(s: TaskFileSettings) -> Hooks:
 
     # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
     # (its files are hashed once, and a basename shared by two URLs is refused in either hook)
-    mirror = Mirror.open(s.mirror)
-    setup, checker = make(mirror=mirror, placeholders=dict(s.placeholders),
-                          cache_root=s.cache_dir)  # fmt: skip
-    admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders,
+    mirror, capabilities = Mirror.open(s.mirror), s.capabilities()
+    setup, checker = make(mirror=mirror, placeholders=dict(s.placeholders), cache_root=s.cache_dir,
+                          browser=capabilities.browser_debugging)  # fmt: skip
+    admission = Admission(capabilities, mirror=mirror, placeholders=s.placeholders,
                           getters=GETTERS, runner=checker.runner)  # fmt: skip
     return Hooks(setup=_CheckedSetup(setup, admission), checker=checker)
 
@@ -320,6 +320,8 @@ class OSWorldSpec(TaskFileSpec):
         client = VMServerClient(s.urls[index], token=token, timeout_s=s.timeout_s,
                                 action_timeout_s=s.action_timeout_s,
                                 max_retries=s.max_retries)  # fmt: skip
+        if s.chrome_ports:
+            client.chrome_port = s.chrome_ports[index]
         revert = hooks.revert
         if s.revert_command:
             revert = CommandRevert(s.revert_command, index, s.urls[index], s.revert_timeout_s,

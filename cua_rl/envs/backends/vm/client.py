@@ -40,9 +40,10 @@ import http.client
 import json
 import logging
 import random
+import socket
 import time
 import urllib.parse
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -52,6 +53,9 @@ from cua_rl.envs.backends.vm.codec import decode_ppm as _decode_ppm
 from cua_rl.envs.backends.vm.codec import encode_body
 from cua_rl.errors import ActionError, BackendError, ConfigError
 from cua_rl.images import MAX_IMAGE_PIXELS, decode_rgb
+
+if TYPE_CHECKING:
+    from cua_rl.envs.backends.vm.cdp import Chrome
 
 __all__ = [
     "PYAUTOGUI_PREFIX",
@@ -173,6 +177,10 @@ class VMServerClient:
             raise ConfigError("VMServerClient token must be a non-empty string without spaces")
         self._token = token
         self._rng = random.Random(seed)
+        #: The port of Chrome's remote debugging on the server's host, used where the server
+        #: has no tunnel (OSWorld's own; Docker maps the VM's 9222 to it).
+        self.chrome_port = 9222
+        self._chrome_direct = False
         self.n_requests = 0
         self.n_attempts = 0
         self.n_retries = 0
@@ -387,6 +395,29 @@ class VMServerClient:
     def platform(self) -> str:
         """``Linux``, ``Windows`` or ``Darwin`` (``GET /platform``)."""
         return self.request("GET", "/platform").body.decode("utf-8", "replace").strip()
+
+    def chrome(self, *, port: int | None = None) -> Chrome:
+        """The desktop's Chrome over its debugging port (:class:`~cua_rl.envs.backends.vm.cdp.
+        Chrome`): through ``cua-rl desktop-server``'s tunnel, or, where the server has none
+        (OSWorld's own answers 404), a TCP connection to ``port`` (default
+        :attr:`chrome_port`) of the server's host, as OSWorld connects to its VMs."""
+        from cua_rl.envs.backends.vm.cdp import CDPError, Chrome, tunnel_socket
+
+        direct = port if port is not None else self.chrome_port
+        server_port = self._port or (443 if self._https else 80)
+
+        def connect() -> socket.socket:
+            if not self._chrome_direct:
+                try:
+                    return tunnel_socket(self._host, server_port, self._token,
+                                         timeout_s=self.timeout_s)  # fmt: skip
+                except CDPError as error:
+                    if " 404 " not in str(error):
+                        raise
+                    self._chrome_direct = True
+            return socket.create_connection((self._host, direct), timeout=self.timeout_s)
+
+        return Chrome(connect, timeout_s=self.timeout_s)
 
     def __repr__(self) -> str:
         return f"VMServerClient({self.base_url!r})"

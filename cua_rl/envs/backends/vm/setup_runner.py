@@ -19,9 +19,12 @@ OSWorld's ``SetupController`` does (osworld.md 3.2):
 * ``sleep``: waits (on the host);
 * ``activate_window`` / ``close_window`` / ``change_wallpaper``: their endpoints.
 
-Browser steps (``chrome_*``, ``update_browse_history``) need Chrome's remote debugging port,
-which this runner does not drive: a plan made with ``browser=True`` that contains one is refused
-with a :class:`~cua_rl.errors.TaskSpecError` naming the step, before anything runs. Any step that
+* ``chrome_open_tabs`` / ``chrome_close_tabs``: through Chrome's remote debugging port
+  (:func:`~cua_rl.envs.backends.vm.cdp.open_tabs`, :func:`~cua_rl.envs.backends.vm.cdp.close_tabs`;
+  :meth:`~cua_rl.envs.backends.vm.client.VMServerClient.chrome`).
+
+Any other step type (``update_browse_history``) is refused with a
+:class:`~cua_rl.errors.TaskSpecError` naming the step, before anything runs. Any step that
 fails raises :class:`SetupStepFailed` (a :class:`~cua_rl.errors.BackendError`: CUAEnv ends the
 episode as an env error, never scored) naming the task, the step and why; the first failure
 stops the set-up (as OSWorld's "Setup step i failed").
@@ -46,6 +49,7 @@ from typing import TYPE_CHECKING, Any
 
 from cua_rl._io import atomic_write_text
 from cua_rl._paths import confine, relative_name
+from cua_rl.envs.backends.vm.cdp import close_tabs, open_tabs
 from cua_rl.errors import BackendError, TaskSpecError
 
 if TYPE_CHECKING:
@@ -58,7 +62,7 @@ __all__ = ["RUNNABLE", "SetupStepFailed", "post_step", "reported_failure", "run_
 #: Step types :func:`run_setup` runs.
 RUNNABLE = frozenset({
     "upload_file", "open", "launch", "execute", "command", "execute_with_verification", "sleep",
-    "activate_window", "close_window", "change_wallpaper",
+    "activate_window", "close_window", "change_wallpaper", "chrome_open_tabs", "chrome_close_tabs",
 })  # fmt: skip
 #: Seconds between two tries of an ``execute`` step with ``until`` (OSWorld's).
 UNTIL_INTERVAL_S = 0.3
@@ -212,6 +216,10 @@ def _run_step(client: VMServerClient, step: PlannedStep, cache_dir: Path | None,
                                              "by_class": bool(p.get("by_class", False))})
     elif kind == "change_wallpaper":
         post_step(client, "/setup/change_wallpaper", {"path": p["path"]})
+    elif kind == "chrome_open_tabs":
+        open_tabs(client.chrome(), list(p["urls_to_open"]))
+    elif kind == "chrome_close_tabs":
+        close_tabs(client.chrome(), list(p["urls_to_close"]))
     else:  # refused before anything ran (see run_setup)
         raise AssertionError(kind)
 
@@ -246,7 +254,7 @@ def run_setup(
         s = unsupported[0]
         raise TaskSpecError(
             f"task {task_id}: {s.phase}[{s.index}] ({s.source_type}) cannot run through the VM "
-            f"server here: browser steps need Chrome's remote debugging (not driven yet)"
+            f"server here (not supported)"
         )
     cache = None if cache_dir is None else Path(cache_dir)
     if cache is not None:

@@ -37,7 +37,12 @@ this desktop and a real OSWorld VM the same way. Where it differs on purpose, th
   :func:`~cua_rl.envs.backends.x11.server_health.desktop_problems`) and answers 503 with the reasons
   when it is unusable, so a client starts a fresh server. Resets run one at a time, and any request
   that arrives during one waits for its end
-  (:class:`~cua_rl.envs.backends.x11.server_health.ResetGate`).
+  (:class:`~cua_rl.envs.backends.x11.server_health.ResetGate`). ``GET /cua/tunnel?port=9222``
+  relays bytes to Chrome's remote debugging port inside the desktop
+  (:mod:`~cua_rl.envs.backends.x11.server_tunnel`).
+* ``/setup/launch`` of ``google-chrome`` starts Debian's ``chromium`` when Google Chrome is not
+  installed (as OSWorld does on ARM), with its profile where Chrome's is
+  (``~/.config/google-chrome``, which OSWorld's Chrome getters read).
 * **Limits** (:class:`~cua_rl.envs.backends.x11.server_conn.ServerLimits`): a read deadline per
   request, a cap on connections, a cap on request bodies (413) and a bigger one on
   ``/setup/upload``.
@@ -78,6 +83,7 @@ from cua_rl.envs.backends.x11.server_health import ResetGate, ResetTimeout, desk
 from cua_rl.envs.backends.x11.server_http import check_host, make_handler
 from cua_rl.envs.backends.x11.server_setup import (
     change_wallpaper,
+    chrome_command,
     execute_verified,
     html_error,
     list_directory,
@@ -87,6 +93,7 @@ from cua_rl.envs.backends.x11.server_setup import (
     run_python,
     window_command,
 )
+from cua_rl.envs.backends.x11.server_tunnel import TUNNEL_PORTS
 from cua_rl.envs.backends.x11.server_waa import WAAMode, windows_path
 from cua_rl.envs.backends.x11.session import USER_HOME, DesktopSession
 from cua_rl.errors import ActionError, ConfigError
@@ -157,6 +164,8 @@ class DesktopServer:
         self.mode = mode
         self.waa = WAAMode(self) if mode == "waa" else None
         self.limits = ServerLimits() if limits is None else limits
+        #: Ports inside the desktop ``/cua/tunnel`` relays (Chrome's remote debugging port).
+        self.tunnel_ports = TUNNEL_PORTS
         self.gate = ResetGate(self.limits.reset_wait_s)
         self._httpd = BoundedHTTPServer((host, port), make_handler(self), self.limits,
                                         sock=listen_socket)
@@ -464,6 +473,7 @@ class DesktopServer:
                 if isinstance(command, list) and not shell:
                     home = self.session.env["HOME"]
                     command = [home + c[1:] if str(c).startswith("~/") else c for c in command]
+                    command = chrome_command(command, home, self.session.env["PATH"])
                 self.session.popen(command, shell=shell)  # type: ignore[arg-type]
             except Exception as exc:  # OSWorld: 500 with the exception's text
                 return 500, {"status": "error", "message": str(exc) or type(exc).__name__}, ""

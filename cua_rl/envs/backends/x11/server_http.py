@@ -15,7 +15,9 @@ order:
    (:class:`~cua_rl.envs.backends.x11.server_conn.ServerLimits`) is 413 before a byte is read (the
    body is then read and dropped, never kept, until the read deadline, so the client sees the 413);
 3. the body, within the connection's read deadline (a client that stops sending is cut off);
-4. routing through :meth:`~cua_rl.envs.backends.x11.server.DesktopServer.handle`; any exception
+4. routing through (``/cua/tunnel`` instead: a byte tunnel to a port inside the desktop,
+   :mod:`~cua_rl.envs.backends.x11.server_tunnel`, after the token, before the body checks);
+5. routing through :meth:`~cua_rl.envs.backends.x11.server.DesktopServer.handle`; any exception
    becomes a 500 JSON answer.
 
 It logs to the ``cua_rl.envs.backends.x11.server`` logger, as before the move.
@@ -32,6 +34,7 @@ from http.server import BaseHTTPRequestHandler
 from typing import TYPE_CHECKING, Any
 
 from cua_rl._http import encode_answer
+from cua_rl.envs.backends.x11.server_tunnel import open_tunnel
 from cua_rl.errors import BackendError, ConfigError
 
 if TYPE_CHECKING:
@@ -138,6 +141,9 @@ def make_handler(server: DesktopServer) -> type[BaseHTTPRequestHandler]:
                                             "Bearer <token>)"}, close=True)  # fmt: skip
                 if isinstance(length, int) and length <= PRE_AUTH_DRAIN:
                     self._discard(length, wait_s=PRE_AUTH_WAIT_S)
+                return
+            if endpoint == "/cua/tunnel":  # bytes to a port inside the desktop (Chrome's CDP)
+                open_tunnel(self, parts.query, ports=server.tunnel_ports)
                 return
             if isinstance(length, str):
                 status = 411 if length.startswith("send") else 400

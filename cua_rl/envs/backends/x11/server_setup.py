@@ -22,8 +22,9 @@ from typing import TYPE_CHECKING, Any
 if TYPE_CHECKING:
     from cua_rl.envs.backends.x11.server import DesktopServer
 
-__all__ = ["change_wallpaper", "execute_verified", "html_error", "list_directory", "opener",
-           "open_file", "run_bash", "run_python", "window_command"]
+__all__ = ["CHROME_NAMES", "CHROME_PROFILE", "change_wallpaper", "chrome_command",
+           "execute_verified", "html_error", "list_directory", "opener", "open_file", "run_bash",
+           "run_python", "window_command"]
 
 logger = logging.getLogger("cua_rl.envs.backends.x11.server")
 
@@ -308,3 +309,26 @@ def run_bash(server: DesktopServer, body: dict[str, Any]) -> Answer:
                      "error": "", "returncode": -1}, ""  # fmt: skip
     return 200, {"status": "success" if done.returncode == 0 else "error",
                  "output": done.stdout, "error": "", "returncode": done.returncode}, ""
+
+
+#: Google Chrome's program names in task files.
+CHROME_NAMES = frozenset({"google-chrome", "google-chrome-stable"})
+#: Where Chrome keeps its profile on Linux, under HOME (OSWorld's Chrome getters read it there).
+CHROME_PROFILE = ".config/google-chrome"
+
+
+def chrome_command(argv: list[str], home: str, path: str) -> list[str]:
+    """``argv`` of a launch, with Google Chrome replaced by Debian's ``chromium`` when Chrome is
+    not on ``path`` and Chromium is (as OSWorld does on ARM): its profile put where Chrome's is
+    (``--user-data-dir``, unless given) and no first-run or default-browser prompt (unless
+    asked for). Any other ``argv`` comes back as it is."""
+    if not argv or Path(str(argv[0])).name not in CHROME_NAMES or shutil.which(argv[0], path=path):
+        return argv
+    chromium = shutil.which("chromium", path=path)
+    if chromium is None:
+        return argv
+    flags = [str(a) for a in argv[1:]]
+    given = {f.split("=", 1)[0] for f in flags}
+    extra = [f"--user-data-dir={home}/{CHROME_PROFILE}"] if "--user-data-dir" not in given else []
+    extra += [f for f in ("--no-first-run", "--no-default-browser-check") if f not in given]
+    return [chromium, *extra, *flags]

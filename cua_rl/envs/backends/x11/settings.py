@@ -33,11 +33,13 @@ class X11Settings(TaskFileSettings):
     def capabilities(self) -> Capabilities:
         """What a local desktop has: the applications on this host's ``PATH`` (those of
         ``APPS`` by their programs, any other by its name), the internet unless sandboxed with
-        ``network: none``; no proxy, no fixed IP, no Chrome debugging port."""
+        ``network: none``; Chrome's debugging port (through the server's tunnel) when Chrome
+        or Chromium is installed; no proxy, no fixed IP."""
         path = os.environ.get("PATH", os.defpath)
-        return Capabilities(apps=installed_apps(path),
-                            internet=not self.sandbox or self.network == "host",
-                            where="the x11 desktop", path=path)
+        apps = installed_apps(path)
+        return Capabilities(apps=apps, internet=not self.sandbox or self.network == "host",
+                            browser_debugging="chrome" in apps, where="the x11 desktop",
+                            path=path)  # fmt: skip
 
     def __post_init__(self) -> None:
         super().__post_init__()

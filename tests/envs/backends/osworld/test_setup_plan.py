@@ -137,7 +137,7 @@ def test_upload_file_and_browser_getters(examples: Path, tmp_path: Path) -> None
     refused = plan_setup(task, mirror=mirror, dry_run=True).refused
     assert [(r.where, r.type) for r in refused] == [
         ("config[0]", "upload_file"), ("evaluator.result[0]", "active_tab_info")]
-    assert "does not exist" in refused[0].reason and "port 9222" in refused[1].reason
+    assert "does not exist" in refused[0].reason and "port (9222)" in refused[1].reason
     (mirror / "here.txt").write_text("x")
     assert plan_setup(task, mirror=mirror, browser=True).config[0].type == "upload_file"
     assert "none was given" in plan_setup(task, dry_run=True).refused[0].reason

@@ -13,7 +13,11 @@ support, with the same config keys and return shapes:
 * ``vm_command_line`` / ``vm_command_error`` (``command``, ``shell``): the output / stderr of
   ``/execute``; ``vm_terminal_output`` (``GET /terminal``);
 * ``rule`` (``rules`` as is), ``list_directory`` (``path``), ``vm_screen_size``,
-  ``vm_window_size`` (``app_class_name``), ``accessibility_tree``.
+  ``vm_window_size`` (``app_class_name``), ``accessibility_tree``;
+* Chrome's tabs over its debugging port: ``open_tabs_info``, ``active_tab_info``,
+  ``active_url_from_accessTree`` (:mod:`~cua_rl.envs.backends.osworld.evaluation.chrome_tabs`);
+  Chrome's settings, bookmarks, history and cookies from its profile's files
+  (:mod:`~cua_rl.envs.backends.osworld.evaluation.chrome_files`).
 
 A file that is not there raises ``FileNotFoundError`` (upstream passes None on to the metric;
 the scorer turns the exception into a 0 for a ``result`` getter, as osworld.md 5.2 says). Any
@@ -28,56 +32,19 @@ from __future__ import annotations
 import json
 import shutil
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from datetime import datetime
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 from cua_rl._io import atomic_write_bytes
 from cua_rl._paths import confine
-from cua_rl.envs.backends.vm.client import VMServerClient, VMServerHTTPError
+from cua_rl.envs.backends.osworld.evaluation.chrome_files import CHROME_FILE_GETTERS
+from cua_rl.envs.backends.osworld.evaluation.chrome_tabs import CHROME_TAB_GETTERS
+from cua_rl.envs.backends.osworld.evaluation.context import GetterContext, _dest, _need
+from cua_rl.envs.backends.vm.client import VMServerHTTPError
 from cua_rl.errors import BackendError, TaskSpecError
 
 __all__ = ["GETTERS", "GetterContext", "get_value"]
-
-
-@dataclass
-class GetterContext:
-    """What a getter works with.
-
-    Attributes:
-        client: The VM's server.
-        task_id: The task (for messages).
-        cache_dir: The task's cache folder (created on first use).
-        files: ``cloud_file`` URL -> local copy (``SetupPlan.files``).
-        where: The evaluator field being read (``evaluator.result[0]``), for messages.
-    """
-
-    client: VMServerClient
-    task_id: str
-    cache_dir: Path
-    files: Mapping[str, str] = field(default_factory=dict)
-    where: str = "evaluator.result"
-
-    def fail(self, message: str) -> TaskSpecError:
-        return TaskSpecError(f"task {self.task_id}: {self.where}: {message}")
-
-
-def _need(ctx: GetterContext, cfg: Mapping[str, Any], key: str, kind: type | tuple[type, ...]
-          ) -> Any:
-    value = cfg.get(key)
-    if not isinstance(value, kind):
-        names = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
-        raise ctx.fail(f"getter {cfg.get('type')!r} needs {key!r} ({names}), got {value!r:.80}")
-    return value
-
-
-def _dest(ctx: GetterContext, name: Any) -> Path:
-    """The cache file ``dest`` names: a plain file name, confined to the cache."""
-    try:
-        return confine(ctx.cache_dir, name, field="dest", plain=True)
-    except TaskSpecError as error:
-        raise ctx.fail(str(error)) from None
 
 
 def _pairs(ctx: GetterContext, cfg: Mapping[str, Any]) -> tuple[list[str], list[str], set[int]]:
@@ -228,6 +195,7 @@ GETTERS: dict[str, Callable[[GetterContext, Mapping[str, Any]], Any]] = {
     "vm_terminal_output": get_vm_terminal_output, "rule": get_rule,
     "list_directory": get_list_directory, "vm_screen_size": get_vm_screen_size,
     "vm_window_size": get_vm_window_size, "accessibility_tree": get_accessibility_tree,
+    **CHROME_TAB_GETTERS, **CHROME_FILE_GETTERS,
 }  # fmt: skip
 
 

@@ -179,6 +179,9 @@ class TaskCaches:
 
     prefix = "cua-rl-osworld-"
     """Name prefix of the temporary cache root."""
+    browser = False
+    """The desktop's Chrome has its debugging port reachable (browser steps and getters are
+    planned, not refused)."""
 
     def __init__(self, mirror: Mapping[str, PathArg] | PathArg | None,
                  placeholders: Mapping[str, object] | None, cache_root: PathArg | None) -> None:
@@ -215,7 +218,7 @@ class _Hook(TaskCaches):
             width, height = client.screen_size()
             values.setdefault("SCREEN_WIDTH", width)
             values.setdefault("SCREEN_HEIGHT", height)
-        return plan_setup(spec, mirror=self.mirror, placeholders=values)
+        return plan_setup(spec, mirror=self.mirror, placeholders=values, browser=self.browser)
 
 
 class OSWorldSetup(_Hook):
@@ -278,12 +281,14 @@ class OSWorldChecker(_Hook):
 
 def osworld_hooks(mirror: Mapping[str, PathArg] | PathArg | None = None,
                   placeholders: Mapping[str, object] | None = None,
-                  cache_root: PathArg | None = None, runner: MetricRunner | None = None
-                  ) -> tuple[OSWorldSetup, OSWorldChecker]:
+                  cache_root: PathArg | None = None, runner: MetricRunner | None = None,
+                  browser: bool = False) -> tuple[OSWorldSetup, OSWorldChecker]:
     """A set-up hook and a checker sharing one cache root (a fresh temporary one by default,
-    removed by the checker's :meth:`~OSWorldChecker.close`)."""
+    removed by the checker's :meth:`~OSWorldChecker.close`); ``browser``: the desktop's Chrome
+    has its debugging port reachable."""
     root = Path(tempfile.mkdtemp(prefix="cua-rl-osworld-")) if cache_root is None else cache_root
     setup = OSWorldSetup(mirror, placeholders, root)
     checker = OSWorldChecker(mirror, placeholders, root, runner)
+    setup.browser = checker.browser = browser
     checker._own_root = cache_root is None
     return setup, checker

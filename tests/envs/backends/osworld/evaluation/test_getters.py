@@ -8,6 +8,8 @@ from pathlib import Path
 import pytest
 
 from cua_rl.envs.backends.osworld.evaluation import GETTERS, GetterContext, get_value
+from cua_rl.envs.backends.osworld.evaluation.chrome_files import CHROME_FILE_GETTERS
+from cua_rl.envs.backends.osworld.evaluation.chrome_tabs import CHROME_TAB_GETTERS
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.errors import BackendError, TaskSpecError
 from cua_rl.testing.osworld_server import FakeOSWorldServer
@@ -143,7 +145,7 @@ def test_host_and_vm_info_getters(server: ShellFakeServer, ctx: GetterContext) -
     assert set(GETTERS) == {
         "vm_file", "cloud_file", "cache_file", "vm_command_line", "vm_command_error",
         "vm_terminal_output", "rule", "list_directory", "vm_screen_size", "vm_window_size",
-        "accessibility_tree"}
+        "accessibility_tree", *CHROME_TAB_GETTERS, *CHROME_FILE_GETTERS}
 
 
 def test_unsupported_getter_names_task_and_getter(ctx: GetterContext) -> None:
