@@ -18,7 +18,6 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from cua_rl.envs.backends.osworld.setup_plan import (
-    BROWSER_STEPS,
     COMMAND_STEPS,
     MirrorArg,
     Refusal,
@@ -115,8 +114,6 @@ def task_needs(task: OSWorldTask) -> Needs:
             fetch = _FETCHES.search(" ".join(_strings(step.parameters)))
             if fetch:
                 internet = f"{where}, runs {fetch.group(0)!r}"
-        elif step.type in BROWSER_STEPS and step.type != "chrome_close_tabs":
-            internet = f"{where}, opens web pages"
     if not internet:
         for side, i, getter in task.evaluator.getters():
             if getter.get("type") in WEB_GETTERS:

@@ -16,6 +16,7 @@ import pytest
 from cua_rl.actions import Hotkey
 from cua_rl.envs.config import EnvConfig
 from tests.desktop_env import desktop_and_evaluator
+from tests.evaluation.osworld_fixtures import HOOKS
 
 pytestmark = pytest.mark.desktop
 
@@ -95,6 +96,9 @@ def test_without_chrome_the_task_is_refused_before_training(
     chrome_task(tmp_path / "examples")
     monkeypatch.setenv("PATH", str(tmp_path))  # no browser on this PATH
     config = EnvConfig(backend="x11", screen=(1024, 768), max_steps=5, backend_kwargs={
-        "tasks": str(tmp_path / "examples"), "eval_tasks": str(tmp_path / "examples")})
-    with pytest.raises(ConfigError, match=r"cannot run here: .*needs chrome \(google-chrome"):
+        "tasks": str(tmp_path / "examples"), "eval_tasks": str(tmp_path / "examples"),
+        "hooks": HOOKS})  # scoring of its own: no evaluator to start on this PATH
+    with pytest.raises(ConfigError, match=r"cannot run here: .*needs chrome \(google-chrome.*"
+                                          r"chrome_open_tabs\): needs Google Chrome with its "
+                                          r"remote debugging port"):
         X11.check_tasks(dataclasses.replace(config))
