@@ -3,9 +3,11 @@ read through :mod:`cua_rl._strict` like every other config section (unknown keys
 and bad values raise ``ConfigError`` naming ``env.backend_kwargs.<key>``).
 
 :class:`TaskFileSettings`: the keys every such backend takes (tasks, mirror, placeholders,
-hooks, ...); :class:`OSWorldSettings` adds the server keys of ``osworld`` (and of ``waa``,
+hooks, ...); :class:`ServerSettings` adds the server keys of ``osworld`` (and of ``waa``,
 :class:`cua_rl.envs.backends.waa.settings.WAASettings`;
-:class:`cua_rl.envs.backends.x11.settings.X11Settings` the local desktop keys of ``x11``).
+:class:`cua_rl.envs.backends.x11.settings.X11Settings` the local desktop keys of ``x11``), and
+:class:`OSWorldSettings` what ``osworld``'s VMs have (applications, internet, proxy, fixed IP,
+Chrome's debugging port) for the task checks.
 :func:`load_settings` reads one for an env section: relative paths resolved against
 ``env.base_dir`` (the config file's folder) and ``placeholders`` completed with ``env.screen``
 and ``client_password``.
@@ -25,7 +27,7 @@ from cua_rl.errors import ConfigError
 if TYPE_CHECKING:
     from cua_rl.envs.config import EnvConfig
 
-__all__ = ["OSWorldSettings", "TaskFileSettings", "load_settings"]
+__all__ = ["OSWorldSettings", "ServerSettings", "TaskFileSettings", "load_settings"]
 
 #: Lower bound of every timeout (seconds).
 MIN_TIMEOUT_S = 0.001
@@ -92,8 +94,9 @@ class TaskFileSettings:
 
 
 @dataclass(frozen=True)
-class OSWorldSettings(TaskFileSettings):
-    """The ``backend_kwargs`` of an ``osworld`` env: one env per server URL."""
+class ServerSettings(TaskFileSettings):
+    """The server keys of the backends with one env per in-VM server URL (``osworld``:
+    :class:`OSWorldSettings`; ``waa``)."""
 
     PATHS: ClassVar[tuple[str, ...]] = (*TaskFileSettings.PATHS, "token_file")
     #: What ``urls`` lists, for the message when it is empty.
@@ -118,6 +121,33 @@ class OSWorldSettings(TaskFileSettings):
     revert_timeout_s: float = 600.0
     #: How long to wait for the server after a revert (``GET /screenshot``), in seconds.
     ready_timeout_s: float = 300.0
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check(self, "urls", bool(self.urls),
+              f"the {self.backend} backend needs a non-empty list of {self.URLS_ARE}")
+        urls = tuple(check_url(f"{W}.urls[{i}]", u) for i, u in enumerate(self.urls))
+        object.__setattr__(self, "urls", urls)
+        twice = next((u for u in urls if urls.count(u) > 1), None)
+        if twice is not None:
+            raise ConfigError(f"{W}.urls: {twice!r} is listed twice (one env per server)")
+        for key in ("token", "token_file"):
+            check(self, key, getattr(self, key) != "", "must be a non-empty string")
+        if self.token is not None and self.token_file is not None:
+            raise ConfigError(f"{W}.token and {W}.token_file both give the token; give one")
+        for key in ("timeout_s", "revert_timeout_s", "ready_timeout_s"):
+            check(self, key, getattr(self, key) >= MIN_TIMEOUT_S,
+                  f"must be a number >= {MIN_TIMEOUT_S:g}")
+        v = self.action_timeout_s
+        check(self, "action_timeout_s", v is None or v >= MIN_TIMEOUT_S,
+              f"must be a number >= {MIN_TIMEOUT_S:g} or null")
+        check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
+
+
+@dataclass(frozen=True)
+class OSWorldSettings(ServerSettings):
+    """The ``backend_kwargs`` of an ``osworld`` env: one env per server URL, and what its VMs
+    have for the task checks."""
+
     #: The applications the VMs have (names of ``cua_rl.envs.capabilities.APPS``, or OSWorld's
     #: ``related_apps`` spellings); empty: not known, no task is refused for an application.
     apps: tuple[str, ...] = ()
@@ -145,26 +175,9 @@ class OSWorldSettings(TaskFileSettings):
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        check(self, "urls", bool(self.urls),
-              f"the {self.backend} backend needs a non-empty list of {self.URLS_ARE}")
-        urls = tuple(check_url(f"{W}.urls[{i}]", u) for i, u in enumerate(self.urls))
-        object.__setattr__(self, "urls", urls)
-        twice = next((u for u in urls if urls.count(u) > 1), None)
-        if twice is not None:
-            raise ConfigError(f"{W}.urls: {twice!r} is listed twice (one env per server)")
-        for key in ("token", "token_file"):
-            check(self, key, getattr(self, key) != "", "must be a non-empty string")
-        if self.token is not None and self.token_file is not None:
-            raise ConfigError(f"{W}.token and {W}.token_file both give the token; give one")
-        for key in ("timeout_s", "revert_timeout_s", "ready_timeout_s"):
-            check(self, key, getattr(self, key) >= MIN_TIMEOUT_S,
-                  f"must be a number >= {MIN_TIMEOUT_S:g}")
-        v = self.action_timeout_s
-        check(self, "action_timeout_s", v is None or v >= MIN_TIMEOUT_S,
-              f"must be a number >= {MIN_TIMEOUT_S:g} or null")
-        check(self, "max_retries", self.max_retries >= 0, "must be an integer >= 0")
-        check(self, "chrome_ports", not self.chrome_ports or len(self.chrome_ports) == len(urls),
-              f"must list one port per URL ({len(urls)}), or be empty (9222 for all)")
+        n = len(self.urls)
+        check(self, "chrome_ports", not self.chrome_ports or len(self.chrome_ports) == n,
+              f"must list one port per URL ({n}), or be empty (9222 for all)")
         check(self, "chrome_ports", all(0 < p < 65536 for p in self.chrome_ports),
               "must be ports (1-65535)")
         unknown = [a for a in self.apps if canonical_app(a) not in APPS]

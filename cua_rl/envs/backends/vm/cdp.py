@@ -177,8 +177,19 @@ class Chrome:
         return found
 
     def close_tab(self, tab_id: str) -> None:
-        """Close a tab (``/json/close``)."""
+        """Close a tab (``/json/close``) and wait until Chrome no longer lists it (it closes
+        asynchronously), at most ``timeout_s``.
+
+        Raises:
+            CDPError: It is still listed after ``timeout_s``.
+        """
         self._json_text("/json/close/" + urllib.parse.quote(tab_id, safe=""))
+        end, pause = time.monotonic() + self.timeout_s, 0.01
+        while any(t["id"] == tab_id for t in self.tabs()):
+            if time.monotonic() > end:
+                raise CDPError(f"tab {tab_id!r} is still open {self.timeout_s:g} s after closing")
+            time.sleep(pause)
+            pause = min(0.2, pause * 2)
 
     def _json_text(self, path: str) -> None:
         try:

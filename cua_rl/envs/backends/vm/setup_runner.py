@@ -186,7 +186,8 @@ def _execute(client: VMServerClient, p: dict[str, Any], cache_dir: Path | None,
 
 
 def _run_step(client: VMServerClient, step: PlannedStep, cache_dir: Path | None,
-              until_timeout_s: float, sleep: Callable[[float], None]) -> None:  # fmt: skip
+              until_timeout_s: float, sleep: Callable[[float], None],
+              browser_wait_s: float) -> None:  # fmt: skip
     p = dict(step.parameters)
     kind = step.type
     if kind == "upload_file":
@@ -217,9 +218,9 @@ def _run_step(client: VMServerClient, step: PlannedStep, cache_dir: Path | None,
     elif kind == "change_wallpaper":
         post_step(client, "/setup/change_wallpaper", {"path": p["path"]})
     elif kind == "chrome_open_tabs":
-        open_tabs(client.chrome(), list(p["urls_to_open"]))
+        open_tabs(client.chrome(), list(p["urls_to_open"]), connect_s=browser_wait_s)
     elif kind == "chrome_close_tabs":
-        close_tabs(client.chrome(), list(p["urls_to_close"]))
+        close_tabs(client.chrome(), list(p["urls_to_close"]), connect_s=browser_wait_s)
     else:  # refused before anything ran (see run_setup)
         raise AssertionError(kind)
 
@@ -232,6 +233,7 @@ def run_setup(
     cache_dir: str | Path | None = None,
     until_timeout_s: float = 60.0,
     sleep: Callable[[float], None] = time.sleep,
+    browser_wait_s: float = 75.0,
 ) -> None:
     """Run planned set-up (or postconfig) steps in order through the VM server.
 
@@ -242,6 +244,8 @@ def run_setup(
         cache_dir: Where ``execute`` steps with ``stdout`` / ``stderr`` save the output.
         until_timeout_s: The longest an ``execute`` step with ``until`` keeps trying.
         sleep: How to wait (tests pass a recorder).
+        browser_wait_s: How long a Chrome step waits for Chrome's debugging port to answer
+            (OSWorld: 15 tries 5 s apart).
 
     Raises:
         TaskSpecError: A step this runner does not run (browser steps), before any step runs;
@@ -261,7 +265,7 @@ def run_setup(
         cache.mkdir(parents=True, exist_ok=True)
     for step in steps:
         try:
-            _run_step(client, step, cache, until_timeout_s, sleep)
+            _run_step(client, step, cache, until_timeout_s, sleep, browser_wait_s)
         except TaskSpecError as error:
             raise TaskSpecError(f"task {task_id}: {error}") from None
         except (BackendError, OSError) as error:  # OSError: a mirror file gone after planning

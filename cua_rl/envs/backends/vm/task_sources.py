@@ -111,7 +111,7 @@ def refused_tasks(checked: Iterable[tuple[Split, Any, Sequence[Any]]]) -> tuple[
         if found:
             more = f" (+{len(found) - 1} more)" if len(found) > 1 else ""
             bad.append(f"{spec.domain}/{spec.id} ({split}): {found[0]}{more}")
-            tally.update({_kind(r) for r in found})
+            tally.update(dict.fromkeys(_kind(r) for r in found).keys())
     if not bad:
         return 0, ""
     counts = ", ".join(f"{kind} x{n}" for kind, n in tally.most_common(8))

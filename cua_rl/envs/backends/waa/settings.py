@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, ClassVar, Literal
 
 from cua_rl._strict import check
-from cua_rl.envs.backends.osworld.settings import OSWorldSettings, load_settings
+from cua_rl.envs.backends.osworld.settings import ServerSettings, load_settings
 from cua_rl.envs.backends.vm.settings import W
 from cua_rl.errors import ConfigError
 
@@ -20,7 +20,7 @@ __all__ = ["WAASettings", "waa_settings"]
 
 
 @dataclass(frozen=True)
-class WAASettings(OSWorldSettings):
+class WAASettings(ServerSettings):
     """The ``backend_kwargs`` of a ``waa`` env: one env per WAA server URL."""
 
     backend: ClassVar[str] = "waa"

@@ -44,7 +44,9 @@ SHIPPED: dict[str, tuple[type, dict[str, Any]]] = {
                          "SCREEN_HEIGHT": 1080},
         "urls": ("http://127.0.0.1:5000", "http://127.0.0.1:5001"), "token": None,
         "token_file": None, "timeout_s": 30.0, "action_timeout_s": None, "max_retries": 2,
-        "revert_command": (), "revert_timeout_s": 600.0, "ready_timeout_s": 300.0}),
+        "revert_command": (), "revert_timeout_s": 600.0, "ready_timeout_s": 300.0,
+        "apps": (), "internet": True, "proxy": False, "fixed_ip": False, "chrome": False,
+        "chrome_ports": ()}),
     "osworld_local": (X11Settings, {
         "tasks": (str(PROBE / "examples"),), "eval_tasks": (str(PROBE / "examples"),),
         "examples_root": None, "mirror": str(PROBE / "files"), "cache_dir": None,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -96,15 +97,34 @@ def test_a_failing_step_stops_the_setup_and_names_it(
     assert server.launched == [["mousepad"]]  # the step after the failure did not run
 
 
-def test_browser_steps_are_refused_before_anything_runs(server: FakeOSWorldServer) -> None:
+def test_steps_the_runner_does_not_run_are_refused_before_anything_runs(
+        server: FakeOSWorldServer) -> None:
+    task = task_of([{"type": "launch", "parameters": {"command": ["google-chrome"]}}])
+    history = PlannedStep("config", 1, "update_browse_history", {"history": []},
+                          "update_browse_history")  # plan_setup refuses it: made by hand
+    steps = [*plan_setup(task).config, history]
+    with pytest.raises(TaskSpecError, match=r"config\[1\] \(update_browse_history\) cannot run"):
+        run_setup(VMServerClient(server.url), steps, task_id=task.id)
+    assert server.launched == []
+
+
+def free_port() -> int:
+    with socket.create_server(("127.0.0.1", 0)) as sock:
+        return int(sock.getsockname()[1])  # closed again: nothing listens there
+
+
+def test_a_chrome_step_without_chrome_fails_naming_the_step(server: FakeOSWorldServer) -> None:
     task = task_of([
         {"type": "launch", "parameters": {"command": ["google-chrome"]}},
         {"type": "chrome_open_tabs", "parameters": {"urls_to_open": ["https://example.invalid"]}},
     ])  # fmt: skip
     plan = plan_setup(task, browser=True)
-    with pytest.raises(TaskSpecError, match=r"config\[1\] \(chrome_open_tabs\) cannot run"):
-        run_setup(VMServerClient(server.url), plan.config, task_id=task.id)
-    assert server.launched == []
+    client = VMServerClient(server.url)
+    client.chrome_port = free_port()  # OSWorld's own server has no tunnel: the VM's port
+    with pytest.raises(SetupStepFailed, match=r"config\[1\] \(chrome_open_tabs\) failed: Chrome's "
+                                              r"debugging port did not answer within 0\.3 s"):
+        run_setup(client, plan.config, task_id=task.id, browser_wait_s=0.3)
+    assert len(server.launched) == 1  # the launch before it ran
 
 
 def test_postconfig_runs_the_same_way(server: FakeOSWorldServer) -> None:

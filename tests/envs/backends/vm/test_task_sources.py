@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from cua_rl.envs.backends.osworld.setup_plan import Refusal
 from cua_rl.envs.backends.vm.revert import run_revert_command, wait_ready
 from cua_rl.envs.backends.vm.task_sources import load_sources, pick_split, refused_tasks
 from cua_rl.errors import BackendError, ConfigError, TaskSpecError
@@ -55,12 +56,23 @@ def test_pick_split_filters_families_then_splits_or_keeps_explicit_eval() -> Non
 def test_refused_tasks_counts_all_and_lists_five() -> None:
     sets = {"train": SimpleNamespace(specs=[Spec(f"t{i}", "d") for i in range(6)]),
             "eval": SimpleNamespace(specs=[Spec("e0", "d"), Spec("ok", "d")])}
-    count, listing = refused_tasks(sets.__getitem__, lambda spec: SimpleNamespace(
-        refused=() if spec.id == "ok" else (f"no {spec.id}", "second")))
+    def why(spec: Spec) -> tuple[Refusal, ...]:
+        if spec.id == "ok":
+            return ()
+        return (Refusal("config[0]", "download", f"no {spec.id}"),
+                Refusal("related_apps", "needs", "needs the internet"))
+
+    def checked(reasons: object) -> list[tuple[str, Spec, object]]:
+        return [(split, spec, reasons(spec))  # type: ignore[operator]
+                for split in ("train", "eval") for spec in sets[split].specs]
+
+    count, listing = refused_tasks(checked(why))
     assert count == 7
-    assert listing == ("d/t0 (train): no t0; d/t1 (train): no t1; d/t2 (train): no t2; "
-                       "d/t3 (train): no t3; d/t4 (train): no t4 (and 2 more)")
-    assert refused_tasks(sets.__getitem__, lambda spec: SimpleNamespace(refused=())) == (0, "")
+    # the reasons counted over all tasks (a gap of the desktop by what is missing), then five
+    assert listing.startswith("[download x7, needs the internet x7] d/t0 (train): ")
+    assert "d/t0 (train): config[0] (download): no t0 (+1 more); d/t1 (train)" in listing
+    assert listing.count("(+1 more)") == 5 and listing.endswith("(and 2 more)")
+    assert refused_tasks(checked(lambda spec: ())) == (0, "")
 
 
 def test_load_sources_tells_task_lists_from_task_files(tmp_path: Path) -> None:
