@@ -98,11 +98,12 @@ class Capabilities:
 
 @dataclass(frozen=True)
 class Needs:
-    """What one task needs (see :func:`missing`): canonical application names, internet, a fixed
-    IP, a proxy, Chrome's debugging port; each with where the task says so (empty: not
-    needed)."""
+    """What one task needs (see :func:`missing`): canonical application names, programs its
+    commands start, internet, a fixed IP, a proxy, Chrome's debugging port; each with where the
+    task says so (empty: not needed)."""
 
     apps: Mapping[str, str] = field(default_factory=dict)
+    programs: Mapping[str, str] = field(default_factory=dict)
     internet: str = ""
     fixed_ip: str = ""
     proxy: str = ""
@@ -132,6 +133,10 @@ def missing(needs: Needs, caps: Capabilities) -> list[tuple[str, str]]:
                   and not shutil.which(app, path=caps.path)):
                 out.append((where, f"needs {app} (a program of that name), which {caps.where} "
                                    f"does not have"))  # fmt: skip
+    if caps.path is not None:
+        for program, where in needs.programs.items():
+            if not shutil.which(program, path=caps.path):
+                out.append((where, f"runs {program}, which {caps.where} does not have"))
     for flag, what in (("internet", "the internet"), ("fixed_ip", "a fixed IP address"),
                        ("proxy", "a proxy (OSWorld's 'proxy': true)"),
                        ("browser_debugging", "Chrome with its debugging port")):

@@ -14,6 +14,7 @@ again at each reset, so a reset never refuses a task for a reason ``check_tasks`
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
@@ -94,11 +95,81 @@ def _programs(command: Any) -> list[str]:
     return found
 
 
+# shell words that are not programs looked up on PATH
+_SHELL_WORDS = frozenset({
+    "cd", "echo", "export", "if", "then", "else", "elif", "fi", "for", "while", "until", "do",
+    "done", "case", "esac", "in", "function", "return", "exit", "set", "unset", "read", "local",
+    "source", ".", "eval", "exec", "true", "false", "test", "[", "[[", "]", "]]", "{", "}", "!",
+    "time", "printf", "shift", "trap", "wait", "let", "declare", "type", "command", "builtin",
+    "alias", "pwd", "umask", "ulimit", "kill", "break", "continue",
+})  # fmt: skip
+# shell words after which a command starts
+_KEYWORDS = frozenset({"if", "then", "else", "elif", "do", "while", "until", "!", "{", "time"})
+# the interpreters OSWorld's pyautogui set-up clicks run (the server performs those itself)
+_SERVED = frozenset({"python", "python3"})
+_PROGRAM = re.compile(r"^(?:/[\w.+-]+)*/?[A-Za-z][\w.+-]*$")
+# words that start the program after them (their options and numbers skipped)
+_WRAPPERS = frozenset({"sudo", "nohup", "env", "timeout", "xargs", "exec", "time", "nice",
+                       "command"})
+
+
+def command_programs(command: Any) -> list[str]:
+    """The programs a step's or getter's ``command`` starts: an argument list's first word; in
+    a shell string, the first word of each command (after ``;``, ``&&``, ``|``, newlines,
+    ``(``, ``$(``; quotes respected) and the program after ``sudo``/``timeout``/``env``...,
+    shell words and variable assignments left out. A heuristic for shell strings: a word that
+    does not look like a program name is skipped."""
+    if isinstance(command, list | tuple):
+        words = [str(command[0])] if command else []
+    elif isinstance(command, str):
+        lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
+        lexer.commenters = "#"
+        try:
+            tokens = list(lexer)
+        except ValueError:  # an unclosed quote: not a command this check can read
+            return []
+        words, start, wrapped, redirect = [], True, False, False
+        for token in tokens:
+            if token and all(c in "<>&" for c in token) and ">" in token or token == "<":
+                redirect = True  # the next word is a file (2>/dev/null, < in.txt)
+            elif token and all(c in "();&|" for c in token):
+                start, wrapped = True, False
+            elif redirect or token.isdigit() and not start:
+                redirect = False
+            elif start or wrapped:
+                if "=" in token.split("/")[0] or token.startswith("-") or token.isdigit():
+                    continue  # X=1 cmd, sudo -S cmd, timeout 10 cmd
+                words.append(token)
+                wrapped = token in _WRAPPERS
+                start = token in _KEYWORDS
+    else:
+        return []
+    found = [w.rsplit("/", 1)[-1] if w.startswith("/") else w for w in words]
+    return [w for w in dict.fromkeys(found) if _PROGRAM.match(w) and w not in _SHELL_WORDS
+            and w not in _WRAPPERS]
+
+
+def _command_needs(task: OSWorldTask) -> list[tuple[str, str]]:
+    out = []
+    phases = (("config", task.config), ("evaluator.postconfig", task.evaluator.postconfig))
+    for phase, steps in phases:
+        for i, step in enumerate(steps):
+            if step.type in COMMAND_STEPS | {"launch"}:
+                where = f"{phase}[{i}] ({step.type})"
+                out += [(p, where) for p in command_programs(step.parameters.get("command"))]
+    for side, i, getter in task.evaluator.getters():
+        if getter.get("type") in ("vm_command_line", "vm_command_error"):
+            where = f"evaluator.{side}[{i}] ({getter['type']})"
+            out += [(p, where) for p in command_programs(getter.get("command"))]
+    return [(p, where) for p, where in out if p not in _SERVED and p not in _EXECUTABLES]
+
+
 def task_needs(task: OSWorldTask) -> Needs:
     """What ``task`` needs of the desktop, each with where the task file says so: the
-    applications of ``related_apps`` and of ``launch`` steps, the internet (a web address in a
-    set-up step that is not a mirrored download, a command that installs or fetches, a getter
-    that opens a web site), OSWorld's ``proxy`` and ``fixed_ip``."""
+    applications of ``related_apps`` and of ``launch`` steps, the programs its commands start
+    (:func:`command_programs`), the internet (a web address in a set-up step that is not a
+    mirrored download, a command that installs or fetches, a getter that opens a web site),
+    OSWorld's ``proxy`` and ``fixed_ip``."""
     apps = [(name, "related_apps") for name in task.related_apps]
     internet = ""
     for i, step in enumerate(task.config):
@@ -120,7 +191,8 @@ def task_needs(task: OSWorldTask) -> Needs:
                 internet = f"evaluator.{side}[{i}] ({getter['type']}), opens a web site"
                 break
     return Needs.of(apps, internet=internet, proxy="proxy: true" if task.proxy else "",
-                    fixed_ip="fixed_ip: true" if task.fixed_ip else "")
+                    fixed_ip="fixed_ip: true" if task.fixed_ip else "",
+                    programs=dict(reversed(_command_needs(task))))
 
 
 def refusals(task: OSWorldTask, capabilities: Capabilities, *, mirror: MirrorArg = None,

@@ -49,6 +49,8 @@ logger = logging.getLogger(__name__)
 
 #: The name and HOME the desktop's user has inside.
 USER, HOME = "user", "/home/user"
+#: The programs' search path inside.
+PATH = "/usr/local/bin:/usr/bin:/bin"
 
 def _outside_system(path: Path) -> bool:
     return not any(path == Path(d) or Path(d) in path.parents for d in SYSTEM_DIRS)
@@ -112,7 +114,7 @@ class DesktopSandbox:
         (folder / "group").write_text(f"root:x:0:\n{USER}:x:{uid}:\nnogroup:x:65534:\n")
         for name in ("passwd", "group"):
             (folder / name).chmod(0o644)
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": HOME, "USER": USER,
+        env = {"PATH": PATH, "HOME": HOME, "USER": USER,
                "LOGNAME": USER, "LANG": os.environ.get("LANG", "C.UTF-8")}
         for key in ("TZ", "LC_ALL", "CUA_RL_DESKTOP", "MALLOC_MMAP_THRESHOLD_",
                     "MALLOC_TRIM_THRESHOLD_"):

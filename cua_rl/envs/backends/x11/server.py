@@ -67,6 +67,7 @@ import os
 import shlex
 import socket
 import subprocess
+import tempfile
 import threading
 import urllib.parse
 from pathlib import Path
@@ -102,6 +103,8 @@ __all__ = ["PPM", "DesktopServer", "ServerLimits"]
 
 PPM = "image/x-portable-pixmap"
 EXECUTE_TIMEOUT_S = 120.0
+#: Where ``/setup/launch`` keeps the ``google-chrome`` link to Chromium (the sandbox's own /tmp).
+CHROME_LINKS = Path(tempfile.gettempdir()) / "cua-rl-chrome"
 #: OSWorld's routes and their method (another method answers 405, as Flask does).
 ROUTES = {"/screenshot": "GET", "/platform": "GET", "/accessibility": "GET", "/terminal": "GET",
           "/cursor_position": "GET", **{e: "POST" for e in (
@@ -473,7 +476,8 @@ class DesktopServer:
                 if isinstance(command, list) and not shell:
                     home = self.session.env["HOME"]
                     command = [home + c[1:] if str(c).startswith("~/") else c for c in command]
-                    command = chrome_command(command, home, self.session.env["PATH"])
+                    command = chrome_command(command, home, self.session.env["PATH"],
+                                             link_dir=CHROME_LINKS)  # fmt: skip
                 self.session.popen(command, shell=shell)  # type: ignore[arg-type]
             except Exception as exc:  # OSWorld: 500 with the exception's text
                 return 500, {"status": "error", "message": str(exc) or type(exc).__name__}, ""

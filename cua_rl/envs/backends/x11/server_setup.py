@@ -149,15 +149,32 @@ def _activate(server: DesktopServer, window: str, end: float) -> None:
 def window_command(server: DesktopServer, endpoint: str, body: dict[str, Any]) -> Answer:
     """``/setup/activate_window`` and ``/setup/close_window`` through wmctrl. The answer is
     JSON with wmctrl's exit status (OSWorld answers text), so a set-up runner sees a window
-    that was not there."""
+    that was not there. An activation waits up to :data:`ACTIVATE_WAIT_S` (or the body's
+    ``timeout``, an extension) for its window (a task's ``launch`` step returns before the
+    program's window is up); Google Chrome's name also finds Chromium's windows where
+    launches start Chromium for it."""
     name = body.get("window_name")
     if not isinstance(name, str) or not name:
         return 400, "window_name required", TEXT
+    wait = body.get("timeout", ACTIVATE_WAIT_S)
+    if isinstance(wait, bool) or not isinstance(wait, int | float) or wait < 0:
+        return 400, f"timeout must be a number of seconds >= 0, got {wait!r:.40}", TEXT
     flag = "-" + ("x" if body.get("by_class") else "") + ("F" if body.get("strict") else "")
-    flag += "a" if endpoint.endswith("activate_window") else "c"
-    done = subprocess.run(["wmctrl", flag, name], env=server.session.env,
-                          capture_output=True, text=True, timeout=10)  # fmt: skip
-    verb = "activated" if flag.endswith("a") else "closed"
+    activate = endpoint.endswith("activate_window")
+    flag += "a" if activate else "c"
+    names = dict.fromkeys([name, _as_chromium(name, server.session.env["PATH"])])
+    end, pause = time.monotonic() + (float(wait) if activate else 0.0), 0.05
+    while True:
+        for each in names:
+            done = subprocess.run(["wmctrl", flag, each], env=server.session.env,
+                                  capture_output=True, text=True, timeout=10)  # fmt: skip
+            if done.returncode == 0:
+                break
+        if done.returncode == 0 or time.monotonic() + pause > end:
+            break
+        time.sleep(pause)
+        pause = min(0.5, pause * 2)
+    verb = "activated" if activate else "closed"
     return 200, {"status": "success", "message": f"window {name!r} {verb}",
                  "returncode": done.returncode}, ""  # fmt: skip
 
@@ -311,24 +328,54 @@ def run_bash(server: DesktopServer, body: dict[str, Any]) -> Answer:
                  "output": done.stdout, "error": "", "returncode": done.returncode}, ""
 
 
+#: How long ``/setup/activate_window`` waits for its window to come up (s).
+ACTIVATE_WAIT_S = 20.0
 #: Google Chrome's program names in task files.
 CHROME_NAMES = frozenset({"google-chrome", "google-chrome-stable"})
 #: Where Chrome keeps its profile on Linux, under HOME (OSWorld's Chrome getters read it there).
 CHROME_PROFILE = ".config/google-chrome"
+#: Debian's Chromium program (``/usr/bin/chromium`` is a script that starts it).
+CHROMIUM_BINARY = "/usr/lib/chromium/chromium"
 
 
-def chrome_command(argv: list[str], home: str, path: str) -> list[str]:
-    """``argv`` of a launch, with Google Chrome replaced by Debian's ``chromium`` when Chrome is
-    not on ``path`` and Chromium is (as OSWorld does on ARM): its profile put where Chrome's is
+def chrome_command(argv: list[str], home: str, path: str, *, link_dir: Path | None = None,
+                   binary: str = CHROMIUM_BINARY) -> list[str]:
+    """``argv`` of a launch, with Google Chrome replaced by Debian's Chromium when Chrome is not
+    on ``path`` and Chromium is (as OSWorld does on ARM): its profile put where Chrome's is
     (``--user-data-dir``, unless given) and no first-run or default-browser prompt (unless
-    asked for). Any other ``argv`` comes back as it is."""
+    asked for). With ``link_dir``, Chromium's ``binary`` is started through a link named
+    ``google-chrome`` there, so that its processes are named so and a task's ``pkill chrome``
+    (OSWorld's postconfig, which makes Chrome write its settings) finds them; else through
+    Debian's ``chromium`` script. Any other ``argv`` comes back as it is."""
     if not argv or Path(str(argv[0])).name not in CHROME_NAMES or shutil.which(argv[0], path=path):
         return argv
-    chromium = shutil.which("chromium", path=path)
-    if chromium is None:
+    program = shutil.which("chromium", path=path)
+    if program is None:
         return argv
+    if link_dir is not None and os.access(binary, os.X_OK):
+        program = str(_link(link_dir / "google-chrome", binary))
     flags = [str(a) for a in argv[1:]]
     given = {f.split("=", 1)[0] for f in flags}
     extra = [f"--user-data-dir={home}/{CHROME_PROFILE}"] if "--user-data-dir" not in given else []
     extra += [f for f in ("--no-first-run", "--no-default-browser-check") if f not in given]
-    return [chromium, *extra, *flags]
+    return [program, *extra, *flags]
+
+
+def _as_chromium(name: str, path: str) -> str:
+    """A window title or class naming Google Chrome as Chromium's windows are named, where
+    Chrome is not installed and launches start Chromium instead (``name`` otherwise)."""
+    if shutil.which("google-chrome", path=path) or not shutil.which("chromium", path=path):
+        return name
+    return name.replace("Google Chrome", "Chromium").replace("google-chrome", "chromium")
+
+
+def _link(link: Path, target: str) -> Path:
+    """``link`` -> ``target``, made (atomically) unless it is already that link."""
+    if link.is_symlink() and os.readlink(link) == target:
+        return link
+    link.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
+    fresh = link.with_name(f".{link.name}.{os.getpid()}")
+    fresh.unlink(missing_ok=True)
+    fresh.symlink_to(target)
+    fresh.replace(link)
+    return link

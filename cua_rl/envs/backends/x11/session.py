@@ -44,6 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
+from cua_rl.envs.backends.x11.openbox import openbox_command
 from cua_rl.errors import BackendError, ConfigError
 from cua_rl.images import bgra_to_rgb
 
@@ -356,7 +357,7 @@ class DesktopSession:
                                f"s (exit status {xvfb.poll()})")  # fmt: skip
         self.display = f":{number}"
         self.env["DISPLAY"] = self.display
-        self._infra.append(self.popen(["openbox", "--sm-disable"], cwd="/"))
+        self._infra.append(self.popen(openbox_command(self._root), cwd="/"))
         self._wait(lambda: self._quiet(["wmctrl", "-m"]) == 0, "openbox (wmctrl -m)")
 
     def _wait(self, ready, what: str) -> None:

@@ -31,11 +31,14 @@ class X11Settings(TaskFileSettings):
     network: Literal["none", "host"] = "none"
 
     def capabilities(self) -> Capabilities:
-        """What a local desktop has: the applications on this host's ``PATH`` (those of
-        ``APPS`` by their programs, any other by its name), the internet unless sandboxed with
-        ``network: none``; Chrome's debugging port (through the server's tunnel) when Chrome
-        or Chromium is installed; no proxy, no fixed IP."""
-        path = os.environ.get("PATH", os.defpath)
+        """What a local desktop has: the applications and programs on its ``PATH`` (the
+        sandbox's, else this host's; those of ``APPS`` by their programs, any other by its
+        name), the internet unless sandboxed with ``network: none``; Chrome's debugging port
+        (through the server's tunnel) when Chrome or Chromium is installed; no proxy, no fixed
+        IP."""
+        from cua_rl.envs.backends.x11.sandbox import PATH
+
+        path = PATH if self.sandbox else os.environ.get("PATH", os.defpath)
         apps = installed_apps(path)
         return Capabilities(apps=apps, internet=not self.sandbox or self.network == "host",
                             browser_debugging="chrome" in apps, where="the x11 desktop",

@@ -280,20 +280,29 @@ def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
     root = tmp_path / "examples"
     ok = write_task(root, 1, related_apps=["mousepad", "os", "pcmanfm"])
     unknown = write_task(root, 4, related_apps=["xyzzy"])
+    shell = write_task(root, 5, evaluator={  # programs its commands run, looked up on the PATH
+        "func": "exact_match", "expected": ECHO["expected"], "result": {
+            "type": "vm_command_line", "shell": True,
+            "command": "X=$(gsettings get a b 2>/dev/null | mousepad -q) || echo no"}})
     vlc = write_task(root, 2, related_apps=["vlc"])
     web = write_task(root, 3, config=[{"type": "chrome_open_tabs",
                                        "parameters": {"urls_to_open": ["https://example.org"]}}])
-    caps = X11.settings(config_of(root, "x11")).capabilities()
-    assert caps.apps == frozenset({"mousepad"}) and not caps.internet
+    sandboxed = X11.settings(config_of(root, "x11")).capabilities()
+    assert sandboxed.path == "/usr/local/bin:/usr/bin:/bin" and not sandboxed.internet
     assert X11.settings(config_of(root, "x11", network="host")).capabilities().internet
-    assert X11.settings(config_of(root, "x11", sandbox=False)).capabilities().internet
+    caps = X11.settings(config_of(root, "x11", sandbox=False)).capabilities()
+    assert caps.apps == frozenset({"mousepad"}) and caps.internet and caps.path == str(bin_dir)
     why = {t.id: [r.reason for r in found] for split, t, found in
-           X11.refusals(config_of(root, "x11", hooks=HOOKS)) if split == "train"}
+           X11.refusals(config_of(root, "x11", hooks=HOOKS, sandbox=False)) if split == "train"}
     assert why[ok] == []
     assert why[vlc] == ["needs vlc (vlc, cvlc), which the x11 desktop does not have"]
+    assert why[shell] == ["runs gsettings, which the x11 desktop does not have"]
     assert why[unknown] == ["needs xyzzy (a program of that name), which the x11 desktop does "
                             "not have"]
-    assert any(r.startswith("needs the internet") for r in why[web])
+    assert not any(r.startswith("needs the internet") for r in why[web])  # the host's network
+    boxed = {t.id: [r.reason for r in found] for split, t, found in
+             X11.refusals(config_of(root, "x11", hooks=HOOKS)) if split == "train"}
+    assert any(r.startswith("needs the internet") for r in boxed[web])
 
 
 def test_unknown_top_level_keys_are_logged_once(tmp_path: Path,

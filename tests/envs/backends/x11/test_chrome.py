@@ -97,7 +97,7 @@ def test_without_chrome_the_task_is_refused_before_training(
     monkeypatch.setenv("PATH", str(tmp_path))  # no browser on this PATH
     config = EnvConfig(backend="x11", screen=(1024, 768), max_steps=5, backend_kwargs={
         "tasks": str(tmp_path / "examples"), "eval_tasks": str(tmp_path / "examples"),
-        "hooks": HOOKS})  # scoring of its own: no evaluator to start on this PATH
+        "hooks": HOOKS, "sandbox": False})  # this PATH (sandboxed: the sandbox's); own scoring
     with pytest.raises(ConfigError, match=r"cannot run here: .*needs chrome \(google-chrome.*"
                                           r"chrome_open_tabs\): needs Google Chrome with its "
                                           r"remote debugging port"):

@@ -145,8 +145,11 @@ def test_window_endpoints_and_script_endpoints(backend) -> None:
     for endpoint in ("/setup/activate_window", "/setup/close_window"):
         assert call(client, "POST", endpoint, json_body={})[:2] == (400, "window_name required")
     status, body, _ = call(client, "POST", "/setup/activate_window",
-                           json_body={"window_name": "no such window"})
+                           json_body={"window_name": "no such window", "timeout": 0.3})
     assert status == 200 and body["returncode"] == 1  # JSON with wmctrl's status (on purpose)
+    assert call(client, "POST", "/setup/activate_window", json_body={
+        "window_name": "x", "timeout": -1})[:2] == (400, "timeout must be a number of seconds "
+                                                         ">= 0, got -1")
     assert call(client, "POST", "/run_python", json_body={})[:2] == (
         400, {"status": "error", "message": "Code not supplied!"})
     status, body, _ = call(client, "POST", "/run_python", json_body={

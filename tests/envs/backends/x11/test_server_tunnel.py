@@ -4,6 +4,7 @@ server on loopback serve it (the sandboxed desktop's Chrome is tested in test_ch
 
 from __future__ import annotations
 
+import os
 import socket
 import threading
 from collections.abc import Iterator
@@ -141,6 +142,17 @@ def test_google_chrome_is_started_as_chromium_with_chromes_profile(tmp_path: Pat
                           path) == [str(bin_dir / "chromium"), "--no-default-browser-check",
                                     "--user-data-dir=/x", "--no-first-run"]  # fmt: skip
     assert chrome_command(["mousepad"], "/h", path) == ["mousepad"]
+    # through a link named google-chrome to Chromium's program: its processes are named so,
+    # and OSWorld's `pkill chrome` finds them
+    program = tmp_path / "lib" / "chromium"
+    program.parent.mkdir()
+    program.write_text("#!/bin/sh\n")
+    program.chmod(0o755)
+    for _ in range(2):  # made once, then found as it is
+        argv = chrome_command(["google-chrome"], "/h", path, link_dir=tmp_path / "links",
+                              binary=str(program))  # fmt: skip
+        assert argv[0] == str(tmp_path / "links" / "google-chrome")
+        assert os.readlink(argv[0]) == str(program)
     (bin_dir / "google-chrome").write_text("#!/bin/sh\n")
     (bin_dir / "google-chrome").chmod(0o755)  # the real one installed: left alone
     assert chrome_command(["google-chrome"], "/h", path) == ["google-chrome"]

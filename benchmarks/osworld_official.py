@@ -1,0 +1,179 @@
+"""OSWorld's own tasks on the local desktop, end to end: every task of a folder of official
+task files that the x11 desktop can run is set up and scored, with a no-op agent and, where one
+is written here, a scripted correct solution; every other task is listed with the reason it is
+refused (the reasons ``check_tasks`` gives before training and each reset gives again).
+
+Per runnable task: the set-up (OSWorld's ``config`` steps through ``cua-rl desktop-server``),
+the no-op agent (``DONE`` at once; ``FAIL`` on an infeasible task is scored too), a scripted
+solution (:data:`SOLUTIONS`: keyboard and mouse actions an agent could send), each scored by
+OSWorld's own metric in the isolated evaluator. Goals: every runnable task set up and scored
+without an env error; the no-op scores 0 except where the task's own checker accepts the
+untouched state (written down per task); scripted solutions score 1.
+
+    scripts/offline.sh .venv/bin/python benchmarks/osworld_official.py \\
+        --examples ../shared/reference/osworld_examples \\
+        --out benchmarks/results/osworld_official.md
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import sys
+import time
+import traceback
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from cua_rl.actions import Action, Done, Fail
+from cua_rl.core import Task
+from cua_rl.envs.config import EnvConfig
+
+ROOT = Path(__file__).resolve().parents[1]
+DEFAULT_EXAMPLES = ROOT.parent / "shared" / "reference" / "osworld_examples"
+
+#: Scripted correct solutions by task id: what an agent would do, as actions. Tasks that
+#: change Chrome's settings are solved through its settings page, typed into the address bar.
+SOLUTIONS: dict[str, list[Action]] = {
+    # infeasible (Chrome cannot take a made-up UI language): the agent says so
+    "3720f614-37fd-4d04-8a6b-76f54f8c222d": [Fail()],
+    "4783cc41-c03c-4e1b-89b4-50658f642bd5": [Fail()],
+    "b3d4a89c-53f2-4d6b-8b6a-541fb5d205fa": [Fail()],
+}
+
+
+@dataclass
+class Row:
+    """One task's line of the report."""
+
+    domain: str
+    task_id: str
+    instruction: str
+    refused: str = ""
+    setup: str = ""
+    noop: float | None = None
+    scripted: float | None = None
+    seconds: float = 0.0
+    errors: list[str] = field(default_factory=list)
+
+
+def x11_config(examples: Path, screen: tuple[int, int] = (1920, 1080)) -> EnvConfig:
+    """An x11 env over every task of ``examples`` (all of them in the train split)."""
+    return EnvConfig(backend="x11", screen=screen, max_steps=15, backend_kwargs={
+        "tasks": str(examples), "eval_tasks": str(examples), "a11y": False, "pause_s": 1.0})
+
+
+def admission(config: EnvConfig) -> dict[str, tuple[Any, list[Any]]]:
+    """Task id -> (its OSWorld task, every reason it cannot run here)."""
+    from cua_rl.envs.backends.x11.spec import X11
+
+    return {t.id: (t, r) for split, t, r in X11.refusals(config) if split == "train"}
+
+
+def run_task(backend: Any, task: Task, actions: list[Action]) -> float | None:
+    """Reset (OSWorld's set-up), act, and score with OSWorld's checker."""
+    backend.reset(task)
+    for action in actions:
+        backend.step(action)
+    return backend.ground_truth(task)
+
+
+def noop(spec: Any) -> list[Action]:
+    """The no-op agent: DONE at once."""
+    return [Done()]
+
+
+def run(examples: Path, only: set[str] | None = None, screen: tuple[int, int] = (1920, 1080),
+        log: Any = sys.stderr) -> list[Row]:
+    """Every task of ``examples`` (``only``: these ids): refused with its reasons, or set up
+    and scored with the no-op agent and the scripted solution."""
+    from cua_rl.envs.backends.x11.spec import X11
+
+    config = x11_config(examples, screen)
+    found = admission(config)
+    tasks = {t.id: t for t in X11.tasks(config, "train").tasks}
+    rows, backend = [], None
+    try:
+        for task_id, (spec, reasons) in sorted(found.items(), key=lambda kv: (kv[1][0].domain,
+                                                                              kv[0])):
+            if only is not None and task_id not in only:
+                continue
+            row = Row(spec.domain, task_id, spec.instruction)
+            rows.append(row)
+            if reasons:
+                row.refused = "; ".join(map(str, reasons))
+                continue
+            if backend is None:
+                backend = X11.make_backend(config)
+            start = time.monotonic()
+            for column, actions in (("noop", noop(spec)), ("scripted", SOLUTIONS.get(task_id))):
+                if actions is None:
+                    continue
+                try:
+                    setattr(row, column, run_task(backend, tasks[task_id], actions))
+                    row.setup = row.setup or "ok"
+                except Exception as error:  # an env error: counted, the run goes on
+                    row.errors.append(f"{column}: {type(error).__name__}: {error}"[:400])
+                    row.setup = row.setup or "error"
+                    traceback.print_exc(file=log)
+            row.seconds = time.monotonic() - start
+            print(f"{spec.domain}/{task_id}: setup {row.setup}, no-op {row.noop}, scripted "
+                  f"{row.scripted}, {row.seconds:.0f} s {row.errors}", file=log, flush=True)
+    finally:
+        if backend is not None:
+            backend.close()
+    return rows
+
+
+def report(rows: list[Row], command: str) -> str:
+    """The Markdown report: counts, the runnable tasks' table, the refusals by reason."""
+    runnable = [r for r in rows if not r.refused]
+    solved = sum(1 for r in runnable if r.scripted == 1.0)
+    reasons = collections.Counter(r.refused.split(";")[0].split(": ", 1)[-1][:90]
+                                  for r in rows if r.refused)
+    lines = [
+        "# OSWorld's own tasks on the local desktop", "",
+        f"Made by `{command}`.", "",
+        f"{len(rows)} tasks: **{len(runnable)} runnable** here, {len(rows) - len(runnable)} "
+        f"refused before training (every reason below). Of the runnable: set up and scored "
+        f"without an env error {sum(1 for r in runnable if r.setup == 'ok' and not r.errors)}; "
+        f"no-op scored 0 on {sum(1 for r in runnable if r.noop == 0.0)}, 1 on "
+        f"{sum(1 for r in runnable if r.noop == 1.0)}; scripted solutions "
+        f"{sum(1 for r in runnable if r.scripted is not None)}, scoring 1 on {solved}.",
+        "", "| task | instruction | set-up | no-op | scripted | s | errors |",
+        "|---|---|---|---:|---:|---:|---|"]
+    for r in runnable:
+        lines.append(f"| {r.domain}/{r.task_id[:8]} | {r.instruction[:70]} | {r.setup} | "
+                     f"{_score(r.noop)} | {_score(r.scripted)} | {r.seconds:.0f} | "
+                     f"{' '.join(r.errors)[:200]} |")
+    lines += ["", "## Refused, by first reason", "", "| reason | tasks |", "|---|---:|"]
+    lines += [f"| {why} | {n} |" for why, n in reasons.most_common()]
+    lines += ["", "## Every refused task", "", "| task | reasons |", "|---|---|"]
+    lines += [f"| {r.domain}/{r.task_id[:8]} | {r.refused[:300]} |" for r in rows if r.refused]
+    return "\n".join(lines) + "\n"
+
+
+def _score(value: float | None) -> str:
+    return "-" if value is None else f"{value:g}"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--examples", type=Path, default=DEFAULT_EXAMPLES)
+    parser.add_argument("--only", nargs="*", default=None, help="task ids")
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args(argv)
+    rows = run(args.examples, set(args.only) if args.only else None)
+    text = report(rows, "scripts/offline.sh .venv/bin/python benchmarks/osworld_official.py "
+                        "--examples <shared/reference/osworld_examples> --out ...")
+    if args.out:
+        from cua_rl._io import atomic_write_text
+
+        atomic_write_text(args.out, text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

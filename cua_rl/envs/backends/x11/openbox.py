@@ -1,0 +1,36 @@
+"""The desktop's window manager: openbox with Debian's configuration plus Ubuntu's terminal key.
+
+OSWorld's desktops are Ubuntu's GNOME, where ``ctrl+alt+t`` opens a terminal; its tasks press it
+in set-up and postconfig steps (and agents trained there press it) and then activate a window
+named "Terminal". :func:`openbox_command` starts openbox with Debian's ``rc.xml`` and one more
+key binding: ``ctrl+alt+t`` starts ``xterm`` titled "Terminal".
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+__all__ = ["SYSTEM_RC", "TERMINAL_KEY", "openbox_command"]
+
+#: Debian's openbox configuration.
+SYSTEM_RC = Path("/etc/xdg/openbox/rc.xml")
+#: The key binding added to it.
+TERMINAL_KEY = ('<keybind key="C-A-t"><action name="Execute"><command>xterm -T Terminal'
+                '</command></action></keybind>')
+
+
+def openbox_command(folder: Path, system_rc: Path = SYSTEM_RC) -> list[str]:
+    """The command that starts openbox with ``system_rc`` plus :data:`TERMINAL_KEY` (written
+    to ``folder/openbox-rc.xml``); plain ``openbox`` when ``system_rc`` is missing or has no
+    ``<keyboard>`` section."""
+    try:
+        text = system_rc.read_text(encoding="utf-8")
+    except OSError:
+        text = ""
+    if "<keyboard>" not in text:
+        return ["openbox", "--sm-disable"]
+    rc = folder / "openbox-rc.xml"
+    rc.write_text(text.replace("<keyboard>", "<keyboard>\n  " + TERMINAL_KEY, 1),
+                  encoding="utf-8")
+    rc.chmod(0o644)
+    return ["openbox", "--sm-disable", "--config-file", str(rc)]
