@@ -26,16 +26,29 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cua_rl.actions import Action, Done, Fail
+from cua_rl.actions import Action, Done, Fail, Hotkey, Type, Wait
 from cua_rl.core import Task
 from cua_rl.envs.config import EnvConfig
 
 ROOT = Path(__file__).resolve().parents[1]
 DEFAULT_EXAMPLES = ROOT.parent / "shared" / "reference" / "osworld_examples"
 
-#: Scripted correct solutions by task id: what an agent would do, as actions. Tasks that
-#: change Chrome's settings are solved through its settings page, typed into the address bar.
+def terminal(command: str) -> list[Action]:
+    """Open Ubuntu's terminal (ctrl+alt+t), run ``command`` in it, let it finish."""
+    return [Hotkey(("ctrl", "alt", "t")), Wait(3.0), Type(command + "\n"), Wait(2.0)]
+
+
+#: Scripted correct solutions by task id: what an agent would do, as actions.
 SOLUTIONS: dict[str, list[Action]] = {
+    # "switch to Do not disturb mode"
+    "f9be0997-4b7c-45c5-b05c-4612b44a6118": terminal(
+        "gsettings set org.gnome.desktop.notifications show-banners false"),
+    # "set 'Dim screen when inactive' to off" (the checker also takes an idle delay of 0)
+    "bedcedc4-4d72-425e-ad62-21960b11fe0d": terminal(
+        "gsettings set org.gnome.desktop.session idle-delay 0"),
+    # "enlarge the text on my screen"
+    "3ce045a0-877b-42aa-8d2c-b4a863336ab8": terminal(
+        "gsettings set org.gnome.desktop.interface text-scaling-factor 1.25"),
     # infeasible (Chrome cannot take a made-up UI language): the agent says so
     "3720f614-37fd-4d04-8a6b-76f54f8c222d": [Fail()],
     "4783cc41-c03c-4e1b-89b4-50658f642bd5": [Fail()],
@@ -61,7 +74,7 @@ class Row:
 def x11_config(examples: Path, screen: tuple[int, int] = (1920, 1080)) -> EnvConfig:
     """An x11 env over every task of ``examples`` (all of them in the train split)."""
     return EnvConfig(backend="x11", screen=screen, max_steps=15, backend_kwargs={
-        "tasks": str(examples), "eval_tasks": str(examples), "a11y": False, "pause_s": 1.0})
+        "tasks": str(examples), "eval_tasks": str(examples), "a11y": False, "pause_s": 5.0})
 
 
 def admission(config: EnvConfig) -> dict[str, tuple[Any, list[Any]]]:

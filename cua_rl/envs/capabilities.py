@@ -85,6 +85,7 @@ class Capabilities:
         where: Whose capabilities these are, for messages (``the x11 desktop``).
         path: Where the desktop's programs are (``PATH``): an application :data:`APPS` does not
             know is looked up there as a program of its name; None: such names are not checked.
+        unanswered: Getter types the desktop cannot answer truthfully, with why.
     """
 
     apps: frozenset[str] | None = None
@@ -94,6 +95,7 @@ class Capabilities:
     browser_debugging: bool = False
     where: str = "this backend"
     path: str | None = None
+    unanswered: Mapping[str, str] = field(default_factory=dict)
 
 
 @dataclass(frozen=True)

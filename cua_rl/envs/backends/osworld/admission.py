@@ -116,12 +116,13 @@ _WRAPPERS = frozenset({"sudo", "nohup", "env", "timeout", "xargs", "exec", "time
 def command_programs(command: Any) -> list[str]:
     """The programs a step's or getter's ``command`` starts: an argument list's first word; in
     a shell string, the first word of each command (after ``;``, ``&&``, ``|``, newlines,
-    ``(``, ``$(``; quotes respected) and the program after ``sudo``/``timeout``/``env``...,
-    shell words and variable assignments left out. A heuristic for shell strings: a word that
-    does not look like a program name is skipped."""
+    ``(``, ``$(``, also inside double quotes; quotes respected) and the program after
+    ``sudo``/``timeout``/``env``..., shell words and variable assignments left out. A
+    heuristic for shell strings: a word that does not look like a program name is skipped."""
     if isinstance(command, list | tuple):
         words = [str(command[0])] if command else []
     elif isinstance(command, str):
+        command, inner = _substitutions(command)
         lexer = shlex.shlex(command.replace("\n", " ; "), posix=True, punctuation_chars=True)
         lexer.commenters = "#"
         try:
@@ -129,6 +130,8 @@ def command_programs(command: Any) -> list[str]:
         except ValueError:  # an unclosed quote: not a command this check can read
             return []
         words, start, wrapped, redirect = [], True, False, False
+        for text in inner:
+            words += command_programs(text)
         for token in tokens:
             if token and all(c in "<>&" for c in token) and ">" in token or token == "<":
                 redirect = True  # the next word is a file (2>/dev/null, < in.txt)
@@ -147,6 +150,21 @@ def command_programs(command: Any) -> list[str]:
     found = [w.rsplit("/", 1)[-1] if w.startswith("/") else w for w in words]
     return [w for w in dict.fromkeys(found) if _PROGRAM.match(w) and w not in _SHELL_WORDS
             and w not in _WRAPPERS]
+
+
+def _substitutions(command: str) -> tuple[str, list[str]]:
+    """``command`` with each outermost ``$(...)`` replaced by a word, and their insides (which
+    may hold quotes of their own, as ``"$(echo "$X" | bc)"`` does)."""
+    out, inner, i = [], [], 0
+    while (start := command.find("$(", i)) >= 0:
+        depth, j = 1, start + 2
+        while j < len(command) and depth:
+            depth += {"(": 1, ")": -1}.get(command[j], 0)
+            j += 1
+        out.append(command[i:start] + "_subst_")  # not a program name: never looked up
+        inner.append(command[start + 2:j - 1])
+        i = j
+    return "".join(out) + command[i:], inner
 
 
 def _command_needs(task: OSWorldTask) -> list[tuple[str, str]]:
@@ -226,6 +244,11 @@ def refusals(task: OSWorldTask, capabilities: Capabilities, *, mirror: MirrorArg
             out.append(Refusal(where, kind, "an OSWorld getter this library does not implement"
                                if kind in OSWORLD_GETTERS else
                                "not a getter of OSWorld's evaluator (a misspelling?)"))
+    for side, i, getter in task.evaluator.getters():
+        if getter["type"] in capabilities.unanswered:
+            out.append(Refusal(f"evaluator.{side}[{i}]", str(getter["type"]),
+                               f"{capabilities.where} cannot answer it "
+                               f"({capabilities.unanswered[getter['type']]})"))
     if metric_problems is not None:
         out += [Refusal("evaluator.func", "metric", problem)
                 for problem in metric_problems(task.evaluator.func)]

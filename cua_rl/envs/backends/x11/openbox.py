@@ -3,25 +3,31 @@
 OSWorld's desktops are Ubuntu's GNOME, where ``ctrl+alt+t`` opens a terminal; its tasks press it
 in set-up and postconfig steps (and agents trained there press it) and then activate a window
 named "Terminal". :func:`openbox_command` starts openbox with Debian's ``rc.xml`` and one more
-key binding: ``ctrl+alt+t`` starts ``xterm`` titled "Terminal".
+key binding: ``ctrl+alt+t`` starts ``xterm`` titled "Terminal", on the desktop's current
+session bus (its address is read from :data:`BUS_FILE` in the desktop's folder: openbox lives
+across resets, the bus does not), so that ``gsettings`` in it reaches the same settings as the
+task's checker.
 """
 
 from __future__ import annotations
 
 from pathlib import Path
 
-__all__ = ["SYSTEM_RC", "TERMINAL_KEY", "openbox_command"]
+__all__ = ["BUS_FILE", "SYSTEM_RC", "openbox_command"]
 
 #: Debian's openbox configuration.
 SYSTEM_RC = Path("/etc/xdg/openbox/rc.xml")
-#: The key binding added to it.
-TERMINAL_KEY = ('<keybind key="C-A-t"><action name="Execute"><command>xterm -T Terminal'
-                '</command></action></keybind>')
+#: The file of the desktop's folder that holds the session bus's address.
+BUS_FILE = "bus-address"
+#: The key binding added to it ({bus}: that file's path).
+_TERMINAL_KEY = ('<keybind key="C-A-t"><action name="Execute"><command>sh -c '
+                 '\'export DBUS_SESSION_BUS_ADDRESS="$(cat {bus})"; exec xterm -T Terminal\''
+                 '</command></action></keybind>')
 
 
 def openbox_command(folder: Path, system_rc: Path = SYSTEM_RC) -> list[str]:
-    """The command that starts openbox with ``system_rc`` plus :data:`TERMINAL_KEY` (written
-    to ``folder/openbox-rc.xml``); plain ``openbox`` when ``system_rc`` is missing or has no
+    """The command that starts openbox with ``system_rc`` plus the terminal key (written to
+    ``folder/openbox-rc.xml``); plain ``openbox`` when ``system_rc`` is missing or has no
     ``<keyboard>`` section."""
     try:
         text = system_rc.read_text(encoding="utf-8")
@@ -30,7 +36,7 @@ def openbox_command(folder: Path, system_rc: Path = SYSTEM_RC) -> list[str]:
     if "<keyboard>" not in text:
         return ["openbox", "--sm-disable"]
     rc = folder / "openbox-rc.xml"
-    rc.write_text(text.replace("<keyboard>", "<keyboard>\n  " + TERMINAL_KEY, 1),
-                  encoding="utf-8")
+    key = _TERMINAL_KEY.format(bus=folder / BUS_FILE)
+    rc.write_text(text.replace("<keyboard>", "<keyboard>\n  " + key, 1), encoding="utf-8")
     rc.chmod(0o644)
     return ["openbox", "--sm-disable", "--config-file", str(rc)]

@@ -12,7 +12,8 @@ this desktop and a real OSWorld VM the same way. Where it differs on purpose, th
   desktop-server --no-token``, for OSWorld's own clients). It binds 127.0.0.1 unless told
   otherwise; a non-loopback host is refused unless ``allow_remote=True``.
 * **Fast path**: an ``/execute`` whose command is OSWorld's pyautogui wrapper (``python -c
-  "import pyautogui; import time; pyautogui.FAILSAFE = False; <code>"``) has its code **parsed**
+  "import pyautogui; import time; pyautogui.FAILSAFE = False; <code>"``, or any ``python -c``
+  code that starts with ``import pyautogui``, as task set-up steps write it) has its code **parsed**
   with :func:`~cua_rl.actions.parse_actions` (never executed) and performed with xdotool
   ``--delay 0``; the answer is what the Python process would have answered (``DONE``/``FAIL``
   give a NameError, like Python). Text is typed by
@@ -287,9 +288,10 @@ class DesktopServer:
         if not (isinstance(command, list) and len(command) == 3 and command[1] == "-c"
                 and isinstance(command[0], str) and os.path.basename(command[0]).startswith(
                     "python") and isinstance(command[2], str)
-                and command[2].startswith(PYAUTOGUI_PREFIX)):  # fmt: skip
+                and command[2].lstrip().startswith("import pyautogui")):  # fmt: skip
             return None
-        code = command[2][len(PYAUTOGUI_PREFIX):]
+        code = command[2].lstrip()
+        code = code[len(PYAUTOGUI_PREFIX):] if code.startswith(PYAUTOGUI_PREFIX) else code
         try:
             actions = parse_actions(code)
         except ActionError:

@@ -44,7 +44,7 @@ from pathlib import Path
 
 import numpy as np
 
-from cua_rl.envs.backends.x11.openbox import openbox_command
+from cua_rl.envs.backends.x11.openbox import BUS_FILE, openbox_command
 from cua_rl.errors import BackendError, ConfigError
 from cua_rl.images import bgra_to_rgb
 
@@ -434,6 +434,7 @@ class DesktopSession:
             raise BackendError(f"desktop {self.display}: dbus-daemon gave no address within "
                                f"{self.startup_timeout_s:g} s")  # fmt: skip
         self.env["DBUS_SESSION_BUS_ADDRESS"] = address
+        (self._root / BUS_FILE).write_text(address)  # for programs openbox starts (openbox.py)
         if not self.use_a11y:
             return
         if not os.path.exists(AT_SPI_LAUNCHER):

@@ -35,14 +35,15 @@ class X11Settings(TaskFileSettings):
         sandbox's, else this host's; those of ``APPS`` by their programs, any other by its
         name), the internet unless sandboxed with ``network: none``; Chrome's debugging port
         (through the server's tunnel) when Chrome or Chromium is installed; no proxy, no fixed
-        IP."""
+        IP; no terminal text (``/terminal`` answers null)."""
         from cua_rl.envs.backends.x11.sandbox import PATH
 
         path = PATH if self.sandbox else os.environ.get("PATH", os.defpath)
         apps = installed_apps(path)
         return Capabilities(apps=apps, internet=not self.sandbox or self.network == "host",
                             browser_debugging="chrome" in apps, where="the x11 desktop",
-                            path=path)  # fmt: skip
+                            path=path, unanswered={"vm_terminal_output": (
+                                "it has no gnome-terminal whose text the server reads")})
 
     def __post_init__(self) -> None:
         super().__post_init__()

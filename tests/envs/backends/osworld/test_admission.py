@@ -18,6 +18,7 @@ from hypothesis import strategies as st
 from cua_rl.envs.backends.osworld.admission import (
     OSWORLD_GETTERS,
     WEB_GETTERS,
+    command_programs,
     refusals,
     task_needs,
 )
@@ -285,6 +286,8 @@ def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
             "type": "vm_command_line", "shell": True,
             "command": "X=$(gsettings get a b 2>/dev/null | mousepad -q) || echo no"}})
     vlc = write_task(root, 2, related_apps=["vlc"])
+    terminal = write_task(root, 6, evaluator={"func": "check_include_exclude", "result": {
+        "type": "vm_terminal_output"}, "expected": {"type": "rule", "rules": {"include": ["x"]}}})
     web = write_task(root, 3, config=[{"type": "chrome_open_tabs",
                                        "parameters": {"urls_to_open": ["https://example.org"]}}])
     sandboxed = X11.settings(config_of(root, "x11")).capabilities()
@@ -297,6 +300,8 @@ def test_the_x11_desktop_declares_its_apps_and_network(tmp_path: Path,
     assert why[ok] == []
     assert why[vlc] == ["needs vlc (vlc, cvlc), which the x11 desktop does not have"]
     assert why[shell] == ["runs gsettings, which the x11 desktop does not have"]
+    assert why[terminal] == ["the x11 desktop cannot answer it (it has no gnome-terminal whose "
+                             "text the server reads)"]
     assert why[unknown] == ["needs xyzzy (a program of that name), which the x11 desktop does "
                             "not have"]
     assert not any(r.startswith("needs the internet") for r in why[web])  # the host's network
@@ -348,3 +353,25 @@ def test_the_reference_tasks_are_refused_at_reset_only_as_at_start(examples: Pat
         hooks.close()
         hooks.checker.close()
     assert 150 < refused < 188  # no download mirror, no internet: most need one of them
+
+
+@pytest.mark.parametrize(("command", "programs"), [
+    (["gsettings", "get", "a", "b"], ["gsettings"]),
+    ("pulseaudio --start\npactl list sinks | grep '^[[:space:]]Volume:' | head -n 1 | "
+     "awk '{print $5}' | sed 's/%//g'", ["pulseaudio", "pactl", "grep", "head", "awk", "sed"]),
+    ('S=$(timeout 10 gsettings get x y 2>/dev/null | head -1); if [ -n "$S" ] && '
+     '[ "$(echo "$S >= 1.2" | bc -l 2>/dev/null || echo 0)" = "1" ]; then echo ok; fi',
+     ["gsettings", "head", "bc"]),
+    ("echo {CLIENT_PASSWORD} | sudo -S apt-get install -y vlc", ["apt-get"]),
+    ("if [ -f x ]; then cat x > /tmp/o; else ls /tmp 2>&1; fi", ["cat", "ls"]),
+    ("$(which ls) -l < in.txt >> out.txt; /usr/bin/wc -l", ["which", "wc"]),
+    ('echo "unclosed', []),
+])
+def test_the_programs_a_command_runs(command: object, programs: list[str]) -> None:
+    assert command_programs(command) == programs
+
+
+@given(st.text(max_size=60))
+def test_any_shell_text_gives_program_names_or_nothing(text: str) -> None:
+    found = command_programs(text)
+    assert all(name and not name.startswith(("-", "$", "_")) for name in found)

@@ -5,6 +5,7 @@ in-VM server"), one test per endpoint; open_file of a program name finds its win
 from __future__ import annotations
 
 import io
+import json
 import time
 
 import pytest
@@ -172,3 +173,19 @@ def test_window_endpoints_and_script_endpoints(backend) -> None:
                            json_body={"script": "sleep 5", "timeout": 0.3})
     assert (status, body) == (500, {"status": "error", "output": "Script execution timed out "
                                     "after 0.3 seconds", "error": "", "returncode": -1})
+
+
+def test_task_style_pyautogui_steps_and_ubuntus_terminal_key(backend) -> None:
+    """OSWorld's set-up steps write ``python -c "import pyautogui; ..."`` without the client's
+    wrapper; they are parsed and done (the desktop's python has no pyautogui), and Ubuntu's
+    ctrl+alt+t opens a terminal window named "Terminal", which the next step activates."""
+    client = fresh(backend)
+    fast = json.loads(client.request("GET", "/cua/health").body)["n_fast"]
+    answer = client.execute(["python", "-c", "import pyautogui; import time; time.sleep(0.1); "
+                             "pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.1)"])
+    assert answer["returncode"] == 0
+    assert json.loads(client.request("GET", "/cua/health").body)["n_fast"] == fast + 1
+    status, body, _ = call(client, "POST", "/setup/activate_window",
+                           json_body={"window_name": "Terminal"})  # waits for it to come up
+    assert (status, body["returncode"]) == (200, 0)
+    assert "Terminal" in titles(client)
