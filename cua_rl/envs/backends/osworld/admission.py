@@ -13,6 +13,7 @@ again at each reset, so a reset never refuses a task for a reason ``check_tasks`
 
 from __future__ import annotations
 
+import ipaddress
 import re
 import shlex
 from collections.abc import Callable, Iterable, Mapping
@@ -53,7 +54,6 @@ OSWORLD_GETTERS = frozenset({
 WEB_GETTERS = frozenset({"info_from_website", "pdf_from_url",
                          "gotoRecreationPage_and_get_html_content"})
 _URL = re.compile(r"\b(?:https?|ftp)://([^/\s\"'<>:]+)", re.IGNORECASE)
-_LOCAL_HOSTS = ("localhost", "127.", "0.0.0.0", "[::1]", "::1")
 # installers that fetch from the internet without a URL in the command (wget / curl name theirs)
 _FETCHES = re.compile(r"\b(?:pip3?\s+install|apt(?:-get)?\s+install|git\s+clone|npm\s+install|"
                       r"snap\s+install|flatpak\s+install)\b", re.IGNORECASE)
@@ -77,9 +77,20 @@ def _web_url(value: Any) -> str | None:
     """The first URL of ``value`` (a step's parameters) on a host other than this machine."""
     for text in _strings(value):
         for match in _URL.finditer(text):
-            if not match.group(1).lower().startswith(_LOCAL_HOSTS):
+            if not _on_this_machine(match.group(1)):
                 return match.group(0)
     return None
+
+
+def _on_this_machine(host: str) -> bool:
+    """A URL's host names the desktop itself: localhost, a loopback or unspecified address."""
+    if host.lower() == "localhost":
+        return True
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return False
+    return address.is_loopback or address.is_unspecified
 
 
 def _programs(command: Any) -> list[str]:

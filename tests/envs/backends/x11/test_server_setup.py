@@ -181,8 +181,8 @@ def test_task_style_pyautogui_steps_and_ubuntus_terminal_key(backend) -> None:
     ctrl+alt+t opens a terminal window named "Terminal", which the next step activates."""
     client = fresh(backend)
     fast = json.loads(client.request("GET", "/cua/health").body)["n_fast"]
-    answer = client.execute(["python", "-c", "import pyautogui; import time; time.sleep(0.1); "
-                             "pyautogui.hotkey('ctrl', 'alt', 't'); time.sleep(0.1)"])
+    answer = client.execute(["python", "-c", "import pyautogui; import time; "
+                             "pyautogui.hotkey('ctrl', 'alt', 't')"])
     assert answer["returncode"] == 0
     assert json.loads(client.request("GET", "/cua/health").body)["n_fast"] == fast + 1
     status, body, _ = call(client, "POST", "/setup/activate_window",

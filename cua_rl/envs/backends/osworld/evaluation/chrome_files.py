@@ -80,14 +80,14 @@ SQL_LIMIT_S = 30.0
 
 _HOME_CODE = "import os; print(os.path.expanduser('~'))"
 _PROFILES_CODE = """\
-import glob, json, os
+import glob, json, os, sys
 root = os.path.join(os.path.expanduser('~'), '.config', 'google-chrome')
 found = []
 for name in ('Default', 'Guest Profile', 'Profile *'):
     for path in glob.glob(os.path.join(glob.escape(root), name, 'Preferences')):
         if os.path.isfile(path):
             found.append([path, os.path.getmtime(path)])
-print(json.dumps(found))
+sys.stdout.write(json.dumps(found))
 """
 
 
