@@ -102,8 +102,6 @@ def osworld_hooks(s: TaskFileSettings) -> Hooks:
         raise ConfigError(f"env.backend: the {s.backend} backend sets up and scores tasks with "
                           f"cua_rl.envs.backends.osworld.evaluation, which cannot be imported "
                           f"here ({error})") from None  # fmt: skip
-    from cua_rl.envs.backends.osworld.admission import Admission
-    from cua_rl.envs.backends.osworld.evaluation import GETTERS
     from cua_rl.envs.backends.vm.mirror import Mirror
 
     # one cache root shared by set-up and checker (set-up output the checker reads); one mirror
@@ -111,9 +109,22 @@ def osworld_hooks(s: TaskFileSettings) -> Hooks:
     mirror, capabilities = Mirror.open(s.mirror), s.capabilities()
     setup, checker = make(mirror=mirror, placeholders=dict(s.placeholders), cache_root=s.cache_dir,
                           browser=capabilities.browser_debugging)  # fmt: skip
-    admission = Admission(capabilities, mirror=mirror, placeholders=s.placeholders,
-                          getters=GETTERS, runner=checker.runner)  # fmt: skip
+    admission = admission_of(s, mirror, checker.runner, capabilities)
     return Hooks(setup=_CheckedSetup(setup, admission), checker=checker)
+
+
+def admission_of(s: TaskFileSettings, mirror: Any, runner: Any = None,
+                 capabilities: Any = None) -> Any:
+    """The :class:`~cua_rl.envs.backends.osworld.admission.Admission` of settings ``s``, the
+    one ``check_tasks`` and every reset ask: OSWorld's getters and the metrics of ``runner``
+    (the isolated evaluator) are checked when there is a runner (the backend's own scoring)."""
+    from cua_rl.envs.backends.osworld.admission import Admission
+
+    getters = None
+    if runner is not None:
+        from cua_rl.envs.backends.osworld.evaluation import GETTERS as getters
+    return Admission(s.capabilities() if capabilities is None else capabilities, mirror=mirror,
+                     placeholders=s.placeholders, getters=getters, runner=runner)
 
 
 class _CheckedSetup:
@@ -196,24 +207,16 @@ class TaskFileSpec(BaseSpec):
             ConfigError: A malformed mirror; the isolated evaluator missing (with the backend's
                 own hooks).
         """
-        from cua_rl.envs.backends.osworld.admission import Admission
-
         s = self.settings(config)
         tasks = {split: self.tasks(config, split) for split in ("train", "eval")}
         _log_extra_keys(spec for split in tasks.values() for spec in split.specs)
         mirror = claimed_mirror(s.mirror, tasks.__getitem__)
-        admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders)
         runner, unavailable = None, ()
         if s.hooks is None:  # OSWorld's scoring: its getters and the evaluator's metrics
-            from cua_rl.envs.backends.osworld.evaluation import (
-                GETTERS,
-                EvaluatorUnavailable,
-                MetricRunner,
-            )
+            from cua_rl.envs.backends.osworld.evaluation import EvaluatorUnavailable, MetricRunner
 
             runner, unavailable = MetricRunner(), (EvaluatorUnavailable,)
-            admission = Admission(s.capabilities(), mirror=mirror, placeholders=s.placeholders,
-                                  getters=GETTERS, runner=runner)  # fmt: skip
+        admission = admission_of(s, mirror, runner)
         try:
             return [(split, spec, admission(spec))  # type: ignore[misc]
                     for split, found in tasks.items() for spec in found.specs]

@@ -23,6 +23,7 @@ if TYPE_CHECKING:
     from cua_rl.envs.backends.x11.server import DesktopServer
 
 __all__ = ["CHROME_NAMES", "CHROME_PROFILE", "change_wallpaper", "chrome_command",
+           "chromium_for_chrome",
            "execute_verified", "html_error", "list_directory", "opener", "open_file", "run_bash",
            "run_python", "window_command"]
 
@@ -347,9 +348,9 @@ def chrome_command(argv: list[str], home: str, path: str, *, link_dir: Path | No
     ``google-chrome`` there, so that its processes are named so and a task's ``pkill chrome``
     (OSWorld's postconfig, which makes Chrome write its settings) finds them; else through
     Debian's ``chromium`` script. Any other ``argv`` comes back as it is."""
-    if not argv or Path(str(argv[0])).name not in CHROME_NAMES or shutil.which(argv[0], path=path):
+    if not argv or Path(str(argv[0])).name not in CHROME_NAMES:
         return argv
-    program = shutil.which("chromium", path=path)
+    program = chromium_for_chrome(path)
     if program is None:
         return argv
     if link_dir is not None and os.access(binary, os.X_OK):
@@ -361,10 +362,19 @@ def chrome_command(argv: list[str], home: str, path: str, *, link_dir: Path | No
     return [program, *extra, *flags]
 
 
+def chromium_for_chrome(path: str) -> str | None:
+    """Debian's ``chromium`` on ``path`` when it stands in for Google Chrome (Chrome is not
+    installed there), else None: the one decision behind :func:`chrome_command` and the
+    window names of :func:`window_command`."""
+    if any(shutil.which(name, path=path) for name in CHROME_NAMES):
+        return None
+    return shutil.which("chromium", path=path)
+
+
 def _as_chromium(name: str, path: str) -> str:
     """A window title or class naming Google Chrome as Chromium's windows are named, where
-    Chrome is not installed and launches start Chromium instead (``name`` otherwise)."""
-    if shutil.which("google-chrome", path=path) or not shutil.which("chromium", path=path):
+    Chromium stands in for Chrome (``name`` otherwise)."""
+    if chromium_for_chrome(path) is None:
         return name
     return name.replace("Google Chrome", "Chromium").replace("google-chrome", "chromium")
 

@@ -22,6 +22,7 @@ pytest.importorskip("vncdotool", reason="vncdotool not installed (pip install 'c
 
 from cua_rl.envs.backends.macosworld.vnc import MAX_SIDE, MAX_TEXT, VNCClient  # noqa: E402
 from cua_rl.errors import BackendError, ConfigError  # noqa: E402
+from cua_rl.testing.loopback import LoopbackServer  # noqa: E402
 
 W, H = 64, 48
 PIXEL_FORMAT = struct.pack("!BBBBHHHBBB3x", 32, 24, 0, 1, 255, 255, 255, 0, 8, 16)  # R, G, B, X
@@ -43,54 +44,46 @@ class FakeVNC:
 
     def __init__(self, init: bytes, update: Callable[[int], bytes] = lambda n: b"") -> None:
         self.init, self.update = init, update
-        self.listener = socket.create_server(("127.0.0.1", 0))
-        self.port = self.listener.getsockname()[1]
-        self.connections = 0
         self.requests = threading.Event()
         self.encodings: list[int] = []
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.server = LoopbackServer(self._client, threaded=True)
+        self.port = self.server.port
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.listener.accept()
-            except OSError:
-                return
-            self.connections += 1
-            threading.Thread(target=self._client, args=(conn,), daemon=True).start()
+    @property
+    def connections(self) -> int:
+        return self.server.connections
 
     def _client(self, conn: socket.socket) -> None:
-        with conn:
-            try:
-                conn.sendall(b"RFB 003.008\n")
-                _recv(conn, 12)
-                conn.sendall(b"\x01\x01")  # one security type: None
-                _recv(conn, 1)
-                conn.sendall(b"\x00\x00\x00\x00")  # SecurityResult: OK
-                _recv(conn, 1)  # ClientInit
-                conn.sendall(self.init)
-                n = 0
-                while True:  # the client's messages
-                    kind = _recv(conn, 1)[0]
-                    if kind == 0:
-                        _recv(conn, 19)
-                    elif kind == 2:
-                        count = struct.unpack("!xH", _recv(conn, 3))[0]
-                        self.encodings = list(struct.unpack(f"!{count}i", _recv(conn, 4 * count)))
-                    elif kind == 3:
-                        _recv(conn, 9)
-                        self.requests.set()
-                        conn.sendall(self.update(n))
-                        n += 1
-                    elif kind in (4, 5):
-                        _recv(conn, 7 if kind == 4 else 5)
-                    else:
-                        return
-            except OSError:  # the client dropped the connection (what most tests want)
-                return
+        try:
+            conn.sendall(b"RFB 003.008\n")
+            _recv(conn, 12)
+            conn.sendall(b"\x01\x01")  # one security type: None
+            _recv(conn, 1)
+            conn.sendall(b"\x00\x00\x00\x00")  # SecurityResult: OK
+            _recv(conn, 1)  # ClientInit
+            conn.sendall(self.init)
+            n = 0
+            while True:  # the client's messages
+                kind = _recv(conn, 1)[0]
+                if kind == 0:
+                    _recv(conn, 19)
+                elif kind == 2:
+                    count = struct.unpack("!xH", _recv(conn, 3))[0]
+                    self.encodings = list(struct.unpack(f"!{count}i", _recv(conn, 4 * count)))
+                elif kind == 3:
+                    _recv(conn, 9)
+                    self.requests.set()
+                    conn.sendall(self.update(n))
+                    n += 1
+                elif kind in (4, 5):
+                    _recv(conn, 7 if kind == 4 else 5)
+                else:
+                    return
+        except OSError:  # the client dropped the connection (what most tests want)
+            return
 
     def close(self) -> None:
-        self.listener.close()
+        self.server.close()
 
 
 def server_init(width: int = W, height: int = H, name: bytes = b"fake",

@@ -8,7 +8,6 @@ import json
 import shutil
 import socket
 import subprocess
-import threading
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -17,6 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from cua_rl.envs.backends.vm.cdp import CDPError, Chrome, close_tabs, open_tabs, same_url
+from cua_rl.testing.loopback import LoopbackServer
 from cua_rl.testing.waiting import wait_for
 
 CHROMIUM = shutil.which("chromium")
@@ -111,19 +111,12 @@ class FakePort:
 
     def __init__(self, answer: bytes) -> None:
         self.answer = answer
-        self.server = socket.create_server(("127.0.0.1", 0))
-        self.port = self.server.getsockname()[1]
-        threading.Thread(target=self._serve, daemon=True).start()
+        self.server = LoopbackServer(self._answer)
+        self.port = self.server.port
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.server.accept()
-            except OSError:
-                return
-            with conn:
-                conn.recv(65536)
-                conn.sendall(self.answer)
+    def _answer(self, conn: socket.socket) -> None:
+        conn.recv(65536)
+        conn.sendall(self.answer)
 
     def chrome(self) -> Chrome:
         return Chrome(lambda: socket.create_connection(("127.0.0.1", self.port)), timeout_s=5,

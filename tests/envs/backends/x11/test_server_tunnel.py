@@ -16,28 +16,20 @@ from cua_rl.envs.backends.vm.cdp import CDPError, tunnel_socket
 from cua_rl.envs.backends.x11.server import DesktopServer
 from cua_rl.envs.backends.x11.server_setup import chrome_command
 from cua_rl.envs.backends.x11.server_tunnel import relay
+from cua_rl.testing.loopback import LoopbackServer
 from tests.envs.backends.x11.test_server_conn import TOKEN, HostSession
 
 
-class Echo:
+class Echo(LoopbackServer):
     """A loopback server that sends back what it gets, upper-cased, one connection at a time."""
 
     def __init__(self) -> None:
-        self.sock = socket.create_server(("127.0.0.1", 0))
-        self.port = self.sock.getsockname()[1]
-        self.connections = 0
-        threading.Thread(target=self._serve, daemon=True).start()
+        super().__init__(self._echo)
 
-    def _serve(self) -> None:
-        while True:
-            try:
-                conn, _ = self.sock.accept()
-            except OSError:
-                return
-            self.connections += 1
-            with conn:
-                while data := conn.recv(65536):
-                    conn.sendall(data.upper())
+    @staticmethod
+    def _echo(conn: socket.socket) -> None:
+        while data := conn.recv(65536):
+            conn.sendall(data.upper())
 
 
 @pytest.fixture
@@ -50,7 +42,7 @@ def served(tmp_path: Path) -> Iterator[tuple[DesktopServer, Echo]]:
         yield server, echo
     finally:
         server.close()
-        echo.sock.close()
+        echo.close()
 
 
 def test_a_tunnel_carries_bytes_both_ways(served: tuple[DesktopServer, Echo]) -> None:
