@@ -122,15 +122,19 @@ class TreeCache(SheetCells, Moves):
             self._listening = True
 
     def on_event(self, event):
-        start = time.perf_counter()
-        try:
-            self._on_event(event)
-        finally:
-            self._clock("events", start)
+        self._timed("events", self._on_event, event)
 
     def _clock(self, phase, start):
         """Add the milliseconds since ``start`` to ``phase``'s total (``stats()["ms"]``)."""
         self.ms[phase] = self.ms.get(phase, 0.0) + (time.perf_counter() - start) * 1000
+
+    def _timed(self, phase, method, *args):
+        """``method(*args)``, its milliseconds added to ``phase`` (also when it raises)."""
+        start = time.perf_counter()
+        try:
+            return method(*args)
+        finally:
+            self._clock(phase, start)
 
     def _on_event(self, event):
         self.counts["events"] += 1

@@ -6,7 +6,6 @@ in silence (their bounds read again on every read, in one wave), and the element
 that the cache does not hold (their closest held ancestor lists its children again).
 """
 
-import time
 
 try:
     from . import a11y_bulk as B
@@ -20,7 +19,7 @@ except ImportError:  # run as a script under /usr/bin/python3: the sibling is on
 
 class Moves:
     """Uses the cache's ``nodes``, ``apps``, ``counts``, ``_orphans``, ``_kids``, ``_own``,
-    ``_bulk_for``, ``_read_children``, ``_read_cells`` and ``_clock``."""
+    ``_bulk_for``, ``_read_children``, ``_read_cells`` and ``_timed``."""
 
     def _windows_moved(self):
         """Top-level windows whose bounds differ from the cache (also the per-app barrier)."""
@@ -62,11 +61,7 @@ class Moves:
         with events on themselves; other toolkits: the parent only). Ancestors asked one level
         per wave for all sources at once; pyatspi asks where there is no wave reader or libatspi
         does not name the application."""
-        start = time.perf_counter()
-        try:
-            self._climb()
-        finally:
-            self._clock("ancestors", start)
+        self._timed("ancestors", self._climb)
 
     def _climb(self):
         orphans, self._orphans = self._orphans, {}
@@ -111,11 +106,7 @@ class Moves:
     def _silent_bounds(self, app):
         """Read the bounds of ``app``'s elements again, in one wave (sheets' cells left out:
         they are read again whenever their sheet is)."""
-        start = time.perf_counter()
-        try:
-            self._read_bounds(app)
-        finally:
-            self._clock("bounds", start)
+        self._timed("bounds", self._read_bounds, app)
 
     def _read_bounds(self, app):
         bulk = self._bulk_for(None)

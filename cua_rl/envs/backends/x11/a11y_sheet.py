@@ -8,7 +8,6 @@ jeepney is missing or its reading of a sheet's first cell differed from pyatspi'
 the cache's stats: ``bulk_unavailable``, ``bulk_mismatches``).
 """
 
-import time
 import xml.etree.ElementTree as ET
 
 try:
@@ -40,14 +39,10 @@ class Node:
 class SheetCells:
     """What :class:`a11y_cache.TreeCache` does for sheets (a mixin: it uses the cache's
     ``nodes``, ``counts``, ``_templates``, ``_blocks``, ``_bulk``, ``_bulk_off``, ``_focused``,
-    ``_read_own``, ``_set_focus``, ``_forget``, ``_mark_error`` and ``_clock``)."""
+    ``_read_own``, ``_set_focus``, ``_forget``, ``_mark_error`` and ``_timed``)."""
 
     def _read_cells(self, table):
-        start = time.perf_counter()
-        try:
-            self._read_sheet(table)
-        finally:
-            self._clock("cells", start)
+        self._timed("cells", self._read_sheet, table)
 
     def _read_sheet(self, table):
         """A sheet's visible cells, read again whole (their text and values change without an
