@@ -13,6 +13,8 @@ VENV   := .venv
 BIN    := $(VENV)/bin
 PIP    := $(BIN)/pip install --quiet --disable-pip-version-check -c constraints.txt
 PYTEST_ARGS ?=
+# the suite's workers (pytest-xdist): a module per worker, every Ray test on one (tests/conftest.py)
+TEST_WORKERS ?= 2
 
 .PHONY: demo test bench docs lint clean-venv osworld-eval
 
@@ -58,7 +60,7 @@ $(VENV)/.apt: scripts/apt-deps.sh | $(BIN)/python
 	scripts/apt-deps.sh $@
 
 test: $(VENV)/.dev $(VENV)/.apt $(OSWORLD_VENV)/.ready
-	scripts/offline.sh $(BIN)/python -m pytest $(PYTEST_ARGS)
+	scripts/offline.sh $(BIN)/python -m pytest -n $(TEST_WORKERS) --dist loadgroup $(PYTEST_ARGS)
 
 bench: $(VENV)/.dev
 	scripts/offline.sh $(BIN)/python benchmarks/bench_env.py

@@ -17,6 +17,26 @@ os.environ.setdefault("TRANSFORMERS_OFFLINE", "1")
 os.environ.setdefault("RAY_enable_metrics_collection", "0")
 
 
+LONG = ("desktop", "ray", "slow", "chromium", "xvfb")  # markers of tests that take seconds or more
+
+
+@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Under pytest-xdist (``make test`` runs ``-n 2 --dist loadgroup``) a module's tests stay on
+    one worker, so a module-scoped desktop or cluster starts once, and the tests that start Ray
+    share one group, so two Ray clusters never run at once. Modules with long tests go first
+    (the order within a module is kept), so the last group a worker takes is a short one."""
+    long = set()
+    for item in items:
+        module = item.nodeid.split("::")[0]
+        if any(item.get_closest_marker(m) for m in LONG):
+            long.add(module)
+        if item.get_closest_marker("xdist_group") is None:
+            group = "ray" if item.get_closest_marker("ray") else module
+            item.add_marker(pytest.mark.xdist_group(group))
+    items.sort(key=lambda item: item.nodeid.split("::")[0] not in long)
+
+
 def _need_vlm() -> None:
     pytest.importorskip("torch")
     pytest.importorskip("transformers")

@@ -19,7 +19,11 @@ from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.envs.backends.vm.codec import linearize_a11y
 from cua_rl.errors import ActionError, BackendError, ConfigError
 
-__all__ = ["A11Y_MODES", "Checker", "Revert", "Setup", "VMServerBackend", "a11y_mode"]
+__all__ = ["A11Y_MODES", "Checker", "Revert", "Setup", "VMServerBackend", "a11y_mode", "still"]
+
+#: A change of the screen this narrow (in pixels, either way) is a blinking text caret, not an
+#: app still drawing: :func:`still` ignores it.
+CARET_PX = 4
 
 #: When the accessibility tree is read: with every observation; only when a signal says it may
 #: have changed (after a reset, a failed action, or any change of the screen's pixels; else the
@@ -42,6 +46,27 @@ def a11y_mode(value: object, where: str = "a11y") -> str:
         raise ConfigError(f"{where} must be one of {list(A11Y_MODES)} (or true/false), got "
                           f"{value!r}")  # fmt: skip
     return str(value)
+
+def still(before: np.ndarray, after: np.ndarray) -> bool:
+    """Whether two frames show the same screen, a blinking text caret aside: nothing changed,
+    or every changed pixel lies in one box at most :data:`CARET_PX` wide or tall.
+
+    >>> a = np.zeros((40, 60, 3), np.uint8); b = a.copy(); b[5:25, 10:12] = 255  # a caret
+    >>> still(a, a), still(a, b)
+    (True, True)
+    >>> b[5:25, 10:30] = 255  # a word drawn
+    >>> still(a, b)
+    False
+    """
+    if before.shape != after.shape:
+        return False
+    changed = np.any(before != after, axis=-1) if before.ndim == 3 else before != after
+    rows = np.flatnonzero(changed.any(axis=1))
+    if rows.size == 0:
+        return True
+    cols = np.flatnonzero(changed.any(axis=0))
+    return bool(min(rows[-1] - rows[0], cols[-1] - cols[0]) < CARET_PX)
+
 
 Setup = Callable[[VMServerClient, Task], None]
 Revert = Callable[[VMServerClient], None]
@@ -71,9 +96,15 @@ class VMServerBackend(BaseBackend):
         a11y: When to read the accessibility tree, one of :data:`A11Y_MODES` (``True`` =
             ``every_step``, ``False`` = ``never``). ``a11y_reads`` / ``a11y_reused`` count
             the trees read and the ones ``on_signal`` returned again.
+        settle_s: After a reset's set-up, wait until the screen has been :func:`still` this
+            long before the first observation (an app whose window is up may still be loading
+            and drop the keys sent meanwhile: LibreOffice does for about a second); 0: observe
+            at once.
+        settle_timeout_s: The longest such wait; a screen still changing then is observed as
+            it is, and counted in ``n_unsettled``.
 
     Raises:
-        ConfigError: A bad ``pause_s`` or ``screen_size``.
+        ConfigError: A bad ``pause_s``, ``settle_s``, ``settle_timeout_s`` or ``screen_size``.
         BackendError: ``screen_size`` is None and the server does not answer.
     """
 
@@ -87,11 +118,15 @@ class VMServerBackend(BaseBackend):
         checker: Checker | None = None,
         pause_s: float = 5.0,
         a11y: bool | str = True,
+        settle_s: float = 0.0,
+        settle_timeout_s: float = 10.0,
     ) -> None:
-        if isinstance(pause_s, bool) or not isinstance(pause_s, (int, float)) or not (
-            0 <= pause_s <= 3600
-        ):
-            raise ConfigError(f"VMServerBackend pause_s must be in 0..3600, got {pause_s!r}")
+        for name, value in (("pause_s", pause_s), ("settle_s", settle_s),
+                            ("settle_timeout_s", settle_timeout_s)):  # fmt: skip
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not (
+                0 <= value <= 3600
+            ):
+                raise ConfigError(f"VMServerBackend {name} must be in 0..3600, got {value!r}")
         self.client = client if isinstance(client, VMServerClient) else VMServerClient(client)
         if screen_size is None:
             screen_size = self.client.screen_size()
@@ -105,6 +140,8 @@ class VMServerBackend(BaseBackend):
         self.last_action: Action | None = None
         self._used = False
         self.pause_s = float(pause_s)
+        self.settle_s, self.settle_timeout_s = float(settle_s), float(settle_timeout_s)
+        self.n_unsettled = 0
         self.a11y_mode = a11y_mode(a11y)
         self.a11y_reads = self.a11y_reused = 0
         self._tree: tuple[np.ndarray, str | None] | None = None  # (frame, text) of the last read
@@ -116,8 +153,8 @@ class VMServerBackend(BaseBackend):
         return self._size
 
     def reset(self, task: Task) -> Observation:
-        """Run the ``revert`` hook (not before the first task), the ``setup`` hook, and observe;
-        ``BackendError`` if the server is gone."""
+        """Run the ``revert`` hook (not before the first task), the ``setup`` hook, wait for a
+        still screen (``settle_s``), and observe; ``BackendError`` if the server is gone."""
         if self._used and self.revert is not None:
             self.revert(self.client)
         self._used = True
@@ -125,7 +162,29 @@ class VMServerBackend(BaseBackend):
         self._tree = None
         if self.setup is not None:
             self.setup(self.client, task)
+        self.settle()
         return self.observe()
+
+    def settle(self) -> bool:
+        """Wait until every screenshot for ``settle_s`` is :func:`still` against the first of
+        them (at most ``settle_timeout_s``); whether the screen settled (True at once when
+        ``settle_s`` is 0). Each is compared with the first, not the one before, so a slow
+        progress bar is change, a blinking caret is not."""
+        if self.settle_s <= 0:
+            return True
+        start = time.monotonic()
+        anchor, quiet_since = self.client.screenshot(), start
+        while True:
+            now = time.monotonic()
+            if now - quiet_since >= self.settle_s:
+                return True
+            if now - start >= self.settle_timeout_s:
+                self.n_unsettled += 1
+                return False
+            time.sleep(min(0.05, self.settle_s / 4))
+            frame = self.client.screenshot()
+            if not still(anchor, frame):
+                anchor, quiet_since = frame, time.monotonic()
 
     def step(self, action: Action) -> Observation:
         """``Wait`` sleeps here (at most ``pause_s``); Done/Fail send nothing; everything else

@@ -44,6 +44,11 @@ class LocalDesktopBackend(VMServerBackend):
         a11y_cache: The desktop keeps its tree current from AT-SPI events (False: a full walk
             on every read, ``desktop-server --a11y-full-walks``).
         pause_s: Longest sleep of a ``Wait``.
+        settle_s: After a reset's set-up, how long the screen must have been still (a blinking
+            caret aside) before the first observation: an app's window is up before it takes
+            keys (LibreOffice dropped one key in three sent in the second after its title
+            showed); 0: observe at once. At most ``settle_timeout_s``.
+        settle_timeout_s: The longest such wait.
         startup_timeout_s: How long the server may take to be ready.
         apps_env: Extra environment variables for the desktop's programs.
         request_timeout_s: Deadline of one HTTP attempt of the client.
@@ -65,6 +70,8 @@ class LocalDesktopBackend(VMServerBackend):
         a11y: bool | str = True,
         a11y_cache: bool = True,
         pause_s: float = 5.0,
+        settle_s: float = 0.5,
+        settle_timeout_s: float = 10.0,
         startup_timeout_s: float = 60.0,
         apps_env: Mapping[str, str] | None = None,
         request_timeout_s: float = 30.0,
@@ -94,7 +101,8 @@ class LocalDesktopBackend(VMServerBackend):
         try:
             client = self._spawn()
             super().__init__(client, self._size_wanted, setup=setup, revert=_revert,
-                             checker=checker, pause_s=pause_s, a11y=a11y)  # fmt: skip
+                             checker=checker, pause_s=pause_s, a11y=a11y, settle_s=settle_s,
+                             settle_timeout_s=settle_timeout_s)  # fmt: skip
         except BaseException:
             self.close()
             raise

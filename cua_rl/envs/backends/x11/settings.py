@@ -29,6 +29,11 @@ class X11Settings(TaskFileSettings):
     sandbox: bool = True
     #: A sandboxed desktop's network: ``none`` (loopback only) or ``host``.
     network: Literal["none", "host"] = "none"
+    #: After a reset's set-up, how long the screen must have been still (a blinking caret
+    #: aside) before the first observation, in seconds; 0: observe at once.
+    settle_s: float = 0.5
+    #: The longest such wait, in seconds (a screen still changing then is observed as it is).
+    settle_timeout_s: float = 10.0
 
     def capabilities(self) -> Capabilities:
         """What a local desktop has: the applications and programs on its ``PATH`` (the
@@ -48,5 +53,8 @@ class X11Settings(TaskFileSettings):
     def __post_init__(self) -> None:
         super().__post_init__()
         check(self, "desktops", self.desktops >= 1, "must be an integer >= 1")
+        check(self, "settle_s", 0 <= self.settle_s <= 600, "must be a number in 0..600")
+        check(self, "settle_timeout_s", 0 <= self.settle_timeout_s <= 600,
+              "must be a number in 0..600")
         check(self, "startup_timeout_s", self.startup_timeout_s >= MIN_TIMEOUT_S,
               f"must be a number >= {MIN_TIMEOUT_S:g}")

@@ -65,6 +65,7 @@ class X11Spec(TaskFileSpec):
         try:
             backend = cls(size=config.screen, setup=hooks.setup, checker=hooks.checker,
                           a11y=config.a11y if s.a11y else "never", pause_s=s.pause_s,
+                          settle_s=s.settle_s, settle_timeout_s=s.settle_timeout_s,
                           startup_timeout_s=s.startup_timeout_s, sandbox=s.sandbox,
                           network=s.network)  # fmt: skip
         except BaseException:

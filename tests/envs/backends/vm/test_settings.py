@@ -52,7 +52,8 @@ SHIPPED: dict[str, tuple[type, dict[str, Any]]] = {
         "examples_root": None, "mirror": str(PROBE / "files"), "cache_dir": None,
         "a11y": False, "pause_s": 5.0, "hooks": None, "client_password": None,
         "placeholders": {"SCREEN_WIDTH": 640, "SCREEN_HEIGHT": 400}, "desktops": 3,
-        "startup_timeout_s": 60.0, "sandbox": True, "network": "none"}),
+        "startup_timeout_s": 60.0, "sandbox": True, "network": "none", "settle_s": 0.5,
+        "settle_timeout_s": 10.0}),
     "waa": (WAASettings, {
         "tasks": (str(ROOT / "data/waa/evaluation_examples_windows/test_all.json"),),
         "eval_tasks": (),

@@ -186,19 +186,22 @@ def test_idle_connections_do_not_pile_up_threads_and_a_client_is_still_served(se
 def test_an_idle_or_dripping_connection_is_closed_at_the_read_deadline(serve) -> None:
     server = serve(read_timeout_s=0.5)
     with connect(server) as sock:
-        waited = closed_within(sock, 5.0)
-        assert waited is not None and 0.4 < waited < 2.0
+        # never before the deadline; after it, as soon as the server gets the CPU (the upper
+        # bound is loose: a loaded 2-core machine delays the close, it never prevents it)
+        waited = closed_within(sock, 15.0)
+        assert waited is not None and 0.4 < waited < 10.0
     with connect(server) as sock:  # a byte every 0.1 s never completes the headers
         start = time.monotonic()
         sock.sendall(f"GET /platform HTTP/1.1\r\n{AUTH}".encode())
         closed = False
-        while not closed and time.monotonic() - start < 5.0:
+        while not closed and time.monotonic() - start < 15.0:
             try:
                 sock.sendall(b"X")
-            except OSError:
+            except OSError:  # reset: closed
+                closed = True
                 break
             closed = closed_within(sock, 0.1) is not None
-        assert 0.4 < time.monotonic() - start < 2.0
+        assert closed and 0.4 < time.monotonic() - start < 10.0
     assert server.connections.n_expired >= 1  # the dripping one: only the deadline ends it
     client = VMServerClient(server.url, token=TOKEN, max_retries=0)
     # processing is not reading: a command longer than the read deadline still answers
