@@ -665,7 +665,8 @@ def report(results: list[dict[str, Any]], info: dict[str, Any], args: argparse.N
 def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1, 2, 3, 4])
-    parser.add_argument("--steps", type=int, default=32768)
+    parser.add_argument("--steps", type=int, help="environment steps per run (default 32768; "
+                        "--quick: 1024)")
     parser.add_argument("--workers", type=int, default=2)
     parser.add_argument("--labelled", type=int, default=200, help="labelled episodes per family")
     parser.add_argument("--work", default=str(REPO / "runs" / "reward_correction"))
@@ -677,14 +678,16 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--only", nargs="*", help="experiments to run (default: all)")
     parser.add_argument("--variants", nargs="*",
                         help="only the variants whose name contains one of these strings")
-    parser.add_argument("--quick", action="store_true", help="1 seed, 1024 steps: a smoke run")
+    parser.add_argument("--quick", action="store_true",
+                        help="1 seed, 1024 steps (unless --steps), 40 labelled: a smoke run")
     parser.add_argument("--notes", help="a Markdown file of findings to put on top of the report")
     parser.add_argument("--report-only", action="store_true",
                         help="run nothing: report the runs whose records exist (an interim "
                              "report says which runs are missing)")
     args = parser.parse_args(argv)
     if args.quick:
-        args.seeds, args.steps, args.labelled = [0], 1024, 40
+        args.seeds, args.labelled = [0], 40
+    args.steps = args.steps or (1024 if args.quick else 32768)
     work = Path(args.work)
     records = Path(args.records)
     records.mkdir(parents=True, exist_ok=True)

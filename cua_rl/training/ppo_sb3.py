@@ -51,7 +51,7 @@ from gymnasium import spaces
 from stable_baselines3 import PPO
 from stable_baselines3.common.buffers import DictRolloutBuffer
 from stable_baselines3.common.callbacks import BaseCallback
-from stable_baselines3.common.logger import configure as configure_logger
+from stable_baselines3.common.logger import Logger
 from stable_baselines3.common.utils import explained_variance, obs_as_tensor
 from stable_baselines3.common.vec_env import VecEnv, VecEnvWrapper
 
@@ -207,7 +207,9 @@ class WeightedPPO(PPO):
         if "rollout_buffer_class" in kwargs or kwargs.get("clip_range_vf") is not None:
             raise ConfigError("WeightedPPO sets its own rollout buffer and has no clip_range_vf")
         super().__init__(policy, env, rollout_buffer_class=WeightedDictRolloutBuffer, **kwargs)
-        self.set_logger(configure_logger(None, []))  # silent: metrics go through cua_rl.logger
+        # silent (metrics go through cua_rl.logger), and no folder: configure(None, []) made an
+        # empty /tmp/SB3-<time> folder for every model
+        self.set_logger(Logger(folder=None, output_formats=[]))
         self.policy_config = policy_config
         self.stats: Counter[str] = Counter()
         self.updates_done = 0

@@ -70,10 +70,12 @@ def test_real_shape_build_path_in_bf16(tmp_path: Path, monkeypatch: pytest.Monke
 
 
 @pytest.mark.slow
-def test_reward_correction_quick(tmp_path: Path) -> None:
+def test_reward_correction_quick(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     bench = _load("reward_correction")
+    monkeypatch.setattr(bench, "EVAL_SEEDS", 20)  # the final evaluation's tasks per family
     out = tmp_path / "rc.md"
-    argv = ["--quick", "--only", "homogeneous", "--workers", "1", "--work", str(tmp_path / "w"),
+    argv = ["--quick", "--steps", "512", "--only", "homogeneous", "--workers", "1",
+            "--work", str(tmp_path / "w"),
             "--records", str(tmp_path / "records"), "--out", str(out)]  # fmt: skip
     assert bench.main(argv) == 0
     text = out.read_text()

@@ -217,6 +217,18 @@ def test_update_equals_an_update_on_a_buffer_without_the_excluded_samples(tiny_e
     assert with_zeros.train_metrics["train/kept_fraction"] == pytest.approx(n_kept / 12)
 
 
+def test_a_model_that_learns_leaves_no_folder_in_the_temp_dir(
+    tiny_env_cls, tmp_path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    import tempfile
+
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # SB3's default log folder's parent
+    model = make_model([tiny_env_cls], n_steps=4)
+    model.learn(total_timesteps=8)
+    assert model.num_timesteps == 8
+    assert list(tmp_path.iterdir()) == []  # SB3's configure(None, ...) made /tmp/SB3-<time>
+
+
 def test_end_episode_rejects_negative_weight(tiny_env_cls) -> None:
     model = make_model([tiny_env_cls], n_steps=4)
     with pytest.raises(ValueError, match="episode weight must be >= 0, got -1"):
