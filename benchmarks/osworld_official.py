@@ -38,8 +38,46 @@ def terminal(command: str) -> list[Action]:
     return [Hotkey(("ctrl", "alt", "t")), Wait(3.0), Type(command + "\n"), Wait(2.0)]
 
 
+def chrome_preferences(edit: str, then: str = "") -> list[Action]:
+    """In a terminal: close the browser (it writes its Preferences when it exits), apply ``edit``
+    (Python statements on the dict ``d``) to the default profile's Preferences, then run
+    ``then`` (e.g. Chrome started again). What a user who knows the file could do; the task's
+    own postconfig then restarts Chrome and its getters read the file as they do in OSWorld."""
+    prefs = "os.path.expanduser('~/.config/google-chrome/Default/Preferences')"
+    code = (f"import json, os; p = {prefs}; d = json.load(open(p)); {edit}; "
+            "json.dump(d, open(p, 'w'))")
+    # 'chrom' ends Google Chrome (processes named chrome) and Chromium (named chromium) alike
+    gone = "while pgrep chrom >/dev/null; do sleep 0.2; done"
+    command = f'pkill chrom; {gone}; python3 -c "{code}"'
+    # the browser quit first (ctrl+shift+q): a terminal opened over it is not given the focus
+    return [Hotkey(("ctrl", "shift", "q")), Wait(2.0),
+            *terminal(command + (f"; {then}" if then else ""))]
+
+
 #: Scripted correct solutions by task id: what an agent would do, as actions.
 SOLUTIONS: dict[str, list[Action]] = {
+    # Chrome's settings, through its Preferences file (the settings pages need clicks placed by
+    # looking): Do Not Track, the profile's name, delete data on exit, font size, search engine
+    "030eeff7-b492-4218-b312-701ec99ee0cc": chrome_preferences("d['enable_do_not_track'] = True"),
+    "2ae9ba84-3a0d-4d4c-8338-3a1478dc5fe3": chrome_preferences(
+        "d.setdefault('profile', {})['name'] = 'Thomas'"),
+    "99146c54-4f37-4ab8-9327-5f3291665e1e": chrome_preferences(
+        "d.setdefault('profile', {}).setdefault('default_content_setting_values', {})"
+        "['cookies'] = 4"),  # 4: cookies and site data kept until Chrome closes
+    "af630914-714e-4a24-a7bb-f9af687d3b91": chrome_preferences(
+        "d.setdefault('webkit', {}).setdefault('webprefs', {})['default_font_size'] = 20"),
+    "bb5e4c0d-f964-439c-97b6-bdb9747de3f4": chrome_preferences(
+        "d['default_search_provider_data'] = {'template_url_data': {'short_name': 'Bing', "
+        "'keyword': 'bing.com', 'url': 'https://www.bing.com/search?q={searchTerms}'}}"),
+    # dark mode off, and the appearance settings page left open (the checker wants both)
+    "93eabf48-6a27-4cb6-b963-7d5fe1e0d3a9": [*chrome_preferences(
+        "d.setdefault('browser', {}).setdefault('theme', {}).update(color_scheme=1, "
+        "color_scheme2=1)",
+        # started again as this desktop has it (Debian's chromium, on Chrome's profile); a
+        # chrome:// page named on the command line is not opened: typed in the address bar
+        "(chromium --user-data-dir=$HOME/.config/google-chrome --remote-debugging-port=1337 "
+        ">/dev/null 2>&1 &)"),
+        Wait(3.0), Hotkey(("ctrl", "l")), Type("chrome://settings/appearance\n"), Wait(2.0)],
     # "switch to Do not disturb mode"
     "f9be0997-4b7c-45c5-b05c-4612b44a6118": terminal(
         "gsettings set org.gnome.desktop.notifications show-banners false"),

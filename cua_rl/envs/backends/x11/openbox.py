@@ -3,10 +3,10 @@
 OSWorld's desktops are Ubuntu's GNOME, where ``ctrl+alt+t`` opens a terminal; its tasks press it
 in set-up and postconfig steps (and agents trained there press it) and then activate a window
 named "Terminal". :func:`openbox_command` starts openbox with Debian's ``rc.xml`` and one more
-key binding: ``ctrl+alt+t`` starts ``xterm`` titled "Terminal", on the desktop's current
-session bus (its address is read from :data:`BUS_FILE` in the desktop's folder: openbox lives
-across resets, the bus does not), so that ``gsettings`` in it reaches the same settings as the
-task's checker.
+key binding: ``ctrl+alt+t`` starts ``xterm`` titled "Terminal", in HOME, on the
+desktop's current session bus (its address is read from :data:`BUS_FILE` in the desktop's
+folder: openbox lives across resets, the bus does not), so that ``gsettings`` in it reaches the
+same settings as the task's checker.
 """
 
 from __future__ import annotations
@@ -19,9 +19,10 @@ __all__ = ["BUS_FILE", "SYSTEM_RC", "openbox_command"]
 SYSTEM_RC = Path("/etc/xdg/openbox/rc.xml")
 #: The file of the desktop's folder that holds the session bus's address.
 BUS_FILE = "bus-address"
-#: The key binding added to it ({bus}: that file's path).
+#: The key binding added to it ({bus}: that file's path); the terminal starts in HOME (openbox's
+#: own working folder is gone after a reset: bash said "getcwd: cannot access parent directory").
 _TERMINAL_KEY = ('<keybind key="C-A-t"><action name="Execute"><command>sh -c '
-                 '\'export DBUS_SESSION_BUS_ADDRESS="$(cat {bus})"; exec xterm -T Terminal\''
+                 '\'cd; export DBUS_SESSION_BUS_ADDRESS="$(cat {bus})"; exec xterm -T Terminal\''
                  '</command></action></keybind>')
 
 

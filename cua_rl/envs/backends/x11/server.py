@@ -86,6 +86,7 @@ from cua_rl.envs.backends.x11.server_http import check_host, make_handler
 from cua_rl.envs.backends.x11.server_setup import (
     change_wallpaper,
     chrome_command,
+    chrome_kill_command,
     execute_verified,
     html_error,
     list_directory,
@@ -480,6 +481,7 @@ class DesktopServer:
                     command = [home + c[1:] if str(c).startswith("~/") else c for c in command]
                     command = chrome_command(command, home, self.session.env["PATH"],
                                              link_dir=CHROME_LINKS)  # fmt: skip
+                    command = chrome_kill_command(command, self.session.env["PATH"])
                 self.session.popen(command, shell=shell)  # type: ignore[arg-type]
             except Exception as exc:  # OSWorld: 500 with the exception's text
                 return 500, {"status": "error", "message": str(exc) or type(exc).__name__}, ""

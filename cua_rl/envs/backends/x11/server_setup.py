@@ -23,7 +23,7 @@ if TYPE_CHECKING:
     from cua_rl.envs.backends.x11.server import DesktopServer
 
 __all__ = ["CHROME_NAMES", "CHROME_PROFILE", "change_wallpaper", "chrome_command",
-           "chromium_for_chrome",
+           "chrome_kill_command", "chromium_for_chrome",
            "execute_verified", "html_error", "list_directory", "opener", "open_file", "run_bash",
            "run_python", "window_command"]
 
@@ -345,9 +345,9 @@ def chrome_command(argv: list[str], home: str, path: str, *, link_dir: Path | No
     on ``path`` and Chromium is (as OSWorld does on ARM): its profile put where Chrome's is
     (``--user-data-dir``, unless given) and no first-run or default-browser prompt (unless
     asked for). With ``link_dir``, Chromium's ``binary`` is started through a link named
-    ``google-chrome`` there, so that its processes are named so and a task's ``pkill chrome``
-    (OSWorld's postconfig, which makes Chrome write its settings) finds them; else through
-    Debian's ``chromium`` script. Any other ``argv`` comes back as it is."""
+    ``google-chrome`` there (its command line says google-chrome; the process name stays
+    ``chromium``, see :func:`chrome_kill_command`); else through Debian's ``chromium`` script.
+    Any other ``argv`` comes back as it is."""
     if not argv or Path(str(argv[0])).name not in CHROME_NAMES:
         return argv
     program = chromium_for_chrome(path)
@@ -360,6 +360,22 @@ def chrome_command(argv: list[str], home: str, path: str, *, link_dir: Path | No
     extra = [f"--user-data-dir={home}/{CHROME_PROFILE}"] if "--user-data-dir" not in given else []
     extra += [f for f in ("--no-first-run", "--no-default-browser-check") if f not in given]
     return [program, *extra, *flags]
+
+
+def chrome_kill_command(argv: list[str], path: str) -> list[str]:
+    """``argv`` of a launch of ``pkill chrome`` (OSWorld's postconfig, which makes Chrome write
+    its settings before the getters read them) made to end Chromium too, where Chromium stands
+    in for Chrome: Chromium names its processes ``chromium`` whatever the name it is started
+    by, and pkill matches the pattern against that name. Any other ``argv`` comes back as it
+    is.
+
+    >>> chrome_kill_command(["pkill", "chrome"], "/nowhere")  # no Chromium there: unchanged
+    ['pkill', 'chrome']
+    """
+    if (len(argv) < 2 or Path(str(argv[0])).name != "pkill" or str(argv[-1]) != "chrome"
+            or chromium_for_chrome(path) is None):  # fmt: skip
+        return argv
+    return [*argv[:-1], "chrome|chromium"]
 
 
 def chromium_for_chrome(path: str) -> str | None:

@@ -316,6 +316,9 @@ class DesktopSession:
         proc = subprocess.Popen(argv, shell=shell, env=kwargs.pop("env", self.env),
                                 start_new_session=True, **kwargs)  # fmt: skip
         self._children = [p for p in self._children if p.poll() is None] + [proc]
+        # reaped the moment it ends, as a desktop's init would: a zombie is still listed by
+        # pgrep (a task's `pkill chrome; while pgrep chrome` never ended)
+        threading.Thread(target=proc.wait, name=f"reap-{proc.pid}", daemon=True).start()
         return proc
 
     def _reap(self, keep: Sequence[subprocess.Popen] = ()) -> None:

@@ -285,3 +285,20 @@ def test_routes_answer_osworlds_status_codes_and_bodies(backend) -> None:
     assert status == 200 and isinstance(body, list) and len(body) == 2
     for endpoint in ("/start_recording", "/end_recording"):  # refused on purpose
         assert call(client, "POST", endpoint)[0] == 501
+
+
+@needs_desktop
+def test_a_launched_program_that_ends_is_reaped_at_once(backend) -> None:
+    """No zombie stays listed between requests (pgrep lists zombies: a task's `pkill chrome;
+    while pgrep chrome` waited until the server's next request reaped Chromium). Looked at from
+    this side, so no request to the server reaps it."""
+    import psutil
+
+    from cua_rl.testing.waiting import wait_for
+
+    client = fresh(backend)
+    top = psutil.Process(backend.server_pid)
+    client.launch(["sleep", "0.2"])
+    launched = wait_for(lambda: [p for p in top.children(recursive=True)
+                                 if p.name() == "sleep"], 10.0, "the launched sleep")
+    assert psutil.wait_procs(launched, timeout=10)[1] == []  # ended, and reaped (not a zombie)

@@ -14,7 +14,7 @@ import pytest
 
 from cua_rl.envs.backends.vm.cdp import CDPError, tunnel_socket
 from cua_rl.envs.backends.x11.server import DesktopServer
-from cua_rl.envs.backends.x11.server_setup import chrome_command
+from cua_rl.envs.backends.x11.server_setup import chrome_command, chrome_kill_command
 from cua_rl.envs.backends.x11.server_tunnel import relay
 from cua_rl.testing.loopback import LoopbackServer
 from tests.envs.backends.x11.test_server_conn import TOKEN, HostSession
@@ -134,8 +134,12 @@ def test_google_chrome_is_started_as_chromium_with_chromes_profile(tmp_path: Pat
                           path) == [str(bin_dir / "chromium"), "--no-default-browser-check",
                                     "--user-data-dir=/x", "--no-first-run"]  # fmt: skip
     assert chrome_command(["mousepad"], "/h", path) == ["mousepad"]
-    # through a link named google-chrome to Chromium's program: its processes are named so,
-    # and OSWorld's `pkill chrome` finds them
+    # OSWorld's `pkill chrome` also ends Chromium (whose processes are named chromium)
+    assert chrome_kill_command(["pkill", "chrome"], path) == ["pkill", "chrome|chromium"]
+    assert chrome_kill_command(["pkill", "vlc"], path) == ["pkill", "vlc"]
+    assert chrome_kill_command(["pkill", "-f", "chrome"], path) == [
+        "pkill", "-f", "chrome|chromium"]
+    # through a link named google-chrome to Chromium's program (its command line says so)
     program = tmp_path / "lib" / "chromium"
     program.parent.mkdir()
     program.write_text("#!/bin/sh\n")
@@ -148,3 +152,4 @@ def test_google_chrome_is_started_as_chromium_with_chromes_profile(tmp_path: Pat
     (bin_dir / "google-chrome").write_text("#!/bin/sh\n")
     (bin_dir / "google-chrome").chmod(0o755)  # the real one installed: left alone
     assert chrome_command(["google-chrome"], "/h", path) == ["google-chrome"]
+    assert chrome_kill_command(["pkill", "chrome"], path) == ["pkill", "chrome"]
