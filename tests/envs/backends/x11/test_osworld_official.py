@@ -2,7 +2,8 @@
 reference copy) admitted, set up on a real sandboxed desktop, and scored by OSWorld's metrics in
 the isolated evaluator: an infeasible Chrome task (DONE 0, the scripted FAIL 1) and a Chrome
 settings task (Chrome launched as the task launches it, its postconfig's ``pkill chrome`` and
-relaunch, the search engine read from the profile: 0 untouched)."""
+relaunch, the search engine read from the profile: 0 untouched, 1 after the scripted
+solution)."""
 
 from __future__ import annotations
 
@@ -27,7 +28,9 @@ def test_official_tasks_are_set_up_and_scored() -> None:
     for row in rows.values():
         assert (row.refused, row.setup, row.errors) == ("", "ok", []), row
     assert (rows[INFEASIBLE].noop, rows[INFEASIBLE].scripted) == (0.0, 1.0)
-    assert rows[BING].noop == 0.0
+    # untouched 0; the scripted solution (browser quit, Preferences edited in the ctrl+alt+t
+    # terminal) 1 through the postconfig's `pkill chrome` and relaunch
+    assert (rows[BING].noop, rows[BING].scripted) == (0.0, 1.0)
     text = bench.report(list(rows.values()), "test")
     assert "2 tasks: **2 runnable** here" in text and "| chrome/bb5e4c0d |" in text
 
