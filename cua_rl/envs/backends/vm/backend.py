@@ -47,6 +47,7 @@ def a11y_mode(value: object, where: str = "a11y") -> str:
                           f"{value!r}")  # fmt: skip
     return str(value)
 
+
 def still(before: np.ndarray, after: np.ndarray) -> bool:
     """Whether two frames show the same screen, a blinking text caret aside: nothing changed,
     or every changed pixel lies in one box at most :data:`CARET_PX` wide or tall.
@@ -162,25 +163,31 @@ class VMServerBackend(BaseBackend):
         self._tree = None
         if self.setup is not None:
             self.setup(self.client, task)
-        self.settle()
-        return self.observe()
+        _, frame = self._settle()
+        return self._observe(self.client.screenshot() if frame is None else frame)
 
     def settle(self) -> bool:
         """Wait until every screenshot for ``settle_s`` is :func:`still` against the first of
         them (at most ``settle_timeout_s``); whether the screen settled (True at once when
         ``settle_s`` is 0). Each is compared with the first, not the one before, so a slow
         progress bar is change, a blinking caret is not."""
+        return self._settle()[0]
+
+    def _settle(self) -> tuple[bool, np.ndarray | None]:
+        """:meth:`settle`'s answer and the last screenshot it took (None when it took none):
+        the reset observes that one rather than asking for another."""
         if self.settle_s <= 0:
-            return True
+            return True, None
         start = time.monotonic()
-        anchor, quiet_since = self.client.screenshot(), start
+        frame = anchor = self.client.screenshot()
+        quiet_since = start
         while True:
             now = time.monotonic()
             if now - quiet_since >= self.settle_s:
-                return True
+                return True, frame
             if now - start >= self.settle_timeout_s:
                 self.n_unsettled += 1
-                return False
+                return False, frame
             time.sleep(min(0.05, self.settle_s / 4))
             frame = self.client.screenshot()
             if not still(anchor, frame):
@@ -202,7 +209,9 @@ class VMServerBackend(BaseBackend):
 
     def observe(self) -> Observation:
         """A fresh screenshot and accessibility text (BackendError if the screen size moved)."""
-        frame = self.client.screenshot()
+        return self._observe(self.client.screenshot())
+
+    def _observe(self, frame: np.ndarray) -> Observation:
         if (frame.shape[1], frame.shape[0]) != self._size:
             raise BackendError(f"VM server {self.client.base_url}: the screenshot is "
                                f"{frame.shape[1]}x{frame.shape[0]}, the screen was "

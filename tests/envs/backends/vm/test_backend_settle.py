@@ -70,6 +70,17 @@ def test_reset_waits_until_the_app_stopped_drawing() -> None:
     assert (obs.screenshot[10:30, :40] == 200).all()  # the finished screen is observed
 
 
+def test_the_reset_observes_the_last_screenshot_of_the_wait() -> None:
+    def frame(n: int) -> np.ndarray:  # each shot marked by one pixel (still: a 1 px change)
+        out = blank()
+        out[0, 0] = n % 256
+        return out
+
+    b, client = backend(frame, settle_s=0.1)
+    obs = b.reset(TASK)
+    assert client.n > 1 and int(obs.screenshot[0, 0, 0]) == client.n % 256  # no extra shot
+
+
 def test_a_blinking_caret_does_not_hold_the_reset() -> None:
     def frame(n: int) -> np.ndarray:
         out = blank()
