@@ -157,29 +157,49 @@ def _showing(reply):
 _SHOWING = 0 if R.Atspi is None else int(R.Atspi.StateType.SHOWING)
 
 
-def sheet(bulk, bus, path, block, template):
+def sheet(bulk, bus, path, block, template, known=None):
     """The visible cells of the sheet at ``(bus, path)`` read whole, if they are still
     ``block`` (``(first row, first column, last row, last column)``): ``[((bus, cell path),
     (attrib, text))]`` row by row in :func:`a11y_read.read_cell`'s shape, or ``None`` when the
-    block moved (the caller scans cell by cell). ``template``: :func:`a11y_read.cell_template`.
+    block moved or a cell of ``known`` could not be read (the caller scans again).
+    ``template``: :func:`a11y_read.cell_template`.
 
     One streamed wave: each cell's state and own part are asked as soon as the sheet names the
-    cell; the cells just outside the block only for their state.
+    cell; the cells just outside the block only for their state. ``known``: the block's cells
+    as the last read found them, ``[((bus, cell path), name)]`` row by row; their objects are
+    asked directly instead of asking the sheet for them again. LibreOffice makes a new object
+    for each ``GetAccessibleAt`` (and keeps it: its memory grows with every scan), each one
+    fixed to its cell's address and reading everything else (states, text, bounds) live; the
+    names of the first and last are asked again to check that.
     """
     r0, c0, r1, c1 = block
     if c1 - c0 + 1 > R.MAX_WIDTH or r0 > R.MAX_SCAN or c0 > R.MAX_SCAN:
         return None
     inside = [(r, c) for r in range(r0, r1 + 1) for c in range(c0, c1 + 1)]
+    if known is not None and len(known) != len(inside):
+        known = None
     # the cells whose not showing ends visible_cells' scan where it ended before
     edge = [(r, c1 + 1) for r in range(r0, r1 + 1)] + [(r1 + 1, c0)]
     edge += [(r0 - 1, c0)] if r0 > 0 else []
     edge += [(r0, c0 - 1)] if c0 > 0 else []
     where, n = inside + edge, len(inside)
+    per = len(_part_calls(("", ""), template, known is None))
     asked = {}  # cell index -> index of its first follow-up reply (GetState, then its part)
-    count = [len(where)]
+    calls = [(bus, path, TABLE, "GetAccessibleAt", "ii", rc)  # past the sheet's end: an error
+             for rc in (where if known is None else edge)]
+    if known is not None:  # the inside cells' parts at once, after the edge cells' and the
+        # two names
+        calls += [(*known[i][0], PROPS, "Get", "ss", (ACCESSIBLE, "Name")) for i in (0, n - 1)]
+        for i, (cell, _) in enumerate(known):
+            asked[i] = len(calls)
+            calls += [(*cell, ACCESSIBLE, "GetState", "", ()),
+                      *_part_calls(cell, template, False)]
+    count = [len(calls)]
+    offset = 0 if known is None else n  # where[i] is asked by calls[i - offset]
 
     def then(i, body):
-        if i >= len(where) or not _is_cell(body):
+        i += offset
+        if i >= len(where) or (known is not None and i < n) or not _is_cell(body):
             return None
         cell = tuple(body[0])
         asked[i] = count[0]
@@ -189,8 +209,12 @@ def sheet(bulk, bus, path, block, template):
         count[0] += len(more)
         return more
 
-    replies = bulk.wave([(bus, path, TABLE, "GetAccessibleAt", "ii", rc) for rc in where],
-                        errors_ok=True, then=then)  # past the sheet's end: an error
+    replies = bulk.wave(calls, errors_ok=True, then=then)
+    if known is not None:
+        names = replies[len(edge):len(edge) + 2]
+        if any(isinstance(r, Exception) or r[0][1] != known[i][1]
+               for r, i in zip(names, (0, n - 1), strict=True)):
+            return None
     if any(i not in asked for i in range(n)):
         return None
     if not all(_showing(replies[asked[i]]) for i in range(n)):
@@ -201,15 +225,21 @@ def sheet(bulk, bus, path, block, template):
     for i in range(n):
         first = asked[i]
         names = R.state_names(replies[first][0])
-        part = replies[first + 1:first + 1 + len(_part_calls(("", ""), template))]
-        out.append((tuple(replies[i][0]), _cell(part, names, template)))
+        part = replies[first + 1:first + 1 + per]
+        if known is None:
+            out.append((tuple(replies[i][0]), _cell(part, names, template)))
+            continue
+        try:
+            out.append((known[i][0], _cell(part, names, template, known[i][1])))
+        except BulkError:  # a cell object gone
+            return None
     return out
 
 
-def _part_calls(cell, template):
+def _part_calls(cell, template, name=True):
     bus, path = cell
-    calls = [(bus, path, PROPS, "Get", "ss", (ACCESSIBLE, "Name")),
-             (bus, path, ACCESSIBLE, "GetAttributes", "", ()),
+    calls = [(bus, path, PROPS, "Get", "ss", (ACCESSIBLE, "Name"))] if name else []
+    calls += [(bus, path, ACCESSIBLE, "GetAttributes", "", ()),
              (bus, path, COMPONENT, "GetExtents", "u", (0,))]
     if "Text" in template["ifaces"]:
         calls.append((bus, path, "org.a11y.atspi.Text", "GetText", "ii", (0, -1)))
@@ -218,10 +248,12 @@ def _part_calls(cell, template):
     return calls
 
 
-def _cell(replies, names, template):
-    """``(attrib, text)`` of one cell from the replies to its :func:`_part_calls`."""
+def _cell(replies, names, template, name=None):
+    """``(attrib, text)`` of one cell from the replies to its :func:`_part_calls` (``name``:
+    the name already known, not asked)."""
     replies = iter(replies)
-    name, attrs, box = next(replies), next(replies), next(replies)
+    name = next(replies) if name is None else (("s", name),)
+    attrs, box = next(replies), next(replies)
     text = next(replies) if "Text" in template["ifaces"] else ("",)
     value = next(replies) if template["value"] else None
     for reply in (name, attrs, box, text):  # as read_cell: only the value may fail

@@ -101,13 +101,16 @@ class TreeCache(SheetCells, Moves):
         # focus moves)
         self._templates = {}  # sheet key -> what its cells share (a11y_read.cell_template)
         self._blocks = {}  # sheet key -> its last visible cells' block (r0, c0, r1, c1)
+        self._renewed = set()  # keys of sheets whose cells' objects are not asked again (a
+        # model or children change since the last read: rows or columns inserted, removed)
         self._orphans = {}  # key -> accessible: event sources the cache does not hold
         self._bulk, self._bulk_off = None, set()  # the wave reader; sheets it differed on
         self._pending = 0
         self.counts = {"reads": 0, "full_walks": 0, "fallbacks": 0, "overflows": 0,
                        "events": 0, "events_applied": 0, "nodes_read": 0, "moved_windows": 0,
                        "table_rescans": 0, "bounds_refreshes": 0, "last_fallback": "",
-                       "bulk_scans": 0, "bulk_scan_misses": 0, "bulk_mismatches": 0,
+                       "bulk_scans": 0, "bulk_scan_misses": 0, "cells_renewed": 0,
+                       "bulk_mismatches": 0,
                        "bulk_unavailable": "" if waves else "off (--no-waves)",
                        "wave_reads": 0}
         self._tells_bounds = set()  # bus names of applications whose toolkit sends bounds-changed
@@ -152,6 +155,8 @@ class TreeCache(SheetCells, Moves):
             self._kids.add(key)
         elif kind.startswith("object:model-changed"):
             self._subtree.add(key)
+        if kind.startswith(("object:children-changed", "object:model-changed")):
+            self._renewed.add(key)
         elif kind.startswith("object:property-change:accessible-parent"):
             return  # the old and new parents say so with children-changed
         else:
@@ -201,6 +206,7 @@ class TreeCache(SheetCells, Moves):
         self.nodes = {}
         self._templates.clear()
         self._blocks.clear()
+        self._renewed.clear()
         self._bulk_off.clear()
         self._volatile.clear()
         self._buttons.clear()

@@ -38,8 +38,9 @@ class Node:
 
 class SheetCells:
     """What :class:`a11y_cache.TreeCache` does for sheets (a mixin: it uses the cache's
-    ``nodes``, ``counts``, ``_templates``, ``_blocks``, ``_bulk``, ``_bulk_off``, ``_focused``,
-    ``_read_own``, ``_set_focus``, ``_forget``, ``_mark_error`` and ``_timed``)."""
+    ``nodes``, ``counts``, ``_templates``, ``_blocks``, ``_renewed``, ``_bulk``, ``_bulk_off``,
+    ``_focused``, ``_read_own``, ``_set_focus``, ``_forget``, ``_mark_error`` and
+    ``_timed``)."""
 
     def _read_cells(self, table):
         self._timed("cells", self._read_sheet, table)
@@ -55,7 +56,13 @@ class SheetCells:
         bulk = self._bulk_for(table) if template is not None else None
         found = parts = None  # [(key, acc or None, state names)], [(attrib, text)]
         if bulk is not None and table.key in self._blocks:
-            read = B.sheet(bulk, table.key[0], table.key[1], self._blocks[table.key], template)
+            known = None  # the cells' objects of the last read, asked again directly
+            if table.key not in self._renewed and table.children:
+                known = [(c.key, c.elem.attrib.get("name", "")) for c in table.children]
+            read = B.sheet(bulk, *table.key, self._blocks[table.key], template, known)
+            if read is None and known is not None:  # the block moved, or an object went
+                self.counts["cells_renewed"] += 1
+                read = B.sheet(bulk, *table.key, self._blocks[table.key], template)
             self.counts["bulk_scans" if read is not None else "bulk_scan_misses"] += 1
             if read is not None:
                 found = [(key, None, None) for key, _ in read]
@@ -112,6 +119,7 @@ class SheetCells:
             self._forget(gone)
         table.children = children
         table.elem[:] = [cell.elem for cell in children]
+        self._renewed.discard(table.key)
         self._mark_error(table, error)
 
     def _rekey(self, node, key):
