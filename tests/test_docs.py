@@ -60,6 +60,7 @@ SMALLER: tuple[tuple[str, str], ...] = (
      r"\1 --total-timesteps 512 --no-progress"),
     (r"--episodes 200\b", "--episodes 4"),
     (r"\bepisodes=20\b", "episodes=4"),
+    (r"--n-per-family 10\b", "--n-per-family 4"),
 )
 
 _FENCE = re.compile(r"^```(\w*)\n(.*?)^```", flags=re.M | re.S)
