@@ -5,7 +5,8 @@ Scoring is OSWorld's (:func:`~cua_rl.envs.backends.osworld.evaluation.score_oswo
 the infeasible / ``FAIL`` rule, ``and``/``or`` over metrics, desktop-env's metric functions in the
 isolated venv), which WAA's ``DesktopEnv.evaluate`` keeps unchanged; the getters are OSWorld's plus
 WAA's own (:data:`WAA_GETTERS`, our implementations with the config keys and return values of WAA's
-``desktop_env/evaluators/getters``). What runs and what is refused is
+``desktop_env/evaluators/getters``; the browsers' profile files:
+:mod:`~cua_rl.envs.backends.waa.browser`). What runs and what is refused is
 :mod:`cua_rl.envs.backends.waa.support`; a refused task raises ``TaskSpecError`` in the set-up hook,
 before its episode.
 
@@ -36,6 +37,7 @@ from cua_rl.envs.backends.osworld.evaluation.scoring import (
 from cua_rl.envs.backends.osworld.setup_plan import PlannedStep, SetupPlan
 from cua_rl.envs.backends.vm.client import VMServerClient, VMServerHTTPError
 from cua_rl.envs.backends.vm.setup_runner import post_step, run_setup, step_failed
+from cua_rl.envs.backends.waa.browser import BROWSER_GETTERS
 from cua_rl.envs.backends.waa.support import plan_waa, support_of_getter
 from cua_rl.envs.backends.waa.tasks import WAATask, task_from
 from cua_rl.errors import BackendError, TaskSpecError
@@ -223,7 +225,7 @@ def get_waa_value(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     support = support_of_getter(kind)
     if not support.runs:
         raise ctx.fail(f"getter {kind!r} cannot run here: {support.how}")
-    own = WAA_GETTERS.get(kind)
+    own = WAA_GETTERS.get(kind) or BROWSER_GETTERS.get(kind)
     return own(ctx, cfg) if own is not None else get_value(ctx, cfg)
 
 

@@ -45,7 +45,9 @@ class Support:
 
 
 _CDP = ("drives or reads the browser through its remote-debugging port (CDP on guest port "
-        "9222) or its profile files; cua_rl does not drive CDP")
+        "9222) or its window; cua_rl does not drive CDP on a WAA VM")
+_HISTORY = ("writes rows into the browser's History database in the VM; not implemented for "
+            "WAA in cua_rl")
 _ACCOUNT = "needs a real Google account (OAuth); not available"
 _NOT_PORTED = ("WAA computes it with its own Windows-side code ({what}); not re-implemented "
                "in cua_rl")
@@ -68,15 +70,24 @@ STEPS: Mapping[str, Support] = {
     "close_all": Support(True, "/setup/close_all (WAA)"),
     "chrome_open_tabs": Support(False, _CDP),
     "chrome_close_tabs": Support(False, _CDP),
-    "update_browse_history": Support(False, _CDP),
+    "update_browse_history": Support(False, _HISTORY),
     "edge_open_tabs": Support(False, _CDP),
-    "update_browse_history_edge": Support(False, _CDP),
+    "update_browse_history_edge": Support(False, _HISTORY),
     "googledrive": Support(False, _ACCOUNT),
     "login": Support(False, _ACCOUNT),
 }
 """Set-up step type -> support (every type :data:`~cua_rl.envs.backends.waa.tasks.WAA_STEP_TYPES`
 allows)."""
 
+#: Getters that read the browsers' profile files (cua_rl.envs.backends.waa.browser).
+_BROWSER_FILES = (
+    "history", "bookmarks", "cookie_data", "enable_do_not_track", "enable_enhanced_safety_browsing",
+    "enabled_experiments", "chrome_language", "chrome_font_size", "profile_name",
+    "new_startup_page", "find_unpacked_extension_path", "find_installed_extension_name",
+    "enable_do_not_track_from_edge", "enable_enhanced_safety_browsing_from_edge",
+    "data_delete_automacally_from_edge", "default_search_engine_from_edge", "edge_font_size",
+    "profile_name_from_edge", "favorites", "history_for_edge", "cookie_data_for_edge",
+)
 _RUN = {
     # OSWorld's getters (cua_rl.envs.backends.osworld.evaluation.getters) over the same client
     "rule": "the rules as given (host)",
@@ -106,24 +117,24 @@ _RUN = {
                           "*.png names",
     "is_files_moved_downloads": "/list_directory of Downloads and OldDownloads",
     "vm_active_window_title": "/execute of a fixed pyautogui.getActiveWindowTitle() probe",
+    # Chrome's and Edge's profile files under the VM's LOCALAPPDATA
+    # (cua_rl.envs.backends.waa.browser)
+    **dict.fromkeys(_BROWSER_FILES, "/file of the profile's file under LOCALAPPDATA (asked with "
+                    "/execute), read on the host"),
 }
 _REFUSE = {
     **dict.fromkeys((
         "active_tab_info", "open_tabs_info", "active_url_from_accessTree", "active_tab_html_parse",
-        "page_info", "cookie_data", "enable_do_not_track", "enable_enhanced_safety_browsing",
-        "enabled_experiments", "url_dashPart", "pdf_from_url", "info_from_website", "history",
-        "bookmarks", "default_search_engine", "history_for_edge", "enable_do_not_track_from_edge",
-        "cookie_data_for_edge", "edge_home_page", "validate_pwa_installed",
-        "default_search_engine_from_edge", "data_delete_automacally_from_edge",
-        "chrome_language", "chrome_font_size", "profile_name", "number_of_search_results",
-        "youtube_captions_enabled", "active_tab_contains_text", "google_maps_state",
-        "live_caption_enabled", "live_caption_languages", "new_startup_page",
-        "find_unpacked_extension_path", "active_tab_url_parse",
-        "gotoRecreationPage_and_get_html_content", "find_installed_extension_name",
-        "active_tab_info_simple", "chrome_page_zoom_from_access_tree", "profile_name_from_edge",
-        "favorites", "enable_enhanced_safety_browsing_from_edge", "edge_font_size",
-        "url_shortcuts_on_desktop", "edge_immersive_reader_state", "edge_default_download_folder",
+        "page_info", "url_dashPart", "pdf_from_url", "info_from_website",
+        "number_of_search_results", "youtube_captions_enabled", "active_tab_contains_text",
+        "google_maps_state", "live_caption_enabled", "live_caption_languages",
+        "active_tab_url_parse", "gotoRecreationPage_and_get_html_content",
+        "active_tab_info_simple", "chrome_page_zoom_from_access_tree", "edge_home_page",
+        "validate_pwa_installed", "url_shortcuts_on_desktop", "edge_immersive_reader_state",
+        "edge_default_download_folder",
     ), _CDP),
+    "default_search_engine": "WAA's copy looks Chrome's engine up by GUID first (a Windows fix "
+                             "not in OSWorld's getter); not re-implemented in cua_rl",
     **dict.fromkeys((
         "default_browser", "active_hours_of_user_to_not_interrupt_for_windows_updates",
         "desktop_background", "mono_audio_enabled", "visual_audio_alerts",

@@ -4,7 +4,10 @@ Our own implementations of the getters of ``desktop_env/evaluators/getters/chrom
 files only (no Playwright, no DevTools, no network), with upstream's getter types, config keys,
 defaults and return shapes. Every file lies under ``$HOME/.config/google-chrome`` (HOME is asked
 of the VM, as upstream does; Chromium is started with ``--user-data-dir`` there), in the profile
-folder ``Default`` unless said otherwise:
+folder ``Default`` unless said otherwise; on a Windows VM (WAA's tasks:
+:attr:`GetterContext.browser`) under the VM's ``LOCALAPPDATA`` (``Google\\Chrome\\User Data``,
+``Microsoft\\Edge\\User Data``; cookies in ``Default\\Network\\Cookies``), as upstream's Windows
+branches read them:
 
 * ``bookmarks``: ``Bookmarks`` -> its ``roots`` dict (``{}`` without ``roots``); ``[]`` when the
   file is missing or empty (upstream's own branch: there is no Bookmarks file before the first
@@ -53,6 +56,7 @@ from __future__ import annotations
 
 import json
 import logging
+import ntpath
 import posixpath
 import sqlite3
 import time
@@ -61,16 +65,24 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from cua_rl._io import atomic_write_bytes
-from cua_rl.envs.backends.osworld.evaluation.context import GetterContext, _dest, _need
+from cua_rl.envs.backends.osworld.evaluation.context import (
+    BrowserFolder,
+    GetterContext,
+    _dest,
+    _need,
+)
 from cua_rl.envs.backends.vm.client import VMServerHTTPError
 from cua_rl.errors import BackendError
 
-__all__ = ["CHROME_FILE_GETTERS", "appearance"]
+__all__ = ["CHROME_FILE_GETTERS", "LINUX_CHROME", "appearance", "dig", "preferences", "sqlite_rows",
+           "vm_python"]
 
 logger = logging.getLogger(__name__)
 
 #: Chrome's user data folder, relative to HOME (Linux).
 USER_DATA = ".config/google-chrome"
+#: Where OSWorld's getters read (a :class:`GetterContext` without ``browser``).
+LINUX_CHROME = BrowserFolder("Chrome", False, (".config", "google-chrome"))
 #: The profile folder upstream reads.
 PROFILE = "Default"
 #: Upstream's defaults.
@@ -79,6 +91,7 @@ FONT_SIZES = {"default_fixed_font_size": 13, "default_font_size": 16, "minimum_f
 SQL_LIMIT_S = 30.0
 
 _HOME_CODE = "import os; print(os.path.expanduser('~'))"
+_LOCALAPPDATA_CODE = "import os; print(os.getenv('LOCALAPPDATA') or '')"
 _PROFILES_CODE = """\
 import glob, json, os, sys
 root = os.path.join(os.path.expanduser('~'), '.config', 'google-chrome')
@@ -93,9 +106,9 @@ sys.stdout.write(json.dumps(found))
 
 # -- reading the VM ------------------------------------------------------------------------------
 
-def _python(ctx: GetterContext, code: str) -> str:
-    """The stdout of ``python -c code`` in the VM (a failure is the VM's)."""
-    answer = ctx.client.execute([ctx.client.python, "-c", code])
+def vm_python(ctx: GetterContext, code: str, *args: str) -> str:
+    """The stdout of ``python -c code args...`` in the VM (a failure is the VM's)."""
+    answer = ctx.client.execute([ctx.client.python, "-c", code, *args])
     output = answer.get("output")
     if answer.get("returncode") != 0 or not isinstance(output, str):
         error = str(answer.get("error") or "").strip().splitlines()
@@ -107,15 +120,33 @@ def _python(ctx: GetterContext, code: str) -> str:
 
 def _home(ctx: GetterContext) -> str:
     """The VM's HOME (one absolute path)."""
-    home = _python(ctx, _HOME_CODE).strip()
+    home = vm_python(ctx, _HOME_CODE).strip()
     if not posixpath.isabs(home) or "\n" in home or "\x00" in home:
         raise BackendError(f"task {ctx.task_id}: {ctx.where}: the VM's HOME is {home!r:.200}; "
                            "expected one absolute path")  # fmt: skip
     return home
 
 
+def _local_appdata(ctx: GetterContext, folder: BrowserFolder) -> str:
+    """The Windows VM's ``LOCALAPPDATA`` (``folder.default_base`` where it has none)."""
+    base = vm_python(ctx, _LOCALAPPDATA_CODE).strip() or folder.default_base
+    if not ntpath.isabs(base) or not ntpath.splitdrive(base)[0] or any(
+            c in base for c in "\n\x00"):
+        raise BackendError(f"task {ctx.task_id}: {ctx.where}: the VM's LOCALAPPDATA is "
+                           f"{base!r:.200}; expected one absolute Windows path")  # fmt: skip
+    return base
+
+
+def _windows(ctx: GetterContext) -> bool:
+    return ctx.browser is not None and ctx.browser.windows
+
+
 def _chrome_path(ctx: GetterContext, *parts: str) -> str:
-    return posixpath.join(_home(ctx), USER_DATA, *parts)
+    """The VM's path of ``parts`` under the browser's user data folder (``ctx.browser``)."""
+    folder = ctx.browser or LINUX_CHROME
+    if folder.windows:
+        return ntpath.join(_local_appdata(ctx, folder), *folder.parts, *parts)
+    return posixpath.join(_home(ctx), *folder.parts, *parts)
 
 
 def _vm_bytes(ctx: GetterContext, path: str) -> bytes:
@@ -146,11 +177,12 @@ def _read_json(ctx: GetterContext, *parts: str) -> dict[str, Any]:
     return _json_object(ctx, path, _vm_bytes(ctx, path))
 
 
-def _preferences(ctx: GetterContext) -> dict[str, Any]:
+def preferences(ctx: GetterContext) -> dict[str, Any]:
+    """The JSON object of the profile's ``Preferences`` (``ctx.browser``'s folder)."""
     return _read_json(ctx, PROFILE, "Preferences")
 
 
-def _dig(data: Any, *keys: str, default: Any = None) -> Any:
+def dig(data: Any, *keys: str, default: Any = None) -> Any:
     """``data[k1][k2]...``, or ``default`` where a level is not a dict or lacks the key."""
     for key in keys:
         if not isinstance(data, dict) or key not in data:
@@ -168,11 +200,10 @@ def _cell(value: Any) -> Any:
     return value.hex() if isinstance(value, bytes) else value
 
 
-def _rows(ctx: GetterContext, cfg: Mapping[str, Any], name: str, query: str
+def sqlite_rows(ctx: GetterContext, cfg: Mapping[str, Any], path: str, query: str
           ) -> list[tuple[Any, ...]]:
-    """``query``'s rows on the profile's SQLite file ``name``, copied to the cache's ``dest``."""
+    """``query``'s rows on the VM's SQLite file ``path``, copied to the cache's ``dest``."""
     local = _dest(ctx, _need(ctx, cfg, "dest", str))
-    path = _chrome_path(ctx, PROFILE, name)
     atomic_write_bytes(local, _vm_bytes(ctx, path))
     uri = f"file:{urllib.parse.quote(str(local))}?mode=ro&immutable=1"
     deadline = time.monotonic() + SQL_LIMIT_S
@@ -211,58 +242,61 @@ def get_bookmarks(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
 
 def get_history(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """``(url, title, last_visit_time)`` of every row of History's ``urls``."""
-    return _rows(ctx, cfg, "History", "SELECT url, title, last_visit_time FROM urls")
+    return sqlite_rows(ctx, cfg, _chrome_path(ctx, PROFILE, "History"),
+                 "SELECT url, title, last_visit_time FROM urls")
 
 
 def get_cookie_data(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[tuple[Any, ...]]:
-    """Every row of the Cookies database's ``cookies`` (BLOBs as hex strings)."""
-    return _rows(ctx, cfg, "Cookies", "SELECT * FROM cookies")
+    """Every row of the Cookies database's ``cookies`` (BLOBs as hex strings; on Windows the
+    profile's ``Network\\Cookies``, as upstream reads it there)."""
+    parts = ("Network", "Cookies") if _windows(ctx) else ("Cookies",)
+    return sqlite_rows(ctx, cfg, _chrome_path(ctx, PROFILE, *parts), "SELECT * FROM cookies")
 
 
 def get_default_search_engine(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     """The default search engine's short name (``"Google"`` when none is set)."""
-    return _dig(_preferences(ctx), "default_search_provider_data", "template_url_data",
+    return dig(preferences(ctx), "default_search_provider_data", "template_url_data",
                 "short_name", default="Google")
 
 
 def get_chrome_font_size(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     """The ``webkit.webprefs`` dict (upstream's three sizes when it is not set)."""
-    return _dig(_preferences(ctx), "webkit", "webprefs", default=dict(FONT_SIZES))
+    return dig(preferences(ctx), "webkit", "webprefs", default=dict(FONT_SIZES))
 
 
 def get_profile_name(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     """The profile's name, or None."""
-    return _dig(_preferences(ctx), "profile", "name")
+    return dig(preferences(ctx), "profile", "name")
 
 
 def get_enable_do_not_track(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """``"true"`` when Do Not Track is on."""
-    return _flag(_dig(_preferences(ctx), "enable_do_not_track"))
+    return _flag(dig(preferences(ctx), "enable_do_not_track"))
 
 
 def get_enable_safe_browsing(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """``"true"`` when standard or enhanced Safe Browsing is set on in the file."""
-    prefs = _preferences(ctx)
-    return _flag(_dig(prefs, "safebrowsing", "enhanced") or _dig(prefs, "safebrowsing", "enabled"))
+    prefs = preferences(ctx)
+    return _flag(dig(prefs, "safebrowsing", "enhanced") or dig(prefs, "safebrowsing", "enabled"))
 
 
 def get_enable_enhanced_safety_browsing(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """``"true"`` when enhanced Safe Browsing is on."""
-    return _flag(_dig(_preferences(ctx), "safebrowsing", "enhanced"))
+    return _flag(dig(preferences(ctx), "safebrowsing", "enhanced"))
 
 
 def get_new_startup_page(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """``"true"`` when Chrome opens the New Tab page at start: no ``session`` key (a fresh
     profile), or ``session.restore_on_startup == 5``."""
-    prefs = _preferences(ctx)
+    prefs = preferences(ctx)
     if "session" not in prefs:
         return "true"
-    return _flag(_dig(prefs, "session", "restore_on_startup") == 5)
+    return _flag(dig(prefs, "session", "restore_on_startup") == 5)
 
 
 def get_data_delete_automacally(ctx: GetterContext, cfg: Mapping[str, Any]) -> str:
     """``"true"`` when ``profile.default_content_setting_values`` is there (upstream's test)."""
-    return _flag(_dig(_preferences(ctx), "profile", "default_content_setting_values")
+    return _flag(dig(preferences(ctx), "profile", "default_content_setting_values")
                  is not None)
 
 
@@ -270,7 +304,7 @@ _MISSING = object()
 
 
 def _extensions(ctx: GetterContext) -> list[Any]:
-    settings = _dig(_preferences(ctx), "extensions", "settings", default={})
+    settings = dig(preferences(ctx), "extensions", "settings", default={})
     return list(settings.values()) if isinstance(settings, dict) else []
 
 
@@ -281,18 +315,18 @@ def get_find_unpacked_extension_path(ctx: GetterContext, cfg: Mapping[str, Any])
 
 def get_find_installed_extension_name(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[Any]:
     """The ``manifest.name`` of every extension of ``extensions.settings`` that has one."""
-    names = (_dig(e, "manifest", "name", default=_MISSING) for e in _extensions(ctx))
+    names = (dig(e, "manifest", "name", default=_MISSING) for e in _extensions(ctx))
     return [name for name in names if name is not _MISSING]
 
 
 def get_chrome_language(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     """Chrome's UI language (``intl.app_locale`` of Local State, default ``"en-US"``)."""
-    return _dig(_read_json(ctx, "Local State"), "intl", "app_locale", default="en-US")
+    return dig(_read_json(ctx, "Local State"), "intl", "app_locale", default="en-US")
 
 
 def get_enabled_experiments(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
     """The chrome://flags experiments turned on (Local State), default ``[]``."""
-    return _dig(_read_json(ctx, "Local State"), "browser", "enabled_labs_experiments",
+    return dig(_read_json(ctx, "Local State"), "browser", "enabled_labs_experiments",
                 default=[])
 
 
@@ -326,11 +360,11 @@ def appearance(prefs: Mapping[str, Any]) -> str:
     >>> appearance({})
     'system'
     """
-    theme = _dig(prefs, "browser", "theme", default={})
+    theme = dig(prefs, "browser", "theme", default={})
     theme = theme if isinstance(theme, dict) else {}
     mode = _scheme(theme["color_scheme2"] if "color_scheme2" in theme
                    else theme.get("color_scheme"))
-    system_theme = _dig(prefs, "extensions", "theme", "system_theme", default=None)
+    system_theme = dig(prefs, "extensions", "theme", "system_theme", default=None)
     if system_theme in (0, "0"):  # 0, 0.0, False or "0"
         return "light"
     return mode or "system"
@@ -338,7 +372,10 @@ def appearance(prefs: Mapping[str, Any]) -> str:
 
 def _profile_preferences(ctx: GetterContext) -> list[str]:
     """Every profile's Preferences in the VM, newest first (``Default``'s when none is found)."""
-    output = _python(ctx, _PROFILES_CODE)
+    if ctx.browser is not None:  # the listing below knows Chrome's folder on Linux only
+        raise ctx.fail(f"the browser's appearance is read from Chrome on Linux only, not from "
+                       f"{ctx.browser.name} {'on Windows' if ctx.browser.windows else ''}")
+    output = vm_python(ctx, _PROFILES_CODE)
     try:
         found = json.loads(output)
     except ValueError:

@@ -13,7 +13,27 @@ from cua_rl._paths import confine
 from cua_rl.envs.backends.vm.client import VMServerClient
 from cua_rl.errors import TaskSpecError
 
-__all__ = ["GetterContext"]
+__all__ = ["BrowserFolder", "GetterContext"]
+
+
+@dataclass(frozen=True)
+class BrowserFolder:
+    """Where a Chromium-based browser keeps its user data folder in the VM, for the getters
+    that read its profile's files.
+
+    Attributes:
+        name: The browser, for messages (``Chrome``, ``Edge``).
+        windows: A Windows VM: the folder lies under the VM's ``LOCALAPPDATA`` (asked of the
+            VM, as upstream asks it) and Windows path rules apply; else under its HOME.
+        parts: The folder below that base (``.config/google-chrome``,
+            ``Microsoft\\Edge\\User Data``).
+        default_base: The base used where the VM has no ``LOCALAPPDATA``.
+    """
+
+    name: str
+    windows: bool
+    parts: tuple[str, ...]
+    default_base: str = ""
 
 
 @dataclass
@@ -26,6 +46,8 @@ class GetterContext:
         cache_dir: The task's cache folder (created on first use).
         files: ``cloud_file`` URL -> local copy (``SetupPlan.files``).
         where: The evaluator field being read (``evaluator.result[0]``), for messages.
+        browser: Where the browser's profile files are (None: Chrome's on a Linux VM, as
+            OSWorld's tasks have it; WAA's getters give Chrome's and Edge's on Windows).
     """
 
     client: VMServerClient
@@ -33,6 +55,7 @@ class GetterContext:
     cache_dir: Path
     files: Mapping[str, str] = field(default_factory=dict)
     where: str = "evaluator.result"
+    browser: BrowserFolder | None = None
 
     def fail(self, message: str) -> TaskSpecError:
         return TaskSpecError(f"task {self.task_id}: {self.where}: {message}")

@@ -491,3 +491,132 @@ def test_the_getter_table() -> None:
         "find_unpacked_extension_path", "find_installed_extension_name",
         "chrome_appearance_mode_ui", "chrome_color_scheme", "enabled_experiments"}
     assert set(CHROME_FILE_GETTERS) <= set(GETTERS)  # registered, no name taken twice
+
+
+# -- WAA: the same files on a Windows VM (cua_rl.envs.backends.waa.browser) --------------------
+
+WINDOWS_BASE = "C:\\Users\\Docker\\AppData\\Local"
+
+
+class WindowsVM:
+    """A fake WAA VM: ``C:\\Users\\Docker\\AppData\\Local\\...`` is the folder ``appdata``,
+    commands run for real with ``LOCALAPPDATA`` set to ``local_appdata`` (``taskkill`` is
+    recorded, not found)."""
+
+    def __init__(self, appdata: Path, local_appdata: str | None = WINDOWS_BASE) -> None:
+        self.appdata, self.local_appdata = appdata, local_appdata
+        self.python = sys.executable
+        self.reads: list[str] = []
+        self.commands: list[list[str]] = []
+
+    def get_file(self, path: str) -> bytes:
+        self.reads.append(path)
+        prefix, path = WINDOWS_BASE + "\\", path.replace("/", "\\")  # Windows takes either
+        local = self.appdata.joinpath(*path[len(prefix):].split("\\"))
+        if not path.startswith(prefix) or ".." in path.split("\\") or not local.is_file():
+            raise VMServerHTTPError(f"POST /file: HTTP 404 for {path}", 404, "/file")
+        return local.read_bytes()
+
+    def execute(self, command: list[str], shell: bool = False) -> dict[str, Any]:
+        self.commands.append(list(command))
+        if command[0] == "taskkill":
+            return {"status": "success", "output": "", "error": "not found\n", "returncode": 127}
+        env = {k: v for k, v in os.environ.items() if k != "LOCALAPPDATA"}
+        if self.local_appdata is not None:
+            env["LOCALAPPDATA"] = self.local_appdata
+        proc = subprocess.run(command, capture_output=True, text=True, timeout=60, env=env)
+        return {"status": "success", "output": proc.stdout, "error": proc.stderr,
+                "returncode": proc.returncode}
+
+
+def _windows_profiles(seeded_home: Path, appdata: Path) -> tuple[Path, Path]:
+    """Chrome's and Edge's user data folders under ``appdata``, copies of the real profile
+    (cookies where Windows keeps them: ``Default\\Network\\Cookies``)."""
+    folders = (appdata / "Google" / "Chrome" / "User Data",
+               appdata / "Microsoft" / "Edge" / "User Data")
+    for folder in folders:
+        shutil.copytree(seeded_home / USER_DATA, folder)
+        (folder / "Default" / "Network").mkdir(exist_ok=True)
+        shutil.copy(folder / "Default" / "Cookies", folder / "Default" / "Network" / "Cookies")
+    return folders
+
+
+@pytest.mark.chromium
+@requires_chromium
+def test_waa_reads_chrome_and_edge_profiles_of_a_windows_vm(seeded: tuple[Path, Path, str],
+                                                            tmp_path: Path) -> None:
+    from cua_rl.envs.backends.waa.browser import CLEAR_ON_EXIT
+    from cua_rl.envs.backends.waa.evaluation import get_waa_value
+
+    home, _, url = seeded
+    chrome, edge = _windows_profiles(home, tmp_path / "appdata")
+    vm = WindowsVM(tmp_path / "appdata")
+    ctx = GetterContext(vm, TASK, tmp_path / "cache")  # type: ignore[arg-type]
+
+    def waa(kind: str, **cfg: Any) -> Any:
+        return get_waa_value(ctx, {"type": kind, **cfg})
+
+    # Chrome: OSWorld's getters on the Windows paths
+    history = waa("history", dest="history.sqlite")
+    assert history[0][:2] == (url, "Cookie Page")
+    assert any(row[1] == "127.0.0.1" for row in waa("cookie_data", dest="c.sqlite"))
+    assert waa("enable_do_not_track") == "true" and waa("profile_name") == "Work"
+    assert waa("chrome_font_size")["default_font_size"] == 20
+    assert waa("chrome_language") == "de" and waa("bookmarks") == []
+    assert (WINDOWS_BASE + "\\Google\\Chrome\\User Data\\Default\\Network\\Cookies") in vm.reads
+    # Edge: WAA's own getters
+    assert waa("enable_do_not_track_from_edge") == 1.0
+    assert waa("profile_name_from_edge") == "Work"
+    assert waa("history_for_edge", dest="h.sqlite") == history
+    assert waa("favorites") == []
+    vm.commands.clear()
+    cookies = waa("cookie_data_for_edge", dest="Cookies")
+    assert vm.commands[0] == ["taskkill", "/F", "/IM", "msedge.exe", "/T"]  # Edge ended first
+    assert any(row[1] == "127.0.0.1" for row in cookies)
+    prefs_path = edge / "Default" / "Preferences"
+    prefs = json.loads(prefs_path.read_text())
+    assert waa("enable_enhanced_safety_browsing_from_edge") == 0.0
+    assert waa("data_delete_automacally_from_edge") == 0.0
+    assert waa("default_search_engine_from_edge") == "Unknown"
+    assert waa("edge_font_size") == prefs["webkit"]["webprefs"]
+    prefs.update(enable_do_not_track=False,
+                 edge={"super_duper_secure_mode": {"enabled": True}},
+                 default_search_provider={"synced_guid": "485bf7d3-0215-45af-87dc-538868000092"})
+    prefs.setdefault("browser", {})["clear_data_on_exit"] = dict(CLEAR_ON_EXIT)
+    _write_json(prefs_path, prefs)
+    assert waa("enable_do_not_track_from_edge") == 0.0
+    assert waa("enable_enhanced_safety_browsing_from_edge") == 1.0
+    assert waa("data_delete_automacally_from_edge") == 1.0
+    assert waa("default_search_engine_from_edge") == "DuckDuckGo"
+    prefs["browser"]["clear_data_on_exit"]["hosted_apps_data"] = True  # not exactly the set
+    _write_json(prefs_path, prefs)
+    assert waa("data_delete_automacally_from_edge") == 0.0
+    assert waa("enable_do_not_track") == "true"  # Chrome's file is another one
+    _write_json(edge / "Default" / "Bookmarks", {"roots": {"bookmark_bar": {"children": []}}})
+    assert waa("favorites") == {"bookmark_bar": {"children": []}}
+    # a user_data_dir is expanded by the VM, passed as an argument (never as code)
+    assert waa("cookie_data_for_edge", dest="C2",
+               user_data_dir="$LOCALAPPDATA/Microsoft/Edge/User Data") == cookies
+    with pytest.raises(TaskSpecError, match="no backslash or quote"):
+        waa("cookie_data_for_edge", dest="C3", user_data_dir="C:\\x'; import os")
+
+
+def test_waa_browser_files_where_the_vm_says_nothing_or_something_odd(tmp_path: Path) -> None:
+    from cua_rl.envs.backends.waa.evaluation import get_waa_value
+
+    edge = tmp_path / "appdata" / "Microsoft" / "Edge" / "User Data" / "Default"
+    _write_json(edge / "Preferences", {"enable_do_not_track": True})
+    vm = WindowsVM(tmp_path / "appdata", local_appdata=None)  # WAA's user is the default
+    ctx = GetterContext(vm, TASK, tmp_path / "cache")  # type: ignore[arg-type]
+    assert get_waa_value(ctx, {"type": "enable_do_not_track_from_edge"}) == 1.0
+    assert vm.reads == [WINDOWS_BASE + "\\Microsoft\\Edge\\User Data\\Default\\Preferences"]
+    with pytest.raises(FileNotFoundError, match="Google.Chrome.User Data.Default.Preferences"):
+        get_waa_value(ctx, {"type": "profile_name"})  # no Chrome profile: the scorer's 0
+    (edge / "Preferences").write_text("{not json")
+    with pytest.raises(BackendError, match="is not JSON"):
+        get_waa_value(ctx, {"type": "edge_font_size"})
+    vm.local_appdata = "AppData/Local"  # not an absolute Windows path
+    with pytest.raises(BackendError, match="LOCALAPPDATA is 'AppData/Local'"):
+        get_waa_value(ctx, {"type": "enable_do_not_track_from_edge"})
+    with pytest.raises(TaskSpecError, match="getter 'page_info' cannot run here: .*CDP"):
+        get_waa_value(ctx, {"type": "page_info"})
