@@ -56,8 +56,11 @@ BROWSER_GETTERS = frozenset({
     "profile_name", "url_path_parse", "gotoRecreationPage_and_get_html_content", "pdf_from_url",
     "info_from_website",
 })
-#: Getters whose ``dest`` names a file of the task cache (plain names).
-DEST_GETTERS = frozenset({"vm_file", "cloud_file"})
+#: Getters whose ``dest`` names a file of the task cache (plain names; checked here, before the
+#: episode, rather than when the getter runs): the browser databases' copies too (WAA's Edge ones
+#: included).
+DEST_GETTERS = frozenset({"vm_file", "cloud_file", "history", "cookie_data", "history_for_edge",
+                          "cookie_data_for_edge"})
 
 PathArg = str | PathLike[str]
 MirrorArg = Mirror | Mapping[str, PathArg] | PathArg | None

@@ -277,3 +277,16 @@ def test_every_metric_of_the_example_files_runs_or_is_refused_by_name(examples: 
     if "check_qt_video_resize" in funcs:
         assert "desktop-env has no metric 'check_qt_video_resize'" in refused[
             "check_qt_video_resize"]
+
+
+def test_a_browser_getters_dest_that_leaves_the_cache_is_refused_before_the_episode(
+    tmp_path: Path,
+) -> None:
+    data = task_json()
+    data["evaluator"]["result"] = {"type": "history_for_edge", "dest": "../history.sqlite"}
+    task = load_waa_task(write(tmp_path, "msedge", "x", data))
+    refused = plan_waa(task, dry_run=True).refused
+    assert [(r.where, r.type) for r in refused] == [("evaluator.result[0]", "history_for_edge")]
+    assert "dest" in refused[0].reason
+    data["evaluator"]["result"] = {"type": "history_for_edge", "dest": "history.sqlite"}
+    assert plan_waa(load_waa_task(write(tmp_path, "msedge", "x", data)), dry_run=True).refused == ()
