@@ -20,19 +20,20 @@ from cua_rl.actions import (
     parse_actions,
 )
 
-LIMIT_S = 0.25  # the goal is 50 ms; this leaves room for a loaded CI machine
+LIMIT_S = 0.25  # the goal is 50 ms; this leaves room for a slow CI machine (CPU time of the
+# parsing thread: beside 4 busy processes the wall clock gave 258-420 ms for the same work)
 MAX_MESSAGE = 300
 
 
 def _best_of_3(text: Any) -> tuple[float, list[Any] | ActionParseError]:
     best, outcome = float("inf"), None
     for _ in range(3):
-        start = time.perf_counter()
+        start = time.thread_time()
         try:
             outcome = parse_actions(text)
         except ActionParseError as exc:
             outcome = exc
-        best = min(best, time.perf_counter() - start)
+        best = min(best, time.thread_time() - start)
     assert outcome is not None
     return best, outcome
 
