@@ -33,12 +33,14 @@ silent 0), as for OSWorld's Chrome getters.
 from __future__ import annotations
 
 import dataclasses
+import logging
 import ntpath
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from cua_rl.envs.backends.osworld.evaluation import chrome_files as C
 from cua_rl.envs.backends.osworld.evaluation.context import BrowserFolder, GetterContext
+from cua_rl.envs.backends.vm.client import VMServerHTTPError
 
 __all__ = ["BROWSER_GETTERS", "CLEAR_ON_EXIT", "EDGE_ENGINES", "EDGE_FONT_SIZES",
            "WAA_LOCALAPPDATA", "WINDOWS_CHROME", "WINDOWS_EDGE"]
@@ -63,6 +65,7 @@ END_EDGE = ["taskkill", "/F", "/IM", "msedge.exe", "/T"]
 _EXPAND_CODE = "import os, sys; print(os.path.expandvars(sys.argv[1]))"
 
 Getter = Callable[[GetterContext, Mapping[str, Any]], Any]
+logger = logging.getLogger(__name__)
 
 
 def _on(folder: BrowserFolder, getter: Getter) -> Getter:
@@ -114,7 +117,10 @@ def get_edge_font_size(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
 def get_cookie_data_for_edge(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """Every row of Edge's cookies, Edge ended first (as upstream)."""
     ctx = dataclasses.replace(ctx, browser=WINDOWS_EDGE)
-    ctx.client.execute(list(END_EDGE))  # upstream ignores its answer: Edge may not be running
+    try:  # upstream ignores its answer: Edge may not be running, a stand-in has no taskkill
+        ctx.client.execute(list(END_EDGE))
+    except VMServerHTTPError as error:
+        logger.info("task %s: %s: %s (ignored, as upstream)", ctx.task_id, END_EDGE[0], error)
     folder = cfg.get("user_data_dir")
     if folder is None:
         return C.get_cookie_data(ctx, cfg)

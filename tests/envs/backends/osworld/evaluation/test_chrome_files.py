@@ -501,7 +501,7 @@ WINDOWS_BASE = "C:\\Users\\Docker\\AppData\\Local"
 class WindowsVM:
     """A fake WAA VM: ``C:\\Users\\Docker\\AppData\\Local\\...`` is the folder ``appdata``,
     commands run for real with ``LOCALAPPDATA`` set to ``local_appdata`` (``taskkill`` is
-    recorded, not found)."""
+    recorded and answered 500, as a server without it answers)."""
 
     def __init__(self, appdata: Path, local_appdata: str | None = WINDOWS_BASE) -> None:
         self.appdata, self.local_appdata = appdata, local_appdata
@@ -519,8 +519,8 @@ class WindowsVM:
 
     def execute(self, command: list[str], shell: bool = False) -> dict[str, Any]:
         self.commands.append(list(command))
-        if command[0] == "taskkill":
-            return {"status": "success", "output": "", "error": "not found\n", "returncode": 127}
+        if command[0] == "taskkill":  # as our desktop server answers a missing program
+            raise VMServerHTTPError("POST /execute: HTTP 500", 500, "/execute")
         env = {k: v for k, v in os.environ.items() if k != "LOCALAPPDATA"}
         if self.local_appdata is not None:
             env["LOCALAPPDATA"] = self.local_appdata
