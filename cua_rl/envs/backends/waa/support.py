@@ -24,6 +24,7 @@ from os import PathLike
 from typing import Any
 
 from cua_rl.envs.backends.osworld.setup_plan import Refusal, SetupPlan, plan_setup
+from cua_rl.envs.backends.waa.browser import BROWSER_GETTERS
 from cua_rl.envs.backends.waa.tasks import WAATask
 from cua_rl.errors import TaskSpecError
 
@@ -79,15 +80,6 @@ STEPS: Mapping[str, Support] = {
 """Set-up step type -> support (every type :data:`~cua_rl.envs.backends.waa.tasks.WAA_STEP_TYPES`
 allows)."""
 
-#: Getters that read the browsers' profile files (cua_rl.envs.backends.waa.browser).
-_BROWSER_FILES = (
-    "history", "bookmarks", "cookie_data", "enable_do_not_track", "enable_enhanced_safety_browsing",
-    "enabled_experiments", "chrome_language", "chrome_font_size", "profile_name",
-    "new_startup_page", "find_unpacked_extension_path", "find_installed_extension_name",
-    "enable_do_not_track_from_edge", "enable_enhanced_safety_browsing_from_edge",
-    "data_delete_automacally_from_edge", "default_search_engine_from_edge", "edge_font_size",
-    "profile_name_from_edge", "favorites", "history_for_edge", "cookie_data_for_edge",
-)
 _RUN = {
     # OSWorld's getters (cua_rl.envs.backends.osworld.evaluation.getters) over the same client
     "rule": "the rules as given (host)",
@@ -119,7 +111,7 @@ _RUN = {
     "vm_active_window_title": "/execute of a fixed pyautogui.getActiveWindowTitle() probe",
     # Chrome's and Edge's profile files under the VM's LOCALAPPDATA
     # (cua_rl.envs.backends.waa.browser)
-    **dict.fromkeys(_BROWSER_FILES, "/file of the profile's file under LOCALAPPDATA (asked with "
+    **dict.fromkeys(BROWSER_GETTERS, "/file of the profile's file under LOCALAPPDATA (asked with "
                     "/execute), read on the host"),
 }
 _REFUSE = {

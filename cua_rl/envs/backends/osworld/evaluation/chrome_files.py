@@ -79,10 +79,10 @@ __all__ = ["CHROME_FILE_GETTERS", "LINUX_CHROME", "appearance", "dig", "preferen
 
 logger = logging.getLogger(__name__)
 
-#: Chrome's user data folder, relative to HOME (Linux).
-USER_DATA = ".config/google-chrome"
 #: Where OSWorld's getters read (a :class:`GetterContext` without ``browser``).
 LINUX_CHROME = BrowserFolder("Chrome", False, (".config", "google-chrome"))
+#: Chrome's user data folder, relative to HOME (Linux).
+USER_DATA = posixpath.join(*LINUX_CHROME.parts)
 #: The profile folder upstream reads.
 PROFILE = "Default"
 #: Upstream's defaults.
@@ -243,7 +243,7 @@ def get_bookmarks(ctx: GetterContext, cfg: Mapping[str, Any]) -> Any:
 def get_history(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[tuple[Any, ...]]:
     """``(url, title, last_visit_time)`` of every row of History's ``urls``."""
     return sqlite_rows(ctx, cfg, _chrome_path(ctx, PROFILE, "History"),
-                 "SELECT url, title, last_visit_time FROM urls")
+                       "SELECT url, title, last_visit_time FROM urls")
 
 
 def get_cookie_data(ctx: GetterContext, cfg: Mapping[str, Any]) -> list[tuple[Any, ...]]:
@@ -373,8 +373,9 @@ def appearance(prefs: Mapping[str, Any]) -> str:
 def _profile_preferences(ctx: GetterContext) -> list[str]:
     """Every profile's Preferences in the VM, newest first (``Default``'s when none is found)."""
     if ctx.browser is not None:  # the listing below knows Chrome's folder on Linux only
+        where = " on Windows" if ctx.browser.windows else ""
         raise ctx.fail(f"the browser's appearance is read from Chrome on Linux only, not from "
-                       f"{ctx.browser.name} {'on Windows' if ctx.browser.windows else ''}")
+                       f"{ctx.browser.name}{where}")
     output = vm_python(ctx, _PROFILES_CODE)
     try:
         found = json.loads(output)
