@@ -115,8 +115,8 @@ class Connections:
                     return False
                 victim = min(self._armed, key=lambda s: self._armed[s][0])
                 del self._armed[victim]
+                self.n_evicted += 1  # counted before the cut: whoever sees the close sees it
                 _cut(victim)
-                self.n_evicted += 1
                 end = time.monotonic() + wait_s
                 while len(self._open) >= self.limits.max_connections:
                     left = end - time.monotonic()
@@ -165,8 +165,8 @@ class Connections:
                 for sock, (_, deadline) in list(self._armed.items()):
                     if deadline <= now:
                         del self._armed[sock]
+                        self.n_expired += 1  # before the cut (a client sees the close at once)
                         _cut(sock)
-                        self.n_expired += 1
                 nearest = min((d for _, d in self._armed.values()), default=None)
                 self._cond.wait(None if nearest is None else max(0.0, nearest - now))
 
