@@ -85,6 +85,11 @@ def play(env: Any, task: str, seed: int, mode: str) -> float:
     from miniwob.action import ActionTypes
 
     obs, _ = env.reset(seed=seed)
+    # the page is reseeded, not reloaded, and keeps the last episode's focus (a field left
+    # focused by a stopped-short episode takes the next one's typing): blur it, as the miniwob
+    # backend's reset does, so that an episode never depends on the one before
+    env.unwrapped.instance.driver.execute_script(
+        "if (document.activeElement) { document.activeElement.blur(); }")
     nodes = parse_dom_text(dom_text(obs["dom_elements"]))
     height, width = obs["screenshot"].shape[:2]
     if mode == "solve":

@@ -23,7 +23,7 @@ from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.training.config import PolicyConfig, TrainConfig
 
-__all__ = ["EnvFactory", "EnvWorker", "wrap_for_policy"]
+__all__ = ["EnvFactory", "EnvWorker", "class_name", "wrap_for_policy"]
 
 
 def wrap_for_policy(env: gym.Env[Any, Any], config: PolicyConfig) -> DiscretizeDesktopAction:
@@ -89,6 +89,11 @@ class EnvFactory:
         return wrap_for_policy(env, self.config.policy) if self.wrap else env
 
 
+def class_name(cls: type) -> str:
+    """``module:qualname`` of a class (how :meth:`EnvWorker.is_wrapped` is asked)."""
+    return f"{cls.__module__}:{cls.__qualname__}"
+
+
 class EnvWorker:
     """The body of one Ray actor of :class:`~cua_rl.training.rollouts.RayVecEnv`: one env,
     stepped with SB3's auto-reset convention. It lives here, away from torch and SB3, so that
@@ -140,11 +145,16 @@ class EnvWorker:
         """Set an attribute of the env (on the wrapper that has it)."""
         self.env.set_wrapper_attr(name, value)
 
-    def is_wrapped(self, wrapper_class: type) -> bool:
-        """Whether the env is wrapped in ``wrapper_class``."""
+    def is_wrapped(self, wrapper: str) -> bool:
+        """Whether the env is wrapped in the class named ``wrapper`` (``module:qualname``, see
+        :func:`class_name`), or a subclass of it.
+
+        The name, not the class: unpickling a class imports its module here (SB3's ``Monitor``
+        imports SB3 and torch: 3.3 s of CPU, to answer one question). A class of a module this
+        process never imported has no instance here, so it is never imported for this."""
         env: Any = self.env
         while isinstance(env, gym.Wrapper):
-            if isinstance(env, wrapper_class):
+            if any(class_name(c) == wrapper for c in type(env).__mro__):
                 return True
             env = env.env
         return False

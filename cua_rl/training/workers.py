@@ -28,7 +28,7 @@ from stable_baselines3.common.vec_env.base_vec_env import VecEnvIndices, VecEnvS
 from cua_rl.core import EpisodeEnd
 from cua_rl.envs.score import EPISODE_END
 from cua_rl.errors import BackendError, DependencyNotInstalled
-from cua_rl.training.envs import EnvWorker
+from cua_rl.training.envs import EnvWorker, class_name
 
 __all__ = ["InProcessVecEnv", "ProcessVecEnv", "RestartingVecEnv", "WorkerFailed"]
 
@@ -318,8 +318,10 @@ class RestartingVecEnv(VecEnv):
     def env_is_wrapped(
         self, wrapper_class: type[gym.Wrapper[Any, Any, Any, Any]], indices: VecEnvIndices = None
     ) -> list[bool]:
-        """Whether each sub-env is wrapped in ``wrapper_class``."""
-        return [self._call(i, "is_wrapped", wrapper_class) for i in self._get_indices(indices)]
+        """Whether each sub-env is wrapped in ``wrapper_class`` (asked by name: a worker never
+        imports the class's module for this)."""
+        name = class_name(wrapper_class)
+        return [self._call(i, "is_wrapped", name) for i in self._get_indices(indices)]
 
     def get_images(self) -> Sequence[np.ndarray | None]:
         """Not supported: sub-envs render nothing here."""

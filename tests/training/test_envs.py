@@ -106,3 +106,37 @@ def test_env_modules_do_not_import_torch() -> None:
     )
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert out.stdout.split() == ["False", "False"]
+
+
+def test_a_worker_is_asked_about_a_wrapper_by_name_and_never_imports_it() -> None:
+    """SB3's VecMonitor asks every worker ``env_is_wrapped(Monitor)``; unpickling ``Monitor``
+    in a worker imported SB3 and torch (3.3 s of CPU; beside 4 busy processes a Ray worker
+    then missed its 120 s deadline). The worker is asked by name: no import, same answers."""
+    code = """
+import sys
+import gymnasium as gym
+from cua_rl.training.envs import EnvWorker
+
+class Mine(gym.Wrapper):
+    pass
+
+class Sub(Mine):
+    pass
+
+worker = EnvWorker(lambda: Sub(gym.make("CartPole-v1")))
+answers = [worker.is_wrapped(name) for name in (
+    "__main__:Mine", "__main__:Sub", "gymnasium.core:Wrapper",
+    "stable_baselines3.common.monitor:Monitor", "__main__:Other")]
+print(answers, "torch" in sys.modules, "stable_baselines3" in sys.modules)
+"""
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split() == ["[True,", "True,", "True,", "False,", "False]", "False", "False"]
+
+
+def test_class_names_match_what_the_worker_compares() -> None:
+    from stable_baselines3.common.monitor import Monitor
+
+    from cua_rl.training.envs import class_name
+
+    assert class_name(Monitor) == "stable_baselines3.common.monitor:Monitor"

@@ -331,6 +331,18 @@ def test_failure_mode_fails(raw: tuple[Any, dict[str, Any]], task: str, mode: st
 
 @pytest.mark.chromium
 @needs_chromium
+def test_an_episode_does_not_inherit_the_last_ones_focus(raw: tuple[Any, dict[str, Any]]) -> None:
+    """A stopped-short enter-text episode leaves its field focused; the next episode's
+    wrong_field typing (no click on the field) must not land in it (CI under load: 1.0 when
+    xdist ran stop_short just before wrong_field on one worker)."""
+    module = raw[0]
+    env = _env(raw, "enter-text")
+    assert module.play(env, "enter-text", 1001, "stop_short") < 1.0  # the field keeps focus
+    assert module.play(env, "enter-text", 1000, "wrong_field") < 1.0
+
+
+@pytest.mark.chromium
+@needs_chromium
 def test_raw_dom_text_parses(raw: tuple[Any, dict[str, Any]]) -> None:
     """The adapter's text of a real page parses; boxes match the raw elements."""
     module = raw[0]
