@@ -138,7 +138,6 @@ def test_instance_attributes() -> None:
 
 def test_module_level_names() -> None:
     for module, name, user in [
-        (base_vec_env, "CloudpickleWrapper", VECENV),
         (base_vec_env, "VecEnvIndices", VECENV),
         (base_vec_env, "VecEnvStepReturn", VECENV),
     ]:

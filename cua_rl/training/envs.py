@@ -10,6 +10,7 @@ light.
 
 from __future__ import annotations
 
+import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,7 +24,9 @@ from cua_rl.envs.transform_action import DiscretizeDesktopAction
 from cua_rl.envs.transform_observation import EncodeInstruction, ResizeScreenshot
 from cua_rl.training.config import PolicyConfig, TrainConfig
 
-__all__ = ["EnvFactory", "EnvWorker", "class_name", "wrap_for_policy"]
+__all__ = ["EnvFactory", "EnvWorker", "class_name", "serve_env_worker", "wrap_for_policy"]
+
+logger = logging.getLogger(__name__)
 
 
 def wrap_for_policy(env: gym.Env[Any, Any], config: PolicyConfig) -> DiscretizeDesktopAction:
@@ -175,3 +178,37 @@ class EnvWorker:
     def close(self) -> None:
         """Close the env."""
         self.env.close()
+
+
+def serve_env_worker(conn: Any, env_fn: bytes) -> None:
+    """The loop of one :class:`~cua_rl.training.workers.ProcessVecEnv` worker process:
+    :class:`EnvWorker` calls over a pipe, for the env that ``env_fn`` (a cloudpickled
+    ``() -> env``) makes.
+
+    When the parent goes away without closing it (killed, SIGTERM), the pipe ends and the
+    worker still closes its env, so what the env started (a browser, a desktop) does not outlive
+    the run.
+    """
+    import cloudpickle
+
+    worker = EnvWorker(cloudpickle.loads(env_fn))
+    closed = False
+    try:
+        while True:
+            try:
+                name, args = conn.recv()
+            except (EOFError, OSError, KeyboardInterrupt):
+                break
+            try:
+                conn.send(("ok", getattr(worker, name)(*args)))
+            except Exception as error:  # reported to the parent, which restarts this worker
+                conn.send(("error", f"{type(error).__name__}: {error}"))
+            if name == "close":
+                closed = True
+                break
+    finally:
+        if not closed:
+            try:
+                worker.close()
+            except Exception as error:  # the env is broken; the process ends anyway
+                logger.warning("closing the env of an orphaned worker: %s", error)

@@ -230,6 +230,27 @@ def _kill_a_worker_while_learning(tiny_config: Callable[..., TrainConfig], kind:
     assert (weights.weights[:, 1] == 1.0).all()
 
 
+def test_a_worker_process_loads_neither_torch_nor_sb3(
+    tiny_config: Callable[..., TrainConfig],
+) -> None:
+    """Its loop and the factory's pickle live away from SB3 (SB3's CloudpickleWrapper and a loop
+    in the module of the VecEnv loaded both: 3.4 s of CPU and ~450 MB per worker process)."""
+    from cua_rl.training.rollouts import ProcessVecEnv
+
+    venv = ProcessVecEnv([EnvFactory(tiny_config())] * 2, step_timeout_s=60)
+    try:
+        venv.reset()
+        venv.step(np.array([0, 1]))
+        from stable_baselines3.common.monitor import Monitor
+
+        assert venv.env_is_wrapped(Monitor) == [False, False]  # SB3's class, asked by name
+        for pid in venv.worker_pids():  # torch's libraries are mapped once torch is imported
+            assert "libtorch" not in Path(f"/proc/{pid}/maps").read_text()
+        assert "libtorch" in Path(f"/proc/{os.getpid()}/maps").read_text()  # the check works
+    finally:
+        venv.close()
+
+
 def test_worker_processes_close_their_envs_when_the_parent_is_killed(tmp_path: Path) -> None:
     """A run killed without closing (SIGKILL, SIGTERM) must not leave what its envs started
     (a browser, a desktop) running: each worker process sees its pipe end and closes its env."""
