@@ -191,6 +191,8 @@ def serve_env_worker(conn: Any, env_fn: bytes) -> None:
     """
     import cloudpickle
 
+    # the parent's own pickle of its factory, over the pipe it made for this process (the pipe
+    # carries pickles anyway: multiprocessing pickles every message); nothing from outside
     worker = EnvWorker(cloudpickle.loads(env_fn))
     closed = False
     try:

@@ -214,21 +214,24 @@ def test_an_expired_connection_is_counted_before_its_client_sees_the_close(
     """The watchdog preempted right after its cut (CI, 2 busy cores: the client saw the close and
     read ``n_expired`` 0): the count comes first."""
     import cua_rl.envs.backends.x11.server_conn as server_conn
-    cut = server_conn._cut
+    cut, seen = server_conn._cut, threading.Event()
 
     def cut_then_stall(sock: socket.socket) -> None:
         cut(sock)
-        time.sleep(1.0)  # stands for the watchdog thread not getting the CPU
+        seen.wait(10.0)  # the watchdog gets the CPU back only once the client has looked
 
     monkeypatch.setattr(server_conn, "_cut", cut_then_stall)
     server = serve(read_timeout_s=0.5)
-    with connect(server) as sock:
-        sock.sendall(f"GET /platform HTTP/1.1\r\n{AUTH}".encode())  # headers never end
-        start = time.monotonic()
-        while closed_within(sock, 0.0) is None and time.monotonic() - start < 10.0:
-            sock.sendall(b"X")  # drips: each byte renews the socket timeout, not the deadline
-            closed_within(sock, 0.1)
-        assert server.connections.n_expired == 1
+    try:
+        with connect(server) as sock:
+            sock.sendall(f"GET /platform HTTP/1.1\r\n{AUTH}".encode())  # headers never end
+            start = time.monotonic()
+            while closed_within(sock, 0.0) is None and time.monotonic() - start < 10.0:
+                sock.sendall(b"X")  # drips: each byte renews the socket timeout, not the deadline
+                closed_within(sock, 0.1)
+            assert server.connections.n_expired == 1
+    finally:
+        seen.set()
 
 
 def test_a_connection_beyond_the_cap_is_answered_503_when_all_are_busy(serve, tmp_path) -> None:
