@@ -110,7 +110,7 @@ def main(argv: list[str] | None = None) -> int:
         "",
         "Why: SB3's workers unpickle their env factory from `CloudpickleWrapper` and run a loop "
         "that lives in SB3, so each worker imports SB3 and torch. cua_rl's worker loop "
-        "(`cua_rl.training.envs.serve_env_worker`) and the factory's pickle (cloudpickle bytes) "
+        "(`cua_rl.training.envs.serve_env_worker`) and the factory (the process's own argument) "
         "import neither; the env decides what its worker imports. A desktop worker that a run "
         "starts for every env, and starts again after every failure, pays this each time.",
         "",

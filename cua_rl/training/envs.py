@@ -180,20 +180,15 @@ class EnvWorker:
         self.env.close()
 
 
-def serve_env_worker(conn: Any, env_fn: bytes) -> None:
+def serve_env_worker(conn: Any, env_fn: Callable[[], gym.Env[Any, Any]]) -> None:
     """The loop of one :class:`~cua_rl.training.workers.ProcessVecEnv` worker process:
-    :class:`EnvWorker` calls over a pipe, for the env that ``env_fn`` (a cloudpickled
-    ``() -> env``) makes.
+    :class:`EnvWorker` calls over a pipe, for the env that ``env_fn`` makes.
 
     When the parent goes away without closing it (killed, SIGTERM), the pipe ends and the
     worker still closes its env, so what the env started (a browser, a desktop) does not outlive
     the run.
     """
-    import cloudpickle
-
-    # the parent's own pickle of its factory, over the pipe it made for this process (the pipe
-    # carries pickles anyway: multiprocessing pickles every message); nothing from outside
-    worker = EnvWorker(cloudpickle.loads(env_fn))
+    worker = EnvWorker(env_fn)
     closed = False
     try:
         while True:
